@@ -1,0 +1,180 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/luascripts"
+)
+
+// keys names the Redis keys of one lock. They share the hash tag {K}, so
+// every script and transaction stays in one cluster slot.
+type keys struct {
+	user   string // the caller's key K
+	lock   string // P{K}
+	fence  string // P{K}:fence
+	notify string // P{K}:notify
+}
+
+func makeKeys(prefix, key string) keys {
+	lk := prefix + "{" + key + "}"
+	return keys{user: key, lock: lk, fence: lk + ":fence", notify: lk + ":notify"}
+}
+
+// acquireResult is the outcome of one acquire attempt.
+type acquireResult struct {
+	ok    bool
+	fence int64
+	pttl  time.Duration // the holder's remaining TTL when !ok
+}
+
+// extendStatus is what Redis said of a hold we asked to extend or renew.
+type extendStatus int
+
+const (
+	extendOK     extendStatus = 1  // still ours, TTL reset
+	extendGone   extendStatus = 0  // the key is gone
+	extendStolen extendStatus = -1 // someone else holds it
+)
+
+// backend carries out the lock's operations against Redis: by Lua script
+// (scriptBackend) or without scripting (watchBackend).
+type backend interface {
+	acquire(ctx context.Context, k keys, token string, ttl time.Duration) (acquireResult, error)
+	// release drops our hold (for re-entrant holds, one level of it) and
+	// reports extendOK, or says why it could not: extendGone, extendStolen.
+	release(ctx context.Context, k keys, token string) (extendStatus, error)
+	extend(ctx context.Context, k keys, token string, ttl time.Duration) (extendStatus, error)
+	// pttl returns errNotOurs when the hold is not ours.
+	pttl(ctx context.Context, k keys, token string) (time.Duration, error)
+	// renew extends many holds at once; it fills st and errs, one per item.
+	renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error)
+}
+
+// renewItem is one hold the renewal loop asks to extend.
+type renewItem struct {
+	k     keys
+	token string
+	ttl   time.Duration
+}
+
+var errNotOurs = errors.New("lock: hold not ours")
+
+// scripter is what the script backend needs of a go-redis client.
+type scripter interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+}
+
+var (
+	_ scripter = (*redis.Client)(nil)
+	_ scripter = (*redis.ClusterClient)(nil)
+	_ scripter = (redis.UniversalClient)(nil)
+)
+
+// scriptBackend runs each operation as one script call (ReleaseScript).
+type scriptBackend struct {
+	rdb       scripter
+	reentrant bool
+	fencing   bool
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func (b *scriptBackend) acquire(ctx context.Context, k keys, token string, ttl time.Duration) (acquireResult, error) {
+	r, err := luascripts.Acquire.Run(ctx, b.rdb, []string{k.lock, k.fence},
+		token, ms(ttl), flag(b.reentrant), flag(b.fencing)).Int64Slice()
+	if err != nil {
+		return acquireResult{}, err
+	}
+	if len(r) != 2 {
+		return acquireResult{}, fmt.Errorf("lock: unexpected acquire reply %v", r)
+	}
+	if r[0] == 0 {
+		return acquireResult{pttl: time.Duration(r[1]) * time.Millisecond}, nil
+	}
+	return acquireResult{ok: true, fence: r[1]}, nil
+}
+
+func (b *scriptBackend) release(ctx context.Context, k keys, token string) (extendStatus, error) {
+	n, err := luascripts.Release.Run(ctx, b.rdb, []string{k.lock, k.notify},
+		token, flag(b.reentrant)).Int64()
+	if n == 2 { // one re-entrant level dropped
+		n = 1
+	}
+	return extendStatus(n), err
+}
+
+func (b *scriptBackend) extend(ctx context.Context, k keys, token string, ttl time.Duration) (extendStatus, error) {
+	n, err := luascripts.Extend.Run(ctx, b.rdb, []string{k.lock},
+		token, ms(ttl), flag(b.reentrant)).Int64()
+	return extendStatus(n), err
+}
+
+func (b *scriptBackend) pttl(ctx context.Context, k keys, token string) (time.Duration, error) {
+	n, err := luascripts.PTTL.Run(ctx, b.rdb, []string{k.lock}, token, flag(b.reentrant)).Int64()
+	switch {
+	case err != nil:
+		return 0, err
+	case n == -1:
+		return 0, errNotOurs
+	case n == -2:
+		return -1, nil // ours, no expiry: only if someone PERSISTed it
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// renew sends every item's extend script in one pipeline (go-redis splits it
+// per node on a cluster), then replays by EVAL any that met NOSCRIPT.
+func (b *scriptBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
+	cmds := make([]*redis.Cmd, len(items))
+	run := func(eval bool, which []int) {
+		pipe := b.rdb.Pipeline()
+		for _, i := range which {
+			it := items[i]
+			args := []any{it.token, ms(it.ttl), flag(b.reentrant)}
+			if eval {
+				cmds[i] = luascripts.Extend.Eval(ctx, pipe, []string{it.k.lock}, args...)
+			} else {
+				cmds[i] = luascripts.Extend.EvalSha(ctx, pipe, []string{it.k.lock}, args...)
+			}
+		}
+		_, _ = pipe.Exec(ctx) // per-command errors are read below
+	}
+	all := make([]int, len(items))
+	for i := range all {
+		all[i] = i
+	}
+	run(false, all)
+	var missing []int
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		run(true, missing)
+	}
+	for i, cmd := range cmds {
+		n, err := cmd.Int64()
+		st[i], errs[i] = extendStatus(n), err
+	}
+}
+
+// isWrongType reports a WRONGTYPE reply: the key holds a kind of value the
+// command cannot read, so it is not our hold.
+func isWrongType(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
+}

@@ -1,0 +1,152 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// watchBackend runs every operation without scripting (ReleaseWatch), for
+// servers where EVAL is denied: acquire is one MULTI around SET NX PX and the
+// fence INCR; release, extend and renewal check the token under WATCH and
+// change the key in MULTI/EXEC, retried when the key changes in between.
+type watchBackend struct {
+	rdb     redis.UniversalClient
+	fencing bool
+}
+
+// watchRetries bounds the optimistic retries of one WATCH transaction. A
+// conflict means the key changed under us, which for a lock key is rare.
+const watchRetries = 16
+
+func (b *watchBackend) acquire(ctx context.Context, k keys, token string, ttl time.Duration) (acquireResult, error) {
+	var (
+		set   *redis.BoolCmd
+		incr  *redis.IntCmd
+		get   *redis.StringCmd
+		pttlc *redis.DurationCmd
+	)
+	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		set = p.SetNX(ctx, k.lock, token, ttl)
+		if b.fencing {
+			// INCR runs even when SET NX fails, so fences leave gaps, but the
+			// successful SET and its INCR are still one atomic step.
+			incr = p.Incr(ctx, k.fence)
+		}
+		get = p.Get(ctx, k.lock)
+		pttlc = p.PTTL(ctx, k.lock)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
+		return acquireResult{}, err
+	}
+	var fence int64
+	if incr != nil {
+		fence = incr.Val()
+	}
+	if set.Val() {
+		return acquireResult{ok: true, fence: fence}, nil
+	}
+	if get.Err() == nil && get.Val() == token {
+		// Ours already: an earlier attempt whose reply was lost. Reset the
+		// TTL. The fence from this MULTI is newer than any earlier holder's
+		// and older than any later one's, so it serves this hold.
+		st, err := b.extend(ctx, k, token, ttl)
+		if err != nil {
+			return acquireResult{}, err
+		}
+		if st == extendOK {
+			return acquireResult{ok: true, fence: fence}, nil
+		}
+	}
+	left := pttlc.Val()
+	if left < 0 {
+		left = 0
+	}
+	return acquireResult{pttl: left}, nil
+}
+
+// checkAndExec runs fn in MULTI if the lock still holds token, under WATCH.
+// It returns errNotOurs (wrapped with the status) when the key is gone or
+// someone else's.
+func (b *watchBackend) checkAndExec(ctx context.Context, k keys, token string, fn func(redis.Pipeliner)) (extendStatus, error) {
+	status := extendOK
+	txf := func(tx *redis.Tx) error {
+		v, err := tx.Get(ctx, k.lock).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			status = extendGone
+			return errNotOurs
+		case isWrongType(err):
+			status = extendStolen
+			return errNotOurs
+		case err != nil:
+			return err
+		case v != token:
+			status = extendStolen
+			return errNotOurs
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			fn(p)
+			return nil
+		})
+		return err
+	}
+	for range watchRetries {
+		err := b.rdb.Watch(ctx, txf, k.lock)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		if errors.Is(err, errNotOurs) {
+			return status, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return extendOK, nil
+	}
+	return 0, redis.TxFailedErr
+}
+
+func (b *watchBackend) release(ctx context.Context, k keys, token string) (extendStatus, error) {
+	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
+		p.Del(ctx, k.lock)
+		p.Publish(ctx, k.notify, "released")
+	})
+}
+
+func (b *watchBackend) extend(ctx context.Context, k keys, token string, ttl time.Duration) (extendStatus, error) {
+	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
+		p.PExpire(ctx, k.lock, ttl)
+	})
+}
+
+func (b *watchBackend) pttl(ctx context.Context, k keys, token string) (time.Duration, error) {
+	var (
+		get   *redis.StringCmd
+		pttlc *redis.DurationCmd
+	)
+	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, k.lock)
+		pttlc = p.PTTL(ctx, k.lock)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
+		return 0, err
+	}
+	if get.Err() != nil || get.Val() != token {
+		return 0, errNotOurs
+	}
+	return pttlc.Val(), nil
+}
+
+// renew extends each hold in its own WATCH transaction: WATCH pins one
+// connection, so these cannot share a pipeline. Script-free mode is for
+// servers that deny scripting, not for holding thousands of locks.
+func (b *watchBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
+	for i, it := range items {
+		st[i], errs[i] = b.extend(ctx, it.k, it.token, it.ttl)
+	}
+}

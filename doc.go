@@ -1,0 +1,2 @@
+// Package lock provides Redis-based distributed locks.
+package lock

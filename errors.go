@@ -1,0 +1,98 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotAcquired is returned by [Lock.Acquire] and [Client.WithLock] when
+	// the wait ended (wait timeout, or ctx done: then the error matches
+	// context.Cause(ctx) too) without the lock being held.
+	ErrNotAcquired = errors.New("lock: not acquired")
+
+	// ErrNotHeld is returned by [Lock.Release], [Lock.Extend] and [Lock.TTL]
+	// when Redis says the hold is no longer ours (expired, deleted or taken
+	// over), or when the handle was never acquired.
+	ErrNotHeld = errors.New("lock: not held")
+
+	// ErrLockLost is the cause of a [Client.WithLock] context cancelled because
+	// the hold ended involuntarily, and is matched by the error WithLock
+	// returns then. Errors of type [*LostError] match it.
+	ErrLockLost = errors.New("lock: lock lost")
+
+	// ErrClosed is returned by Acquire, TryAcquire, Extend and WithLock after
+	// [Client.Close].
+	ErrClosed = errors.New("lock: client closed")
+
+	// ErrInvalid is wrapped by every error that reports bad input: an empty
+	// key, a nil client, an out-of-range option, an Extend with ttl <= 0.
+	ErrInvalid = errors.New("lock: invalid argument")
+)
+
+// LossReason says why a hold ended involuntarily.
+type LossReason int
+
+const (
+	// LossStolen: the key holds another token; someone else has the lock.
+	LossStolen LossReason = iota + 1
+	// LossExpired: the key is gone and our lease had run out by our clock,
+	// typically after a process pause or with renewal off.
+	LossExpired
+	// LossForceReleased: the key is gone although our lease should still have
+	// been valid: it was deleted behind our back, or Redis lost its data
+	// (restart without persistence, failover with async replication).
+	LossForceReleased
+	// LossUnreachable: renewal could not confirm the hold before the local
+	// safety deadline, so the hold is given up before it could expire.
+	LossUnreachable
+	// LossMaxHold: the hold reached the cap set with [WithMaxHold] and was no
+	// longer renewed.
+	LossMaxHold
+)
+
+var lossNames = map[LossReason]string{
+	LossStolen:        "stolen",
+	LossExpired:       "expired",
+	LossForceReleased: "force-released",
+	LossUnreachable:   "unreachable",
+	LossMaxHold:       "max hold reached",
+}
+
+// String returns the reason in a word or two, as used in error messages.
+func (r LossReason) String() string {
+	if s, ok := lossNames[r]; ok {
+		return s
+	}
+	return fmt.Sprintf("LossReason(%d)", int(r))
+}
+
+// LostError describes a hold that ended involuntarily. It matches
+// [ErrLockLost] under errors.Is, and its Err (the last renewal error, when
+// there was one) too. It is the cause of a [Client.WithLock] context and
+// is returned by [Lock.LostErr].
+type LostError struct {
+	Key    string     // the caller's key
+	Reason LossReason // why the hold ended
+	Err    error      // the renewal error behind LossUnreachable, or nil
+}
+
+// Error reports the key and the reason.
+func (e *LostError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("lock: lock %q lost (%s): %v", e.Key, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("lock: lock %q lost (%s)", e.Key, e.Reason)
+}
+
+// Unwrap yields [ErrLockLost] and the underlying error, if any.
+func (e *LostError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrLockLost, e.Err}
+	}
+	return []error{ErrLockLost}
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

@@ -1,0 +1,144 @@
+package lock
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// hold is one acquisition of a Lock: from a successful Acquire until Release
+// or loss. A Lock that is acquired again gets a new hold.
+type hold struct {
+	l     *Lock
+	token string
+	fence int64
+	lost  chan struct{} // closed when the hold ends involuntarily
+
+	mu      sync.Mutex
+	ended   bool          // released or lost; nothing more to report
+	cause   *LostError    // set when lost
+	onLost  []func(error) // called once with the *LostError
+	afterFn *time.Timer   // the deadline timer a Close leaves behind
+
+	// Renewal bookkeeping, guarded by the Client's renewal.mu.
+	ttl         time.Duration
+	sentAt      time.Time // when the last confirmed acquire or renewal was sent
+	deadline    time.Time // sentAt + ttl - margin: lost if not confirmed by then
+	next        time.Time // when the renewal loop looks at this hold again
+	capAt       time.Time // WithMaxHold: no renewal past this; zero = no cap
+	index       int       // position in the renewal heap; -1 when not in it
+	inFlight    bool      // a renewal call for it is under way
+	registered  bool      // known to the renewal loop
+	lastErr     error     // the last renewal error, cleared by a success
+	extDeadline time.Time // deadline of an Extend made while a renewal was out
+}
+
+// safetyMargin is how long before its TTL would run out (counted from when
+// the confirming call was sent) a hold that renewal could not confirm is
+// declared lost: a tenth of the TTL, plus 2ms. It covers clock-rate
+// differences between client and server (far under 1%) and leaves the holder
+// time to stop before anyone else can take the lock.
+func safetyMargin(ttl time.Duration) time.Duration { return ttl/10 + 2*time.Millisecond }
+
+func newHold(l *Lock, token string, fence int64, sent time.Time) *hold {
+	h := &hold{
+		l:      l,
+		token:  token,
+		fence:  fence,
+		lost:   make(chan struct{}),
+		ttl:    l.cfg.ttl,
+		sentAt: sent,
+		index:  -1,
+	}
+	h.deadline = sent.Add(h.ttl - safetyMargin(h.ttl))
+	if l.cfg.maxHold > 0 {
+		h.capAt = sent.Add(l.cfg.maxHold)
+	}
+	return h
+}
+
+// active reports whether the hold has neither been released nor lost.
+func (h *hold) active() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.ended
+}
+
+// finish ends the hold by Release; it reports whether it was still active.
+func (h *hold) finish() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.afterFn != nil {
+		h.afterFn.Stop()
+	}
+	was := !h.ended
+	h.ended = true
+	return was
+}
+
+// lostErr returns the loss, or nil while the hold is not lost.
+func (h *hold) lostErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cause == nil {
+		return nil
+	}
+	return h.cause
+}
+
+// addOnLost registers fn to be called with the loss; at once if the hold is
+// already lost.
+func (h *hold) addOnLost(fn func(error)) {
+	h.mu.Lock()
+	if h.cause != nil {
+		cause := h.cause
+		h.mu.Unlock()
+		fn(cause)
+		return
+	}
+	h.onLost = append(h.onLost, fn)
+	h.mu.Unlock()
+}
+
+// markLost is the one place a loss is signalled: it closes Lost(), cancels
+// WithLock's context, tells the Observer and the logger. Only the first call
+// for an active hold has an effect.
+func (h *hold) markLost(reason LossReason, err error) {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	h.ended = true
+	h.cause = &LostError{Key: h.l.k.user, Reason: reason, Err: err}
+	fns := h.onLost
+	h.onLost = nil
+	cause := h.cause
+	h.mu.Unlock()
+
+	close(h.lost)
+	for _, fn := range fns {
+		fn(cause)
+	}
+	l := h.l
+	if o := l.cfg.observer; o != nil {
+		o.Observe(Event{Kind: EventLost, Key: l.k.user, Token: h.token, Fence: h.fence, Err: cause})
+	}
+	if lg := l.cfg.logger; lg != nil {
+		lg.Warn("lock lost", slog.String("key", l.k.user), slog.String("reason", reason.String()),
+			slog.Int64("fence", h.fence), slog.Any("err", err))
+	}
+}
+
+// lossReason names why Redis no longer has our hold: someone else's token,
+// or no key at all (expired by our clock, or removed while it should have
+// been valid).
+func lossReason(st extendStatus, now time.Time, ttl time.Duration, sentAt time.Time) LossReason {
+	if st == extendStolen {
+		return LossStolen
+	}
+	if now.Sub(sentAt) >= ttl {
+		return LossExpired
+	}
+	return LossForceReleased
+}

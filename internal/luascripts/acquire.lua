@@ -1,0 +1,44 @@
+-- acquire.lua: take the lock if it is free, or confirm a hold we already have.
+-- KEYS[1] lock, KEYS[2] fence counter.
+-- ARGV[1] token (or owner id), ARGV[2] ttl in ms, ARGV[3] "1" for a re-entrant
+-- (hash owner->count) hold, ARGV[4] "1" to bump the fencing counter.
+-- Reply: {1, fence} acquired now; {2, fence} already ours (TTL reset, or one
+-- more re-entrant hold); {0, pttl} held by someone else.
+local lock, fence = KEYS[1], KEYS[2]
+local token, ttl = ARGV[1], ARGV[2]
+local reentrant, fencing = ARGV[3] == '1', ARGV[4] == '1'
+
+local function current_fence()
+  if not fencing then return 0 end
+  return tonumber(redis.call('GET', fence) or '0')
+end
+
+if redis.call('EXISTS', lock) == 0 then
+  if reentrant then
+    redis.call('HSET', lock, token, 1)
+    redis.call('PEXPIRE', lock, ttl)
+  else
+    redis.call('SET', lock, token, 'PX', ttl)
+  end
+  if fencing then
+    return {1, redis.call('INCR', fence)}
+  end
+  return {1, 0}
+end
+
+local kind = redis.call('TYPE', lock)['ok']
+if reentrant then
+  if kind == 'hash' and redis.call('HEXISTS', lock, token) == 1 then
+    redis.call('HINCRBY', lock, token, 1)
+    redis.call('PEXPIRE', lock, ttl)
+    return {2, current_fence()}
+  end
+elseif kind == 'string' and redis.call('GET', lock) == token then
+  -- A retry after a lost reply: the earlier attempt did take the lock.
+  redis.call('PEXPIRE', lock, ttl)
+  return {2, current_fence()}
+end
+
+local left = redis.call('PTTL', lock)
+if left < 0 then left = 0 end
+return {0, left}

@@ -1,0 +1,20 @@
+-- extend.lua: reset the TTL of a hold that is still ours (Extend and renewal).
+-- KEYS[1] lock; ARGV[1] token (or owner id), ARGV[2] ttl in ms,
+-- ARGV[3] "1" for a re-entrant hold.
+-- Reply: 1 extended; 0 the key is gone; -1 someone else holds it.
+local lock = KEYS[1]
+local token, ttl, reentrant = ARGV[1], ARGV[2], ARGV[3] == '1'
+
+local kind = redis.call('TYPE', lock)['ok']
+if kind == 'none' then
+  return 0
+end
+if reentrant then
+  if kind ~= 'hash' or redis.call('HEXISTS', lock, token) == 0 then
+    return -1
+  end
+elseif kind ~= 'string' or redis.call('GET', lock) ~= token then
+  return -1
+end
+redis.call('PEXPIRE', lock, ttl)
+return 1

@@ -1,0 +1,44 @@
+// Package luascripts holds the Lua scripts the lock runs inside Redis. Each
+// script is a real .lua file, embedded here and wrapped once, so that it is
+// sent by SHA (EVALSHA) with a fallback to EVAL when the server lacks it.
+//
+// Every key a script touches arrives in KEYS and shares the lock's {K} hash
+// tag, so a script never crosses a cluster slot. Replies are integers or
+// arrays of integers, never nil.
+package luascripts
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed acquire.lua
+var acquireSrc string
+
+//go:embed release.lua
+var releaseSrc string
+
+//go:embed extend.lua
+var extendSrc string
+
+//go:embed pttl.lua
+var pttlSrc string
+
+// Acquire takes a free lock or confirms one we hold. See acquire.lua.
+var Acquire = redis.NewScript(acquireSrc)
+
+// Release deletes a lock still holding the caller's token and publishes on
+// the notify channel. See release.lua.
+var Release = redis.NewScript(releaseSrc)
+
+// Extend resets the TTL of a lock still holding the caller's token. It serves
+// both Extend and the renewal loop. See extend.lua.
+var Extend = redis.NewScript(extendSrc)
+
+// PTTL reports the time left on a lock still holding the caller's token.
+// See pttl.lua.
+var PTTL = redis.NewScript(pttlSrc)
+
+// All lists every script, for loading them ahead of use.
+var All = []*redis.Script{Acquire, Release, Extend, PTTL}

@@ -1,0 +1,72 @@
+package lock
+
+import (
+	"strconv"
+	"time"
+)
+
+// Observer is told what the locks of a [Client] do, for metrics and
+// tracing. Observe is called synchronously: on the caller's goroutine for
+// acquire, release and extend, on the renewal goroutine for renewal failures
+// and losses. It must be safe for concurrent use and return quickly.
+//
+// New kinds of events may be added; an Observer should ignore kinds it does
+// not know.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// EventKind says what an [Event] reports.
+type EventKind int
+
+const (
+	// EventAcquireStart: Acquire or TryAcquire began.
+	EventAcquireStart EventKind = iota + 1
+	// EventAcquire: Acquire or TryAcquire ended; Err is nil when the lock is
+	// held, otherwise the error returned (TryAcquire's "held by another" is
+	// reported as [ErrNotAcquired]).
+	EventAcquire
+	// EventRelease: Release ended; Err as returned.
+	EventRelease
+	// EventExtend: Extend ended; Err as returned.
+	EventExtend
+	// EventRenewalFailed: one renewal of a held lock failed with Err and will
+	// be retried; the hold is not yet lost.
+	EventRenewalFailed
+	// EventLost: the hold ended involuntarily; Err is the [*LostError].
+	EventLost
+)
+
+var eventNames = map[EventKind]string{
+	EventAcquireStart:  "acquire_start",
+	EventAcquire:       "acquire",
+	EventRelease:       "release",
+	EventExtend:        "extend",
+	EventRenewalFailed: "renewal_failed",
+	EventLost:          "lost",
+}
+
+// String returns a short snake_case name, fit for a metric label.
+func (k EventKind) String() string {
+	if s, ok := eventNames[k]; ok {
+		return s
+	}
+	return "event_" + strconv.Itoa(int(k))
+}
+
+// Event is one thing that happened to one lock.
+type Event struct {
+	Kind     EventKind
+	Key      string        // the caller's key
+	Token    string        // the hold's token, "" before one exists
+	Fence    int64         // the hold's fence, 0 before one exists
+	Duration time.Duration // time the call took (Acquire: the whole wait)
+	Attempts int           // EventAcquire: tries sent to Redis
+	Err      error         // nil on success
+}

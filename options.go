@@ -1,0 +1,178 @@
+package lock
+
+import (
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults, documented on the options that change them.
+const (
+	DefaultTTL        = 30 * time.Second
+	DefaultBackoffMin = 10 * time.Millisecond
+	DefaultBackoffMax = 500 * time.Millisecond
+	DefaultPrefix     = "lock:"
+)
+
+// ReleaseMode selects how a lock talks to Redis; see [WithReleaseMode].
+type ReleaseMode int
+
+const (
+	// ReleaseScript runs every operation as one Lua script: one round trip to
+	// acquire, one to release. The default.
+	ReleaseScript ReleaseMode = iota
+	// ReleaseWatch runs no script at all, for servers where scripting is
+	// denied: acquire is SET NX PX with the fence INCR in one MULTI; release,
+	// extend and renewal use WATCH/GET/MULTI/EXEC, retried on conflict.
+	ReleaseWatch
+)
+
+// String names the mode.
+func (m ReleaseMode) String() string {
+	switch m {
+	case ReleaseScript:
+		return "script"
+	case ReleaseWatch:
+		return "watch"
+	}
+	return "ReleaseMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Option configures a [Client] (as the default for its locks) or one lock
+// ([Client.NewLock], [Client.WithLock]). Invalid values are reported as an
+// error wrapping [ErrInvalid] by the first call that uses them.
+type Option func(*config)
+
+type config struct {
+	ttl        time.Duration
+	watchdog   bool
+	wait       time.Duration
+	backoffMin time.Duration
+	backoffMax time.Duration
+	notify     bool
+	mode       ReleaseMode
+	prefix     string
+	owner      string
+	ownerSet   bool
+	observer   Observer
+	logger     *slog.Logger
+	maxHold    time.Duration
+	fencing    bool
+}
+
+func defaultConfig() config {
+	return config{
+		ttl:        DefaultTTL,
+		watchdog:   true,
+		backoffMin: DefaultBackoffMin,
+		backoffMax: DefaultBackoffMax,
+		notify:     true,
+		prefix:     DefaultPrefix,
+		fencing:    true,
+	}
+}
+
+func (cfg config) with(opts []Option) config {
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return cfg
+}
+
+// validate reports the first out-of-range value, wrapping ErrInvalid.
+func (cfg *config) validate() error {
+	switch {
+	case cfg.ttl < time.Millisecond:
+		return invalidf("ttl %v: must be at least 1ms", cfg.ttl)
+	case cfg.wait < 0:
+		return invalidf("wait timeout %v: must not be negative", cfg.wait)
+	case cfg.backoffMin <= 0 || cfg.backoffMax <= 0:
+		return invalidf("backoff %v..%v: both bounds must be positive", cfg.backoffMin, cfg.backoffMax)
+	case cfg.backoffMin > cfg.backoffMax:
+		return invalidf("backoff %v..%v: min exceeds max", cfg.backoffMin, cfg.backoffMax)
+	case cfg.mode != ReleaseScript && cfg.mode != ReleaseWatch:
+		return invalidf("release mode %d: unknown", int(cfg.mode))
+	case strings.ContainsAny(cfg.prefix, "{}"):
+		return invalidf("prefix %q: must not contain '{' or '}' (it would move the hash tag)", cfg.prefix)
+	case cfg.ownerSet && cfg.owner == "":
+		return invalidf("owner: must not be empty")
+	case cfg.ownerSet && cfg.mode == ReleaseWatch:
+		return invalidf("owner %q: re-entrant holds need ReleaseScript", cfg.owner)
+	case cfg.maxHold < 0:
+		return invalidf("max hold %v: must not be negative", cfg.maxHold)
+	}
+	return nil
+}
+
+// WithTTL sets the lease length: how long Redis keeps the lock if its holder
+// stops renewing it (crash, partition). Default 30s; at least 1ms, counted in
+// whole milliseconds. Pick it well above the worst pause you expect (GC,
+// network, a slow Redis), since a hold that cannot be renewed within it is
+// lost; with the watchdog on, the critical section may run far longer.
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
+
+// WithWatchdog turns renewal on or off. On (the default), the Client renews
+// every held lock at TTL/3 until it is released, and [Lock.Lost] closes if a
+// renewal finds it gone or cannot confirm it in time. Off, the hold simply
+// expires after the TTL unless extended; Lost still closes at the safety
+// deadline.
+func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog = on } }
+
+// WithWaitTimeout bounds how long [Lock.Acquire] waits for a held lock.
+// Default 0: wait until ctx is done. Negative is invalid.
+func WithWaitTimeout(d time.Duration) Option { return func(c *config) { c.wait = d } }
+
+// WithBackoff bounds the sleep between attempts of a waiting Acquire. The
+// n-th sleep is drawn uniformly from [min, min(max, min·2^n)] (exponential
+// backoff with jitter), and never lasts past the holder's remaining TTL.
+// Defaults 10ms and 500ms: a release wakes waiters at once through pub/sub
+// (see [WithNotify]), so the timer is only the fallback for a missed message,
+// and 500ms keeps that fallback cheap for Redis while still bounded. Both must
+// be positive and min <= max.
+func WithBackoff(min, max time.Duration) Option {
+	return func(c *config) { c.backoffMin, c.backoffMax = min, max }
+}
+
+// WithNotify sets whether a waiting Acquire listens for release messages
+// (default on). Releases always publish; off, waiters rely on the backoff
+// timer and the holder's TTL alone.
+func WithNotify(on bool) Option { return func(c *config) { c.notify = on } }
+
+// WithReleaseMode picks [ReleaseScript] (default) or [ReleaseWatch].
+func WithReleaseMode(m ReleaseMode) Option { return func(c *config) { c.mode = m } }
+
+// WithPrefix sets the prefix of every Redis key of a lock (default "lock:").
+// The lock for key K lives at prefix+"{K}"; the prefix must not contain '{'
+// or '}'. It may be empty.
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithOwner makes holds re-entrant for one owner id: locks on the same key
+// with the same owner may be held at once (the key becomes a hash
+// owner→count), and the lock is free again when every such hold is released.
+// The token of such a hold is the owner id. Needs [ReleaseScript]; the id must
+// not be empty. Default: no owner, every hold exclusive.
+func WithOwner(id string) Option { return func(c *config) { c.owner, c.ownerSet = id, true } }
+
+// WithObserver sets the [Observer] told of acquisitions, releases, extends,
+// renewal failures and losses. nil (the default) means none, at no cost.
+func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+
+// WithLogger sets where the library logs renewal failures and losses. nil
+// (the default) means silent.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMaxHold caps how long a hold is renewed, counted from its acquisition:
+// past it the watchdog stops and the hold is reported lost ([LossMaxHold])
+// before its TTL runs out. A guard against a critical section that never
+// ends. Default 0: no cap. Negative is invalid.
+func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = d } }
+
+// WithFencing sets whether each acquisition increments the key's fencing
+// counter (default on; see [Lock.Fence]). The counter is a small Redis key,
+// P{K}:fence, that never expires (it must not go backwards); turn fencing off
+// for locks over an unbounded set of keys whose holders do not need a fence.
+// Off, Fence returns 0.
+func WithFencing(on bool) Option { return func(c *config) { c.fencing = on } }

@@ -1,0 +1,101 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Release gives the lock up: it takes the hold out of renewal, then deletes
+// the key if it still holds our token and publishes on the notify channel so
+// that waiters try at once. It returns nil when our hold was released; an
+// error wrapping [ErrNotHeld] when Redis no longer has it (expired, deleted,
+// taken over: the hold is then reported lost, if it was not already) or when
+// the handle was never acquired; a wrapped Redis error when the call failed
+// (the hold is no longer renewed and expires by its TTL; Release may be
+// called again). A second Release asks Redis again and touches nothing of
+// anyone else's. Release works after [Client.Close].
+func (l *Lock) Release(ctx context.Context) error {
+	if l.err != nil {
+		return l.err
+	}
+	h := l.hold()
+	if h == nil {
+		return fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
+	}
+	start := time.Now()
+	l.c.renewal.remove(h)
+	st, err := l.be.release(ctx, l.k, h.token)
+	switch {
+	case err != nil:
+		h.finish()
+		err = fmt.Errorf("lock: release %q: %w", l.k.user, err)
+	case st != extendOK:
+		h.markLost(l.c.renewal.reason(h, st), nil)
+		h.finish()
+		err = fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
+	default:
+		h.finish()
+	}
+	l.observe(Event{Kind: EventRelease, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+	return err
+}
+
+// Extend sets the hold's TTL to ttl, counted from now, if Redis still has
+// our hold; later renewals keep the new TTL. It returns an error wrapping
+// [ErrNotHeld] when the hold is gone or someone else's (reporting it lost),
+// [ErrInvalid] for ttl < 1ms, [ErrClosed] after Close, or the Redis error.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l.err != nil {
+		return l.err
+	}
+	if l.c.closed.Load() {
+		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrClosed)
+	}
+	if ttl < time.Millisecond {
+		return fmt.Errorf("lock: extend %q: %w", l.k.user, invalidf("ttl %v: must be at least 1ms", ttl))
+	}
+	h := l.hold()
+	if h == nil {
+		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
+	}
+	start := time.Now()
+	st, err := l.be.extend(ctx, l.k, h.token, ttl)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("lock: extend %q: %w", l.k.user, err)
+	case st != extendOK:
+		l.c.renewal.remove(h)
+		h.markLost(l.c.renewal.reason(h, st), nil)
+		err = fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
+	default:
+		l.c.renewal.extended(h, ttl, start)
+	}
+	l.observe(Event{Kind: EventExtend, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+	return err
+}
+
+// TTL returns the time Redis will keep the hold if it is not renewed, asking
+// Redis. It returns an error wrapping [ErrNotHeld] when the hold is gone or
+// someone else's (reporting it lost), or the Redis error. A hold someone
+// made persistent reports -1.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	h := l.hold()
+	if h == nil {
+		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
+	}
+	d, err := l.be.pttl(ctx, l.k, h.token)
+	switch {
+	case errors.Is(err, errNotOurs):
+		l.c.renewal.remove(h)
+		h.markLost(l.c.renewal.reason(h, extendGone), nil)
+		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
+	case err != nil:
+		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,353 @@
+package lock
+
+import (
+	"container/heap"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// renewChunk caps the renewals sent in one pipeline: one round trip renews
+// up to this many holds (per node, on a cluster).
+const renewChunk = 500
+
+// renewal is the Client's one renewal loop. Every hold of the Client is in
+// it, from acquisition to release or loss, in a heap ordered by when the
+// loop must next look at it: its renewal (every TTL/3, with the watchdog
+// on), its WithMaxHold cap, or its safety deadline. Due renewals are sent
+// together in pipelined batches; a hold not confirmed by its deadline is
+// declared lost then, before Redis could let anyone else in.
+type renewal struct {
+	c         *Client
+	mu        sync.Mutex
+	q         holdHeap
+	kick      chan struct{} // wakes the loop when an earlier event arrives
+	started   bool
+	abandoned bool // Close has run: holds only get deadline timers
+}
+
+func (r *renewal) init(c *Client) {
+	r.c = c
+	r.kick = make(chan struct{}, 1)
+}
+
+// retryInterval is the wait after a failed renewal before the next try:
+// TTL/12, at most 1s, so several tries fit before the safety deadline.
+func retryInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/12, time.Millisecond), time.Second)
+}
+
+// nextFor is when the loop must next look at h. Callers hold r.mu.
+func nextFor(h *hold, renewAt time.Time) time.Time {
+	n := h.deadline
+	if h.l.cfg.watchdog && renewAt.Before(n) {
+		n = renewAt
+	}
+	if !h.capAt.IsZero() && h.capAt.Before(n) {
+		n = h.capAt
+	}
+	return n
+}
+
+// add puts a new hold into the loop, starting the loop on first use.
+func (r *renewal) add(h *hold) {
+	r.mu.Lock()
+	if r.abandoned {
+		r.mu.Unlock()
+		h.abandon()
+		return
+	}
+	h.registered = true
+	h.next = nextFor(h, h.sentAt.Add(h.ttl/3))
+	heap.Push(&r.q, h)
+	if !r.started {
+		r.started = true
+		r.c.wg.Add(1)
+		go r.run()
+	}
+	first := h.index == 0
+	r.mu.Unlock()
+	if first {
+		r.wake()
+	}
+}
+
+func (r *renewal) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// remove takes h out of the loop; a renewal in flight for it is ignored.
+func (r *renewal) remove(h *hold) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h.index >= 0 {
+		heap.Remove(&r.q, h.index)
+	}
+	h.registered = false
+}
+
+// reason names the loss of h, which Redis reported as st.
+func (r *renewal) reason(h *hold, st extendStatus) LossReason {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return lossReason(st, time.Now(), h.ttl, h.sentAt)
+}
+
+// extended records a successful Extend sent at sent with a new ttl, which
+// later renewals keep.
+func (r *renewal) extended(h *hold, ttl time.Duration, sent time.Time) {
+	r.mu.Lock()
+	h.ttl = ttl
+	dl := sent.Add(ttl - safetyMargin(ttl))
+	if !h.registered {
+		r.mu.Unlock()
+		return
+	}
+	if h.inFlight {
+		// A renewal sent earlier with the old TTL may reach Redis before or
+		// after this extend: trust neither alone (see apply).
+		h.extDeadline = dl
+		r.mu.Unlock()
+		return
+	}
+	h.sentAt, h.deadline, h.lastErr = sent, dl, nil
+	h.next = nextFor(h, sent.Add(ttl/3))
+	if h.index >= 0 {
+		heap.Fix(&r.q, h.index)
+	}
+	first := h.index == 0
+	r.mu.Unlock()
+	if first {
+		r.wake()
+	}
+}
+
+func (r *renewal) run() {
+	defer r.c.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		wait := time.Hour
+		if len(r.q) > 0 {
+			wait = max(time.Until(r.q[0].next), 0)
+		}
+		r.mu.Unlock()
+		t.Reset(wait)
+		select {
+		case <-r.c.ctx.Done():
+			return
+		case <-r.kick:
+			continue
+		case <-t.C:
+		}
+		r.tick()
+	}
+}
+
+// lossNote is a loss found under r.mu, signalled after it is released.
+type lossNote struct {
+	h      *hold
+	reason LossReason
+	err    error
+}
+
+// tick handles every hold whose time has come: losses past their deadline
+// or cap, and renewals due now or soon (a renewal due within TTL/12 is sent
+// early, so that holds acquired close together share round trips).
+func (r *renewal) tick() {
+	now := time.Now()
+	var lost []lossNote
+	batches := map[backend][]*hold{}
+	r.mu.Lock()
+	for len(r.q) > 0 {
+		h := r.q[0]
+		if h.next.After(now) && !(r.renewalDue(h) && h.next.Sub(now) <= h.ttl/12) {
+			break
+		}
+		heap.Pop(&r.q)
+		switch {
+		case !now.Before(h.deadline):
+			h.registered = false
+			reason := LossExpired
+			if h.lastErr != nil {
+				reason = LossUnreachable
+			}
+			lost = append(lost, lossNote{h, reason, h.lastErr})
+		case !h.capAt.IsZero() && !now.Before(h.capAt):
+			h.registered = false
+			lost = append(lost, lossNote{h, LossMaxHold, nil})
+		default:
+			h.inFlight = true
+			batches[h.l.be] = append(batches[h.l.be], h)
+		}
+	}
+	r.mu.Unlock()
+	for _, n := range lost {
+		n.h.markLost(n.reason, n.err)
+	}
+	for be, hs := range batches {
+		for len(hs) > 0 {
+			n := min(len(hs), renewChunk)
+			chunk := hs[:n:n]
+			hs = hs[n:]
+			r.c.wg.Add(1)
+			go r.renew(be, chunk)
+		}
+	}
+}
+
+// renewalDue reports whether h's next event is a renewal (not its deadline
+// or cap). Callers hold r.mu.
+func (r *renewal) renewalDue(h *hold) bool {
+	return h.l.cfg.watchdog && h.next.Before(h.deadline) && (h.capAt.IsZero() || h.next.Before(h.capAt))
+}
+
+// renew sends one batch. Its call must end before the earliest deadline in
+// the batch, or a dead server could hold it past the point where the hold
+// has to be given up.
+func (r *renewal) renew(be backend, hs []*hold) {
+	defer r.c.wg.Done()
+	items := make([]renewItem, len(hs))
+	r.mu.Lock()
+	dl := hs[0].deadline
+	for i, h := range hs {
+		items[i] = renewItem{k: h.l.k, token: h.token, ttl: h.ttl}
+		dl = minTime(dl, h.deadline)
+	}
+	r.mu.Unlock()
+	ctx, cancel := context.WithDeadline(r.c.ctx, dl.Add(-time.Millisecond))
+	st := make([]extendStatus, len(items))
+	errs := make([]error, len(items))
+	sent := time.Now()
+	be.renew(ctx, items, st, errs)
+	cancel()
+	r.apply(hs, items, sent, st, errs)
+}
+
+// apply records what a batch found: confirmed holds get a new deadline and
+// their next renewal; holds Redis no longer has are lost; failed ones are
+// retried soon, or lost once their deadline is too close.
+func (r *renewal) apply(hs []*hold, items []renewItem, sent time.Time, st []extendStatus, errs []error) {
+	now := time.Now()
+	closing := r.c.ctx.Err() != nil
+	var lost []lossNote
+	var failed []int
+	r.mu.Lock()
+	for i, h := range hs {
+		h.inFlight = false
+		if !h.registered {
+			continue // released while the batch was out
+		}
+		ttl := items[i].ttl
+		switch {
+		case errs[i] == nil && st[i] == extendOK:
+			dl := sent.Add(ttl - safetyMargin(ttl))
+			renewAt := sent.Add(h.ttl / 3)
+			if !h.extDeadline.IsZero() {
+				// An Extend ran while this renewal was out; either may have
+				// reached Redis last. Keep the earlier deadline and renew at
+				// once with the extended TTL.
+				dl, renewAt = minTime(dl, h.extDeadline), now
+				h.extDeadline = time.Time{}
+			}
+			h.sentAt, h.deadline, h.lastErr = sent, dl, nil
+			h.next = nextFor(h, renewAt)
+			heap.Push(&r.q, h)
+		case errs[i] == nil:
+			h.registered = false
+			lost = append(lost, lossNote{h, lossReason(st[i], now, h.ttl, h.sentAt), nil})
+		case closing:
+			h.next = h.deadline
+			heap.Push(&r.q, h)
+		default:
+			h.lastErr = errs[i]
+			failed = append(failed, i)
+			if !now.Before(h.deadline.Add(-time.Millisecond)) {
+				h.registered = false
+				lost = append(lost, lossNote{h, LossUnreachable, errs[i]})
+				continue
+			}
+			h.next = nextFor(h, minTime(now.Add(retryInterval(h.ttl)), h.deadline))
+			heap.Push(&r.q, h)
+		}
+	}
+	r.mu.Unlock()
+	r.wake()
+	for _, i := range failed {
+		h := hs[i]
+		if o := h.l.cfg.observer; o != nil {
+			o.Observe(Event{Kind: EventRenewalFailed, Key: h.l.k.user, Token: h.token, Fence: h.fence, Err: errs[i]})
+		}
+		if lg := h.l.cfg.logger; lg != nil {
+			lg.Warn("lock renewal failed", slog.String("key", h.l.k.user), slog.Any("err", errs[i]))
+		}
+	}
+	for _, n := range lost {
+		n.h.markLost(n.reason, n.err)
+	}
+}
+
+// abandon runs at Close, after the loop has stopped: every hold left is no
+// longer renewed, so each gets a timer that reports it lost at its deadline.
+func (r *renewal) abandon() {
+	r.mu.Lock()
+	r.abandoned = true
+	hs := make([]*hold, len(r.q))
+	copy(hs, r.q)
+	r.q = nil
+	for _, h := range hs {
+		h.index, h.registered = -1, false
+	}
+	r.mu.Unlock()
+	for _, h := range hs {
+		h.abandon()
+	}
+}
+
+// abandon arms the timer that reports h lost at its deadline, renewal having
+// stopped.
+func (h *hold) abandon() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.afterFn = time.AfterFunc(time.Until(h.deadline), func() {
+		h.markLost(LossExpired, ErrClosed)
+	})
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// holdHeap orders holds by next, earliest first.
+type holdHeap []*hold
+
+func (q holdHeap) Len() int           { return len(q) }
+func (q holdHeap) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
+func (q holdHeap) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *holdHeap) Push(x any) {
+	h := x.(*hold)
+	h.index = len(*q)
+	*q = append(*q, h)
+}
+func (q *holdHeap) Pop() any {
+	old := *q
+	h := old[len(old)-1]
+	old[len(old)-1] = nil
+	h.index = -1
+	*q = old[:len(old)-1]
+	return h
+}
