@@ -1,0 +1,205 @@
+package faulttest
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
+)
+
+// pollFree polls until Redis no longer has key's lock and returns when that
+// was seen.
+func pollFree(ctx context.Context, t *testing.T, s *redistest.Server, key string) time.Time {
+	t.Helper()
+	rdb := s.Client(t)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n, err := rdb.Exists(ctx, lock.DefaultPrefix+"{"+key+"}").Result()
+		if err != nil {
+			t.Fatalf("EXISTS: %v", err)
+		}
+		if n == 0 {
+			return time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("lock %q still held: %v", key, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// TestProcess_holderKilled SIGKILLs a worker process while it holds a lock
+// (renewed by its watchdog) and measures when the key is free and when a
+// waiter, already waiting in this process, holds it.
+func TestProcess_holderKilled(t *testing.T) {
+	const ttl = 2 * time.Second
+	s := redistest.Start(t, redistest.Config{})
+	ref := startReferee(t)
+	key := "killed"
+	w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(),
+		"FT_KEY="+key, "FT_TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())))
+	var held heldReport
+	w.expect("held", &held, 20*time.Second)
+	// Let the holder renew at least once, so the kill lands mid-hold.
+	time.Sleep(ttl / 2)
+
+	locks := lock.NewClient(s.Client(t), lock.WithTTL(ttl))
+	defer locks.Close()
+	waiter := locks.NewLock(key)
+	type result struct {
+		at  time.Time
+		err error
+	}
+	got := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*ttl)
+	defer cancel()
+	go func() {
+		err := waiter.Acquire(ctx)
+		got <- result{time.Now(), err}
+	}()
+	time.Sleep(50 * time.Millisecond) // the waiter is waiting
+
+	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL worker: %v", err)
+	}
+	killed := time.Now()
+	freeAt := pollFree(ctx, t, s, key)
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("waiter Acquire() error = %v, want nil", r.err)
+	}
+	defer waiter.Release(context.Background())
+	_ = w.wait(5 * time.Second)
+
+	free, acquired := freeAt.Sub(killed), r.at.Sub(killed)
+	figure(t, "holder_killed", "ttl_ms", ttl.Milliseconds(), "free_after_ms", free.Milliseconds(),
+		"waiter_held_after_ms", acquired.Milliseconds(), "backoff_max_ms", lock.DefaultBackoffMax.Milliseconds(),
+		"old_fence", held.Fence, "new_fence", waiter.Fence())
+	// The key's TTL was last set before the kill, so it is gone within the
+	// TTL; polling adds a few milliseconds.
+	if slack := 100 * time.Millisecond; free > ttl+slack {
+		t.Errorf("key free %v after the kill, want within TTL %v (+%v polling slack)", free, ttl, slack)
+	}
+	if slack := 250 * time.Millisecond; acquired > ttl+lock.DefaultBackoffMax+slack {
+		t.Errorf("waiter held the lock %v after the kill, want within TTL+backoff max %v (+%v)", acquired, ttl+lock.DefaultBackoffMax, slack)
+	}
+	if waiter.Fence() <= held.Fence {
+		t.Errorf("new fence %d, want above the killed holder's %d", waiter.Fence(), held.Fence)
+	}
+}
+
+// TestProcess_holderPaused SIGSTOPs a worker process holding a lock for
+// twice the TTL. Meanwhile a holder in this process takes the lock and
+// writes to the fenced store; then the worker is continued and makes its
+// late write with the old fence. The store must reject it, and the worker's
+// Lost() must fire on resume. The referee also counts the overlap: the
+// paused holder was still inside its critical section, which is exactly the
+// gap that only fencing closes.
+func TestProcess_holderPaused(t *testing.T) {
+	const ttl = time.Second
+	s := redistest.Start(t, redistest.Config{})
+	ref := startReferee(t)
+	key := "paused"
+	w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(),
+		"FT_KEY="+key, "FT_TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())))
+	var held heldReport
+	w.expect("held", &held, 20*time.Second)
+
+	if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP worker: %v", err)
+	}
+	stopped := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = w.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+
+	locks := lock.NewClient(s.Client(t), lock.WithTTL(ttl))
+	defer locks.Close()
+	l := locks.NewLock(key)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*ttl)
+	defer cancel()
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatalf("Acquire() while the holder is paused: %v", err)
+	}
+	newHeld := time.Since(stopped)
+	rc, err := dialReferee(ref.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.close()
+	if _, err := rc.enter(key, l.Fence()); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := rc.write(key, l.Fence())
+	if err != nil || !ok {
+		t.Fatalf("new holder's write (fence %d): accepted %v, %v; want accepted", l.Fence(), ok, err)
+	}
+
+	time.Sleep(time.Until(stopped.Add(2 * ttl)))
+	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT worker: %v", err)
+	}
+	resumed = true
+	paused := time.Since(stopped)
+	if err := w.send("WRITE"); err != nil {
+		t.Fatalf("send WRITE: %v", err)
+	}
+	var wrote wroteReport
+	w.expect("wrote", &wrote, 10*time.Second)
+	var lost lostReport
+	w.expect("lost", &lost, 10*time.Second)
+	if err := w.wait(10 * time.Second); err != nil {
+		t.Errorf("worker: %v", err)
+	}
+	_ = rc.exit(key)
+	if err := l.Release(context.Background()); err != nil {
+		t.Errorf("new holder Release() error = %v", err)
+	}
+	st := ref.stats()
+	figure(t, "holder_paused", "ttl_ms", ttl.Milliseconds(), "paused_ms", paused.Milliseconds(),
+		"new_holder_after_ms", newHeld.Milliseconds(), "old_fence", held.Fence, "new_fence", l.Fence(),
+		"late_write_accepted", wrote.Accepted, "lost_fired", lost.Fired, "lost_reason", quoteSpace(lost.Reason),
+		"lost_after_resume_ms", lost.AfterMS, "lost_before_late_write", wrote.LostBefore,
+		"overlaps", st.Overlaps, "stale_presented", st.StalePresented, "stale_accepted", st.StaleAccepted)
+
+	if l.Fence() <= held.Fence {
+		t.Errorf("new fence %d, want above the paused holder's %d", l.Fence(), held.Fence)
+	}
+	if wrote.Accepted || st.StaleAccepted != 0 {
+		t.Errorf("late write with fence %d accepted (stale accepted %d), want rejected", held.Fence, st.StaleAccepted)
+	}
+	if !lost.Fired {
+		t.Errorf("paused holder's Lost() did not fire within 5s of resuming")
+	}
+	if lost.Reason != lock.LossExpired.String() && lost.Reason != lock.LossStolen.String() {
+		t.Errorf("paused holder's loss reason %q, want %q or %q", lost.Reason, lock.LossExpired, lock.LossStolen)
+	}
+	if lost.AfterMS > 1000 {
+		t.Errorf("Lost() fired %dms after the resumed holder was told to write, want at once", lost.AfterMS)
+	}
+	if st.Overlaps != 1 {
+		t.Errorf("referee overlaps = %d, want 1 (the paused holder never left its section)", st.Overlaps)
+	}
+}
+
+// quoteSpace makes a value with spaces greppable as one field.
+func quoteSpace(s string) string {
+	if s == "" {
+		return `""`
+	}
+	for _, r := range s {
+		if r == ' ' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
