@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/redistest"
+)
+
+// env is what every scenario shares: the servers, the run's settings and
+// the results collected so far.
+type env struct {
+	ctx     context.Context // ends on Ctrl-C
+	quick   bool
+	rounds  int
+	servers []*redistest.Server
+	admin   []*redis.Client // one plain client per server, for FLUSHALL and INFO
+	res     *results
+	pingP50 float64 // µs, from S1 (or S3 when S1 did not run)
+}
+
+// dur picks the quick or the full value.
+func (e *env) dur(quick, full time.Duration) time.Duration {
+	if e.quick {
+		return quick
+	}
+	return full
+}
+
+// instance is one implementation opened over fresh clients, one per node.
+type instance struct {
+	name     string
+	rdbs     []*redis.Client
+	ctrs     []*counter
+	newMutex func(key string) mutex
+	closeFn  func()
+}
+
+// open builds im over new clients for the first nodes servers.
+func (e *env) open(im impl, nodes int, s settings) *instance {
+	in := &instance{name: im.name}
+	for i := range nodes {
+		rdb, c := newClient(e.servers[i].Addr())
+		in.rdbs = append(in.rdbs, rdb)
+		in.ctrs = append(in.ctrs, c)
+	}
+	in.newMutex, in.closeFn = im.open(in.rdbs, s)
+	return in
+}
+
+func (in *instance) close() {
+	in.closeFn()
+	for _, r := range in.rdbs {
+		_ = r.Close()
+	}
+}
+
+// counts returns round trips and commands sent so far over every node.
+func (in *instance) counts() (rt, cmds int64) {
+	for _, c := range in.ctrs {
+		r, n := c.snapshot()
+		rt += r
+		cmds += n
+	}
+	return rt, cmds
+}
+
+// openAll opens every impl on the first nodes servers.
+func (e *env) openAll(impls []impl, nodes int, s settings) (map[string]*instance, []string, func()) {
+	ins := map[string]*instance{}
+	var names []string
+	for _, im := range impls {
+		ins[im.name] = e.open(im, nodes, s)
+		names = append(names, im.name)
+	}
+	return ins, names, func() {
+		for _, in := range ins {
+			in.close()
+		}
+	}
+}
+
+// flush empties every server, so scenarios do not see each other's keys.
+func (e *env) flush() {
+	for _, a := range e.admin {
+		_ = a.FlushAll(e.ctx).Err()
+	}
+}
+
+// warm runs a few acquire+release cycles so that connections are dialled
+// and scripts loaded before anything is measured.
+func warm(ctx context.Context, in *instance, key string, n int) error {
+	for range n {
+		m := in.newMutex(key)
+		ok, err := m.tryAcquire(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: warm-up acquire: %w", in.name, err)
+		}
+		if !ok {
+			return fmt.Errorf("%s: warm-up acquire: not acquired", in.name)
+		}
+		if err := m.release(ctx); err != nil {
+			return fmt.Errorf("%s: warm-up release: %w", in.name, err)
+		}
+	}
+	return nil
+}
+
+// interleave runs fn for every implementation in every round, in an order
+// rotated by one each round (A B C, B C A, C A B, …), records each result in
+// t, and then computes medians and per-round ratios.
+func (e *env) interleave(t *table, names []string, fn func(round int, name string) (map[string]float64, error)) error {
+	for _, n := range names {
+		t.row(n)
+	}
+	for r := range e.rounds {
+		for _, n := range rotate(names, r) {
+			if err := e.ctx.Err(); err != nil {
+				return err
+			}
+			m, err := fn(r, n)
+			if err != nil {
+				return fmt.Errorf("%s round %d %s: %w", t.ID, r+1, n, err)
+			}
+			t.row(n).Rounds = append(t.row(n).Rounds, numMap(m))
+		}
+	}
+	t.summarize()
+	return nil
+}
+
+// numMap converts to the JSON-safe number type.
+func numMap(m map[string]float64) map[string]num {
+	out := make(map[string]num, len(m))
+	for k, v := range m {
+		out[k] = num(v)
+	}
+	return out
+}
+
+// num is a float64 that encodes NaN and infinities as JSON null.
+type num float64
+
+// MarshalJSON writes null for values JSON cannot hold.
+func (n num) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return fmt.Appendf(nil, "%.6g", f), nil
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// counter is a go-redis hook that counts round trips (one per command sent
+// alone, one per pipeline or transaction) and the commands they carry.
+type counter struct {
+	rt   atomic.Int64
+	cmds atomic.Int64
+
+	mu      sync.Mutex
+	logPipe atomic.Bool  // record every pipeline (S7)
+	pipes   []pipeEvent  // when logPipe
+	last    atomic.Int64 // unix ns of the last call sent (S4)
+}
+
+// pipeEvent is one pipeline sent: when, and how many commands.
+type pipeEvent struct {
+	at   time.Time
+	cmds int
+}
+
+var _ redis.Hook = (*counter)(nil)
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return next(ctx, network, addr)
+	}
+}
+
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.rt.Add(1)
+		c.cmds.Add(1)
+		c.last.Store(time.Now().UnixNano())
+		return next(ctx, cmd)
+	}
+}
+
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.rt.Add(1)
+		c.cmds.Add(int64(len(cmds)))
+		now := time.Now()
+		c.last.Store(now.UnixNano())
+		if c.logPipe.Load() {
+			c.mu.Lock()
+			c.pipes = append(c.pipes, pipeEvent{at: now, cmds: len(cmds)})
+			c.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// snapshot returns the round trips and commands counted so far.
+func (c *counter) snapshot() (rt, cmds int64) { return c.rt.Load(), c.cmds.Load() }
+
+// lastSent returns when the last call went out.
+func (c *counter) lastSent() time.Time { return time.Unix(0, c.last.Load()) }
+
+// newClient returns a go-redis client for addr with a counter attached.
+// Every implementation gets its own client with the same options.
+func newClient(addr string) (*redis.Client, *counter) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	c := &counter{}
+	rdb.AddHook(c)
+	return rdb, c
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentlock/lock"
+)
+
+const s2Goroutines = 64
+
+// s2: uncontended, 64 goroutines each on its own key.
+func (e *env) s2() error {
+	impls := []impl{
+		pingImpl(),
+		floorImpl(),
+		bsmImpl(),
+		redsyncImpl("redsync", 1),
+		agentlockImpl("agentlock"),
+		agentlockImpl("al-nofence", lock.WithFencing(false)),
+	}
+	ins, names, closeAll := e.openAll(impls, 1, settings{})
+	defer closeAll()
+	for _, n := range names {
+		if err := warm(e.ctx, ins[n], "s2:"+n, 50); err != nil {
+			return err
+		}
+	}
+	d := e.dur(300*time.Millisecond, time.Second)
+	t := newTable("S2", fmt.Sprintf("uncontended, %d goroutines on distinct keys, %v per round", s2Goroutines, d), "floor",
+		column{Key: "ops", Header: "ops/s", Prec: 0, Ratio: true},
+		column{Key: "p50", Header: "p50 µs", Prec: 1, Ratio: true},
+		column{Key: "p99", Header: "p99 µs", Prec: 1, Ratio: true},
+		column{Key: "rt_op", Header: "RT/op", Prec: 2},
+	)
+	err := e.interleave(t, names, func(_ int, n string) (map[string]float64, error) {
+		in := ins[n]
+		lats := make([][]time.Duration, s2Goroutines)
+		errs := make([]error, s2Goroutines)
+		var wg sync.WaitGroup
+		rt0, _ := in.counts()
+		start := time.Now()
+		end := start.Add(d)
+		for g := range s2Goroutines {
+			wg.Go(func() {
+				key := "s2:" + n + ":" + strconv.Itoa(g)
+				lat := make([]time.Duration, 0, 4096)
+				for time.Now().Before(end) {
+					t0 := time.Now()
+					m := in.newMutex(key)
+					ok, err := m.tryAcquire(e.ctx)
+					if err != nil || !ok {
+						errs[g] = fmt.Errorf("acquire %s: ok=%v err=%w", key, ok, err)
+						return
+					}
+					if err := m.release(e.ctx); err != nil {
+						errs[g] = fmt.Errorf("release %s: %w", key, err)
+						return
+					}
+					lat = append(lat, time.Since(t0))
+				}
+				lats[g] = lat
+			})
+		}
+		wg.Wait()
+		el := time.Since(start)
+		rt1, _ := in.counts()
+		var all []time.Duration
+		for g := range s2Goroutines {
+			if errs[g] != nil {
+				return nil, errs[g]
+			}
+			all = append(all, lats[g]...)
+		}
+		ops := float64(len(all))
+		return map[string]float64{
+			"ops": ops / el.Seconds(), "p50": us(percentile(all, 50)), "p99": us(percentile(all, 99)),
+			"rt_op": float64(rt1-rt0) / ops,
+		}, nil
+	})
+	if err != nil {
+		return err
+	}
+	t.Notes = append(t.Notes, "every implementation has its own go-redis client with default options (pool 10×GOMAXPROCS)")
+	t.print(os.Stdout)
+	e.res.Tables = append(e.res.Tables, t)
+	e.check("S2", "ops/s / floor ops/s", t.rat("agentlock", "ops"), ">=", 0.95,
+		fmt.Sprintf("%.0f vs %.0f ops/s", t.med("agentlock", "ops"), t.med("floor", "ops")))
+	e.check("S2*", "stretch: ops/s / floor ops/s", t.rat("agentlock", "ops"), ">=", 1.3, "coalescing")
+	return nil
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
+)
+
+const (
+	s3Goroutines = 8
+	s3Hold       = time.Millisecond
+	s3Patience   = 10 * time.Second // one Acquire's budget; failing it is a give-up
+)
+
+// s3: 8 goroutines on one key, Acquire → hold 1 ms → Release.
+func (e *env) s3() error {
+	impls := []impl{
+		floorImpl(),
+		bsmImpl(),
+		redsyncImpl("redsync", 1),
+		redsyncImpl("redsync-1ms", 1, redsync.WithRetryDelay(time.Millisecond)),
+		agentlockImpl("agentlock"),
+		agentlockImpl("al-nonotify", lock.WithNotify(false)),
+	}
+	ins, names, closeAll := e.openAll(impls, 1, settings{})
+	defer closeAll()
+	for _, n := range names {
+		if err := warm(e.ctx, ins[n], "s3:"+n, 20); err != nil {
+			return err
+		}
+	}
+	if e.pingP50 == 0 {
+		e.pingP50 = pingP50(e.ctx, e.admin[0])
+	}
+	d := e.dur(600*time.Millisecond, 2*time.Second)
+	t := newTable("S3", fmt.Sprintf("contended: %d goroutines on one key, hold %v, %v per round", s3Goroutines, s3Hold, d), "floor",
+		column{Key: "cs", Header: "sections/s", Prec: 0, Ratio: true},
+		column{Key: "gap50", Header: "gap p50 µs", Prec: 0},
+		column{Key: "gap99", Header: "gap p99 µs", Prec: 0},
+		column{Key: "cmds", Header: "cmds/cs", Prec: 2},
+		column{Key: "srv", Header: "srv cmds/cs", Prec: 2},
+		column{Key: "fair", Header: "min/max", Prec: 2},
+		column{Key: "giveups", Header: "give-ups", Prec: 0},
+	)
+	err := e.interleave(t, names, func(_ int, n string) (map[string]float64, error) {
+		return e.s3Round(ins[n], "s3:"+n, d)
+	})
+	if err != nil {
+		return err
+	}
+	t.Notes = append(t.Notes,
+		"gap = from one Release returning to the next Acquire returning (0 when the Acquire returned first)",
+		"cmds/cs = commands the clients sent per critical section (go-redis hook); srv cmds/cs = INFO commandstats delta, which also counts the commands run inside Lua scripts",
+		fmt.Sprintf("PING p50 for the handoff target: %.1f µs", e.pingP50))
+	t.print(os.Stdout)
+	e.res.Tables = append(e.res.Tables, t)
+	e.check("S3", "critical sections/s / polling floor", t.rat("agentlock", "cs"), ">=", 1.0,
+		fmt.Sprintf("%.0f vs %.0f /s", t.med("agentlock", "cs"), t.med("floor", "cs")))
+	e.check("S3", "commands sent per critical section", t.med("agentlock", "cmds"), "<=", 3, "")
+	e.check("S3", "handoff gap p50 / PING p50", ratio(t.med("agentlock", "gap50"), e.pingP50), "<=", 3,
+		fmt.Sprintf("gap p50 %.0fµs", t.med("agentlock", "gap50")))
+	e.check("S3", "fairness min/max sections per goroutine", t.med("agentlock", "fair"), ">=", 0.7, "")
+	e.check("S3", "give-ups", t.med("agentlock", "giveups"), "<=", 0, "")
+	return nil
+}
+
+// s3Round runs one implementation for d and measures it.
+func (e *env) s3Round(in *instance, key string, d time.Duration) (map[string]float64, error) {
+	admin := e.admin[0]
+	if err := admin.ConfigResetStat(e.ctx).Err(); err != nil {
+		return nil, err
+	}
+	_, c0 := in.counts()
+	var (
+		mu       sync.Mutex
+		acqAt    []time.Time
+		relAt    []time.Time
+		giveups  int
+		firstErr error
+	)
+	per := make([]int, s3Goroutines)
+	ctx, cancel := context.WithTimeout(e.ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for g := range s3Goroutines {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				m := in.newMutex(key)
+				actx, acancel := context.WithTimeout(ctx, s3Patience)
+				err := m.acquire(actx)
+				acancel()
+				now := time.Now()
+				if err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						giveups++
+						mu.Unlock()
+					}
+					continue
+				}
+				mu.Lock()
+				acqAt = append(acqAt, now)
+				mu.Unlock()
+				per[g]++
+				time.Sleep(s3Hold)
+				err = m.release(context.WithoutCancel(ctx))
+				now = time.Now()
+				mu.Lock()
+				relAt = append(relAt, now)
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("release: %w", err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	_, c1 := in.counts()
+	srv, err := commandCalls(e.ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	sections := float64(len(acqAt))
+	if sections == 0 {
+		return map[string]float64{"cs": 0, "giveups": float64(giveups)}, nil
+	}
+	slices.SortFunc(acqAt, func(a, b time.Time) int { return a.Compare(b) })
+	slices.SortFunc(relAt, func(a, b time.Time) int { return a.Compare(b) })
+	var gaps []time.Duration
+	for i := 0; i+1 < len(acqAt) && i < len(relAt); i++ {
+		gaps = append(gaps, max(acqAt[i+1].Sub(relAt[i]), 0))
+	}
+	lo, hi := slices.Min(per), slices.Max(per)
+	return map[string]float64{
+		"cs":      sections / d.Seconds(),
+		"gap50":   us(percentile(gaps, 50)),
+		"gap99":   us(percentile(gaps, 99)),
+		"cmds":    float64(c1-c0) / sections,
+		"srv":     float64(srv) / sections,
+		"fair":    ratio(float64(lo), float64(hi)),
+		"giveups": float64(giveups),
+	}, nil
+}
+
+// commandCalls sums the calls of INFO commandstats, leaving out the INFO
+// and CONFIG calls the harness itself made.
+func commandCalls(ctx context.Context, rdb *redis.Client) (int64, error) {
+	s, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, l := range strings.Split(s, "\r\n") {
+		name, rest, ok := strings.Cut(l, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		name = strings.TrimPrefix(name, "cmdstat_")
+		if name == "info" || strings.HasPrefix(name, "config") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				total += n
+			}
+		}
+	}
+	return total, nil
+}
+
+// pingP50 measures the PING round trip when S1 did not run.
+func pingP50(ctx context.Context, rdb *redis.Client) float64 {
+	lat := make([]time.Duration, 0, 2000)
+	for range 2000 {
+		t0 := time.Now()
+		if rdb.Ping(ctx).Err() != nil {
+			break
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return us(percentile(lat, 50))
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// s5: redlock over 3 and 5 nodes, one goroutine, TryAcquire+Release.
+func (e *env) s5() error {
+	for _, nodes := range []int{3, 5} {
+		if err := e.s5Nodes(nodes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *env) s5Nodes(nodes int) error {
+	impls := []impl{parFloorImpl(nodes), redsyncImpl("redsync", nodes)}
+	impls = append(impls, redlockImpls(nodes)...)
+	ins, names, closeAll := e.openAll(impls, nodes, settings{})
+	defer closeAll()
+	for _, n := range names {
+		if err := warm(e.ctx, ins[n], "s5:"+n, 50); err != nil {
+			return err
+		}
+	}
+	d := e.dur(250*time.Millisecond, time.Second)
+	id := fmt.Sprintf("S5-%d", nodes)
+	t := newTable(id, fmt.Sprintf("redlock over %d nodes, 1 goroutine, TryAcquire+Release, %v per round", nodes, d), "floor-par",
+		column{Key: "p50", Header: "p50 µs", Prec: 1, Ratio: true},
+		column{Key: "p99", Header: "p99 µs", Prec: 1, Ratio: true},
+		column{Key: "ops", Header: "ops/s", Prec: 0, Ratio: true},
+		column{Key: "rt", Header: "RT/op/node", Prec: 2},
+	)
+	err := e.interleave(t, names, func(_ int, n string) (map[string]float64, error) {
+		in := ins[n]
+		key := "s5:" + n
+		lat := make([]time.Duration, 0, 1<<15)
+		rt0, _ := in.counts()
+		start := time.Now()
+		for end := start.Add(d); time.Now().Before(end); {
+			t0 := time.Now()
+			m := in.newMutex(key)
+			ok, err := m.tryAcquire(e.ctx)
+			if err != nil || !ok {
+				return nil, fmt.Errorf("acquire: ok=%v err=%w", ok, err)
+			}
+			if err := m.release(e.ctx); err != nil {
+				return nil, fmt.Errorf("release: %w", err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		el := time.Since(start)
+		rt1, _ := in.counts()
+		ops := float64(len(lat))
+		return map[string]float64{
+			"p50": us(percentile(lat, 50)), "p99": us(percentile(lat, 99)), "ops": ops / el.Seconds(),
+			"rt": float64(rt1-rt0) / ops / float64(nodes),
+		}, nil
+	})
+	if err != nil {
+		return err
+	}
+	t.Notes = append(t.Notes, "floor-par: SET NX PX on every node at once, then EVALSHA compare-and-delete on every node at once, each waiting for all replies")
+	t.print(os.Stdout)
+	e.res.Tables = append(e.res.Tables, t)
+	if _, ok := t.Rows["redlock"]; ok {
+		e.check(id, "redlock p50 / parallel floor p50", t.rat("redlock", "p50"), "<=", 1.1, "")
+		e.check(id, "redlock p50 / go-redsync p50", ratioOfRatios(t, "redlock", "redsync", "p50"), "<=", 0.8, "")
+	}
+	return nil
+}
+
+// parFloorMutex is the floor over N nodes: both steps go to every node in
+// parallel; held when a majority set the key.
+type parFloorMutex struct {
+	rdbs  []*redis.Client
+	key   string
+	token string
+	ttl   time.Duration
+}
+
+func parFloorImpl(nodes int) impl {
+	return impl{name: "floor-par", open: func(rdbs []*redis.Client, s settings) (func(string) mutex, func()) {
+		ttl := s.ttlOr(peerTTL)
+		return func(key string) mutex { return &parFloorMutex{rdbs: rdbs[:nodes], key: key, ttl: ttl} }, func() {}
+	}}
+}
+
+// each runs fn on every node at once and returns how many returned true,
+// and the first error.
+func (m *parFloorMutex) each(fn func(rdb *redis.Client) (bool, error)) (int, error) {
+	type res struct {
+		ok  bool
+		err error
+	}
+	ch := make(chan res, len(m.rdbs))
+	for _, rdb := range m.rdbs {
+		go func() {
+			ok, err := fn(rdb)
+			ch <- res{ok, err}
+		}()
+	}
+	n := 0
+	var first error
+	for range m.rdbs {
+		r := <-ch
+		if r.ok {
+			n++
+		}
+		if r.err != nil && first == nil {
+			first = r.err
+		}
+	}
+	return n, first
+}
+
+func (m *parFloorMutex) tryAcquire(ctx context.Context) (bool, error) {
+	if m.token == "" {
+		m.token = rand.Text()
+	}
+	n, err := m.each(func(rdb *redis.Client) (bool, error) {
+		return rdb.SetNX(ctx, m.key, m.token, m.ttl).Result()
+	})
+	if n > len(m.rdbs)/2 {
+		return true, nil
+	}
+	_ = m.release(ctx)
+	return false, err
+}
+
+func (m *parFloorMutex) acquire(ctx context.Context) error {
+	for {
+		ok, err := m.tryAcquire(ctx)
+		if ok || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func (m *parFloorMutex) release(ctx context.Context) error {
+	n, err := m.each(func(rdb *redis.Client) (bool, error) {
+		r, err := floorDel.Run(ctx, rdb, []string{m.key}, m.token).Int64()
+		return r == 1, err
+	})
+	if err == nil && n == 0 {
+		err = errNotHeld
+	}
+	return err
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// percentile returns the p-th percentile (0..100) of ds by the nearest-rank
+// method; ds is sorted in place. Zero for an empty slice.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	if !slices.IsSorted(ds) {
+		slices.Sort(ds)
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(ds))))
+	rank = min(max(rank, 1), len(ds))
+	return ds[rank-1]
+}
+
+// median returns the median of xs, ignoring NaNs; NaN when none is left.
+func median(xs []float64) float64 {
+	var v []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// us converts a duration to microseconds as a float.
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// ratio is a/b, NaN when b is zero or either is NaN.
+func ratio(a, b float64) float64 {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// rotate returns xs rotated left by k, so each round starts with another
+// implementation.
+func rotate[T any](xs []T, k int) []T {
+	if len(xs) == 0 {
+		return nil
+	}
+	k %= len(xs)
+	out := make([]T, 0, len(xs))
+	out = append(out, xs[k:]...)
+	return append(out, xs[:k]...)
+}
