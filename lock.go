@@ -243,7 +243,15 @@ func (l *Lock) done() {
 // attempt sends one acquire and installs the hold on success.
 func (l *Lock) attempt(ctx context.Context, token string) (acquireResult, error) {
 	sent := time.Now()
-	r, err := l.be.acquire(ctx, l.k, token, l.cfg.ttl)
+	var (
+		r   acquireResult
+		err error
+	)
+	if l.cfg.acks > 0 {
+		r, err = l.acquireAcked(ctx, token)
+	} else {
+		r, err = l.be.acquire(ctx, l.k, token, l.cfg.ttl)
+	}
 	if err != nil || !r.ok {
 		return r, err
 	}

@@ -59,6 +59,8 @@ type config struct {
 	logger     *slog.Logger
 	maxHold    time.Duration
 	fencing    bool
+	acks       int           // WithReplicaAck: replicas that must confirm an acquire
+	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block
 }
 
 func defaultConfig() config {
@@ -103,6 +105,12 @@ func (cfg *config) validate() error {
 		return invalidf("owner %q: re-entrant holds need ReleaseScript", cfg.owner)
 	case cfg.maxHold < 0:
 		return invalidf("max hold %v: must not be negative", cfg.maxHold)
+	case cfg.acks < 0:
+		return invalidf("replica acks %d: must not be negative", cfg.acks)
+	case cfg.acks > 0 && cfg.ackTimeout < time.Millisecond:
+		return invalidf("replica ack timeout %v: must be at least 1ms", cfg.ackTimeout)
+	case cfg.acks > 0 && cfg.mode == ReleaseWatch:
+		return invalidf("replica acks: need ReleaseScript")
 	}
 	return nil
 }
@@ -176,3 +184,16 @@ func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = 
 // for locks over an unbounded set of keys whose holders do not need a fence.
 // Off, Fence returns 0.
 func WithFencing(on bool) Option { return func(c *config) { c.fencing = on } }
+
+// WithReplicaAck makes an acquisition count only once n replicas have
+// confirmed it: right after the acquire, on the same connection, the lock
+// sends WAIT n timeout to the master holding the key. With fewer
+// acknowledgements the lock releases what it set and the call fails with an
+// error wrapping [ErrNotAcquired]. This narrows, but does not close, the
+// window in which a failover to a replica that missed the write grants the
+// lock twice (see SAFETY.md). Default 0: no WAIT. n must not be negative and
+// timeout must be at least 1ms when n > 0; needs [ReleaseScript] and a
+// *redis.Client (including failover clients) or *redis.ClusterClient.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(c *config) { c.acks, c.ackTimeout = n, timeout }
+}

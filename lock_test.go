@@ -1,0 +1,355 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/agentlock/lock"
+)
+
+var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func TestLock_Acquire_holdsAndStores(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		l := c.NewLock(key, lock.WithTTL(10*time.Second))
+		if l.Token() != "" || l.Fence() != 0 || l.Lost() != nil {
+			t.Fatalf("before Acquire: Token %q Fence %d Lost %v, want \"\", 0, nil", l.Token(), l.Fence(), l.Lost())
+		}
+		must(t, "Acquire()", l.Acquire(ctx))
+		if !uuidV4.MatchString(l.Token()) {
+			t.Fatalf("Token() = %q, want a UUID v4", l.Token())
+		}
+		if l.Fence() != 1 {
+			t.Fatalf("Fence() = %d, want 1", l.Fence())
+		}
+		if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != l.Token() {
+			t.Fatalf("GET %s = %q, want the token %q", lockKey(key), got, l.Token())
+		}
+		if got := tg.rdb.Get(ctx, lockKey(key)+":fence").Val(); got != "1" {
+			t.Fatalf("GET fence = %q, want 1", got)
+		}
+		pttl := tg.rdb.PTTL(ctx, lockKey(key)).Val()
+		if pttl <= 0 || pttl > 10*time.Second {
+			t.Fatalf("PTTL = %v, want in (0, 10s]", pttl)
+		}
+		d, err := l.TTL(ctx)
+		must(t, "TTL()", err)
+		if d <= 0 || d > 10*time.Second {
+			t.Fatalf("TTL() = %v, want in (0, 10s]", d)
+		}
+		must(t, "Release()", l.Release(ctx))
+		if n := tg.rdb.Exists(ctx, lockKey(key)).Val(); n != 0 {
+			t.Fatalf("key exists after Release")
+		}
+		if isClosed(l.Lost()) {
+			t.Fatalf("Lost() closed by a normal Release")
+		}
+	})
+}
+
+func TestLock_TryAcquire_heldByOther(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		a, b := c.NewLock(key), c.NewLock(key)
+		ok, err := a.TryAcquire(ctx)
+		if !ok || err != nil {
+			t.Fatalf("TryAcquire() = %v, %v, want true, nil", ok, err)
+		}
+		ok, err = b.TryAcquire(ctx)
+		if ok || err != nil {
+			t.Fatalf("second TryAcquire() = %v, %v, want false, nil", ok, err)
+		}
+		if b.Token() != "" {
+			t.Fatalf("loser's Token() = %q, want \"\"", b.Token())
+		}
+		must(t, "Release()", a.Release(ctx))
+		ok, err = b.TryAcquire(ctx)
+		if !ok || err != nil {
+			t.Fatalf("TryAcquire() after release = %v, %v, want true, nil", ok, err)
+		}
+		if b.Fence() <= a.Fence() {
+			t.Fatalf("fence %d after %d, want larger", b.Fence(), a.Fence())
+		}
+		must(t, "Release()", b.Release(ctx))
+	})
+}
+
+func TestLock_Acquire_waitTimeout(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		holder := c.NewLock(key)
+		must(t, "Acquire()", holder.Acquire(ctx))
+		waiter := c.NewLock(key, lock.WithWaitTimeout(50*time.Millisecond), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+		err := waiter.Acquire(ctx)
+		wantErr(t, "Acquire()", err, lock.ErrNotAcquired)
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire() error = %v: the caller's ctx did not end, so it must not match DeadlineExceeded", err)
+		}
+		if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != holder.Token() {
+			t.Fatalf("holder's key = %q after a failed wait, want %q", got, holder.Token())
+		}
+		must(t, "Release()", holder.Release(ctx))
+	})
+}
+
+func TestLock_Acquire_ctxDone(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		holder := c.NewLock(key)
+		must(t, "Acquire()", holder.Acquire(context.Background()))
+		cause := errors.New("request abandoned")
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(30*time.Millisecond, func() { cancel(cause) })
+		err := c.NewLock(key).Acquire(ctx)
+		wantErr(t, "Acquire()", err, lock.ErrNotAcquired)
+		wantErr(t, "Acquire()", err, cause)
+		must(t, "Release()", holder.Release(context.Background()))
+	})
+}
+
+func TestLock_Acquire_wokenByRelease(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		holder := c.NewLock(key)
+		must(t, "Acquire()", holder.Acquire(ctx))
+		// A backoff far above the test's timeout: only the release message can
+		// wake the waiter in time.
+		waiter := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+		done := make(chan error, 1)
+		go func() { done <- waiter.Acquire(ctx) }()
+		time.Sleep(100 * time.Millisecond) // let the waiter fail once and listen
+		must(t, "Release()", holder.Release(ctx))
+		select {
+		case err := <-done:
+			must(t, "waiter Acquire()", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("waiter not woken by the release")
+		}
+		must(t, "Release()", waiter.Release(ctx))
+	})
+}
+
+func TestLock_Acquire_notifyOff(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb, lock.WithNotify(false))
+		key := keyFor(t)
+		holder := c.NewLock(key)
+		must(t, "Acquire()", holder.Acquire(ctx))
+		waiter := c.NewLock(key, lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+		done := make(chan error, 1)
+		go func() { done <- waiter.Acquire(ctx) }()
+		time.Sleep(50 * time.Millisecond)
+		must(t, "Release()", holder.Release(ctx))
+		select {
+		case err := <-done:
+			must(t, "waiter Acquire()", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("polling waiter never got the lock")
+		}
+		must(t, "Release()", waiter.Release(ctx))
+	})
+}
+
+func TestLock_Release_notHeld(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		l := c.NewLock(key)
+		wantErr(t, "Release() before Acquire", l.Release(ctx), lock.ErrNotHeld)
+		wantErr(t, "Extend() before Acquire", l.Extend(ctx, time.Second), lock.ErrNotHeld)
+		_, err := l.TTL(ctx)
+		wantErr(t, "TTL() before Acquire", err, lock.ErrNotHeld)
+
+		must(t, "Acquire()", l.Acquire(ctx))
+		must(t, "Release()", l.Release(ctx))
+		other := c.NewLock(key)
+		must(t, "other Acquire()", other.Acquire(ctx))
+		wantErr(t, "second Release()", l.Release(ctx), lock.ErrNotHeld)
+		if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != other.Token() {
+			t.Fatalf("a stale Release touched the new holder's key: %q, want %q", got, other.Token())
+		}
+		wantErr(t, "stale Extend()", l.Extend(ctx, time.Second), lock.ErrNotHeld)
+		must(t, "other Release()", other.Release(ctx))
+	})
+}
+
+func TestLock_Release_afterExpiry(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb, lock.WithWatchdog(false))
+		key := keyFor(t)
+		l := c.NewLock(key)
+		must(t, "Acquire()", l.Acquire(ctx))
+		tg.expire(t, key)
+		wantErr(t, "Release()", l.Release(ctx), lock.ErrNotHeld)
+		if !isClosed(l.Lost()) {
+			t.Fatal("Lost() open after Release found the hold gone")
+		}
+		wantErr(t, "LostErr()", l.LostErr(), lock.ErrLockLost)
+	})
+}
+
+func TestLock_reacquire(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		l := c.NewLock(keyFor(t))
+		must(t, "Acquire()", l.Acquire(ctx))
+		wantErr(t, "Acquire() while held", l.Acquire(ctx), lock.ErrInvalid)
+		tok, fence, lost := l.Token(), l.Fence(), l.Lost()
+		must(t, "Release()", l.Release(ctx))
+		must(t, "Acquire() again", l.Acquire(ctx))
+		if l.Token() == tok || l.Fence() <= fence || l.Lost() == lost {
+			t.Fatalf("second hold: token %q fence %d, first %q %d; want a fresh token, a larger fence and a new Lost channel",
+				l.Token(), l.Fence(), tok, fence)
+		}
+		must(t, "Release()", l.Release(ctx))
+	})
+}
+
+func TestLock_Extend(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		l := c.NewLock(key, lock.WithTTL(2*time.Second))
+		must(t, "Acquire()", l.Acquire(ctx))
+		must(t, "Extend()", l.Extend(ctx, time.Minute))
+		if d := tg.rdb.PTTL(ctx, lockKey(key)).Val(); d <= 2*time.Second {
+			t.Fatalf("PTTL after Extend(1m) = %v, want > 2s", d)
+		}
+		wantErr(t, "Extend(0)", l.Extend(ctx, 0), lock.ErrInvalid)
+		wantErr(t, "Extend(-1s)", l.Extend(ctx, -time.Second), lock.ErrInvalid)
+		tg.rdb.Set(ctx, lockKey(key), "someone-else", time.Minute)
+		wantErr(t, "Extend() when stolen", l.Extend(ctx, time.Minute), lock.ErrNotHeld)
+		var lostErr *lock.LostError
+		if !errors.As(l.LostErr(), &lostErr) || lostErr.Reason != lock.LossStolen {
+			t.Fatalf("LostErr() = %v, want a LostError with reason stolen", l.LostErr())
+		}
+		if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != "someone-else" {
+			t.Fatalf("Extend touched the other holder's key: %q", got)
+		}
+	})
+}
+
+func TestLock_keys(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		long := string(make([]byte, 1024))
+		keys := []string{"a b", "a{b}c", "a{b}d", "}x", "{", "}", "ключ-键-🔒", long, long + "x", "a:b", "a", "a:fence", "a}:fence"}
+		var held []*lock.Lock
+		for _, k := range keys {
+			l := c.NewLock(k)
+			ok, err := l.TryAcquire(ctx)
+			if !ok || err != nil {
+				t.Fatalf("TryAcquire(%q) = %v, %v, want true, nil: distinct keys must not exclude each other", k, ok, err)
+			}
+			held = append(held, l)
+		}
+		for i, k := range keys {
+			ok, err := c.NewLock(k).TryAcquire(ctx)
+			if ok || err != nil {
+				t.Fatalf("second TryAcquire(%q) = %v, %v, want false, nil", k, ok, err)
+			}
+			must(t, "Release()", held[i].Release(ctx))
+		}
+	})
+}
+
+func TestLock_Acquire_lostReplyIsRetried(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		rdb := tg.newRDB(t)
+		h := &dropReplies{drop: 1}
+		rdb.AddHook(h)
+		c := newClient(t, rdb, lock.WithBackoff(time.Millisecond, 5*time.Millisecond))
+		key := keyFor(t)
+		l := c.NewLock(key)
+		must(t, "Acquire()", l.Acquire(ctx))
+		if h.dropped.Load() != 1 {
+			t.Fatalf("hook dropped %d replies, want 1", h.dropped.Load())
+		}
+		if l.Fence() != 1 {
+			t.Fatalf("Fence() = %d, want 1: the retry must confirm the first attempt's hold, not take a new one", l.Fence())
+		}
+		if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != l.Token() {
+			t.Fatalf("key = %q, want %q", got, l.Token())
+		}
+		must(t, "Release()", l.Release(ctx))
+	})
+}
+
+func TestLock_TryAcquire_failureLeavesNothing(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		rdb := tg.newRDB(t)
+		rdb.AddHook(&dropReplies{drop: 1})
+		c := newClient(t, rdb)
+		key := keyFor(t)
+		ok, err := c.NewLock(key).TryAcquire(ctx)
+		if ok || err == nil {
+			t.Fatalf("TryAcquire() = %v, %v, want false and the network error", ok, err)
+		}
+		if n := tg.rdb.Exists(ctx, lockKey(key)).Val(); n != 0 {
+			t.Fatal("a failed TryAcquire left its key behind")
+		}
+	})
+}
+
+func TestClient_Close(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := lock.NewClient(tg.rdb)
+		key := keyFor(t)
+		l := c.NewLock(key)
+		must(t, "Acquire()", l.Acquire(ctx))
+		must(t, "Close()", c.Close())
+		must(t, "second Close()", c.Close())
+		wantErr(t, "Acquire() after Close", c.NewLock(key+"2").Acquire(ctx), lock.ErrClosed)
+		_, err := c.NewLock(key + "3").TryAcquire(ctx)
+		wantErr(t, "TryAcquire() after Close", err, lock.ErrClosed)
+		wantErr(t, "Extend() after Close", l.Extend(ctx, time.Second), lock.ErrClosed)
+		wantErr(t, "WithLock() after Close", c.WithLock(ctx, key+"4", func(context.Context) error { return nil }), lock.ErrClosed)
+		must(t, "Release() after Close", l.Release(ctx))
+		if n := tg.rdb.Exists(ctx, lockKey(key)).Val(); n != 0 {
+			t.Fatal("Release after Close left the key")
+		}
+	})
+}
+
+func TestClient_Close_wakesWaiters(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := lock.NewClient(tg.rdb)
+		key := keyFor(t)
+		holder := c.NewLock(key)
+		must(t, "Acquire()", holder.Acquire(ctx))
+		done := make(chan error, 1)
+		go func() { done <- c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute)).Acquire(ctx) }()
+		time.Sleep(50 * time.Millisecond)
+		must(t, "Close()", c.Close())
+		select {
+		case err := <-done:
+			wantErr(t, "waiting Acquire() at Close", err, lock.ErrClosed)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter outlived Close")
+		}
+		must(t, "Release()", holder.Release(ctx))
+	})
+}

@@ -1,0 +1,116 @@
+package lock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
+)
+
+func TestOptions_invalid(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []lock.Option
+	}{
+		{"ttl zero", []lock.Option{lock.WithTTL(0)}},
+		{"ttl negative", []lock.Option{lock.WithTTL(-time.Second)}},
+		{"ttl under 1ms", []lock.Option{lock.WithTTL(time.Microsecond)}},
+		{"wait negative", []lock.Option{lock.WithWaitTimeout(-1)}},
+		{"backoff min > max", []lock.Option{lock.WithBackoff(time.Second, time.Millisecond)}},
+		{"backoff min zero", []lock.Option{lock.WithBackoff(0, time.Millisecond)}},
+		{"backoff max negative", []lock.Option{lock.WithBackoff(time.Millisecond, -1)}},
+		{"unknown release mode", []lock.Option{lock.WithReleaseMode(lock.ReleaseMode(7))}},
+		{"prefix with {", []lock.Option{lock.WithPrefix("a{")}},
+		{"prefix with }", []lock.Option{lock.WithPrefix("}b")}},
+		{"empty owner", []lock.Option{lock.WithOwner("")}},
+		{"owner without scripts", []lock.Option{lock.WithOwner("me"), lock.WithReleaseMode(lock.ReleaseWatch)}},
+		{"max hold negative", []lock.Option{lock.WithMaxHold(-time.Second)}},
+		{"replica acks negative", []lock.Option{lock.WithReplicaAck(-1, time.Second)}},
+		{"replica ack timeout zero", []lock.Option{lock.WithReplicaAck(1, 0)}},
+	}
+	m := miniTarget(t)
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// As client defaults: every lock reports the error.
+			c := newClient(t, m.rdb, tt.opts...)
+			checkInvalid(t, ctx, c.NewLock("k"))
+			// As per-lock options on a valid client.
+			checkInvalid(t, ctx, newClient(t, m.rdb).NewLock("k", tt.opts...))
+		})
+	}
+	if keys := m.mr.Keys(); len(keys) != 0 {
+		t.Fatalf("invalid locks wrote %v", keys)
+	}
+}
+
+func checkInvalid(t *testing.T, ctx context.Context, l *lock.Lock) {
+	t.Helper()
+	wantErr(t, "Acquire()", l.Acquire(ctx), lock.ErrInvalid)
+	ok, err := l.TryAcquire(ctx)
+	if ok {
+		t.Fatal("TryAcquire() = true with invalid options")
+	}
+	wantErr(t, "TryAcquire()", err, lock.ErrInvalid)
+	wantErr(t, "Release()", l.Release(ctx), lock.ErrInvalid)
+	wantErr(t, "Extend()", l.Extend(ctx, time.Second), lock.ErrInvalid)
+	_, err = l.TTL(ctx)
+	wantErr(t, "TTL()", err, lock.ErrInvalid)
+}
+
+func TestOptions_nilClient(t *testing.T) {
+	ctx := context.Background()
+	for name, rdb := range map[string]redis.UniversalClient{
+		"nil interface":      nil,
+		"nil *redis.Client":  (*redis.Client)(nil),
+		"nil *ClusterClient": (*redis.ClusterClient)(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := lock.NewClient(rdb)
+			checkInvalid(t, ctx, c.NewLock("k"))
+			wantErr(t, "WithLock()", c.WithLock(ctx, "k", func(context.Context) error { return nil }), lock.ErrInvalid)
+			must(t, "Close()", c.Close())
+		})
+	}
+}
+
+func TestOptions_emptyKey(t *testing.T) {
+	checkInvalid(t, context.Background(), newClient(t, miniTarget(t).rdb).NewLock(""))
+}
+
+func TestOptions_nilOptionIgnored(t *testing.T) {
+	c := newClient(t, miniTarget(t).rdb, nil)
+	l := c.NewLock("k", nil)
+	must(t, "Acquire()", l.Acquire(context.Background()))
+	must(t, "Release()", l.Release(context.Background()))
+}
+
+func TestOptions_prefix(t *testing.T) {
+	m := miniTarget(t)
+	ctx := context.Background()
+	c := newClient(t, m.rdb, lock.WithPrefix("app:"))
+	l := c.NewLock("k")
+	must(t, "Acquire()", l.Acquire(ctx))
+	if m.rdb.Get(ctx, "app:{k}").Val() != l.Token() {
+		t.Fatalf("keys %v, want app:{k} holding the token", m.mr.Keys())
+	}
+	// A per-lock prefix overrides the client's.
+	l2 := c.NewLock("k", lock.WithPrefix(""))
+	must(t, "Acquire() with empty prefix", l2.Acquire(ctx))
+	if m.rdb.Get(ctx, "{k}").Val() != l2.Token() {
+		t.Fatalf("keys %v, want {k} holding the token", m.mr.Keys())
+	}
+}
+
+func TestOptions_fencingOff(t *testing.T) {
+	m := miniTarget(t)
+	ctx := context.Background()
+	l := newClient(t, m.rdb, lock.WithFencing(false)).NewLock("k")
+	must(t, "Acquire()", l.Acquire(ctx))
+	if l.Fence() != 0 || m.mr.Exists("lock:{k}:fence") {
+		t.Fatalf("Fence() = %d, keys %v; want 0 and no fence key", l.Fence(), m.mr.Keys())
+	}
+}

@@ -1,0 +1,48 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// acquireAcked is an acquire followed by WAIT on the same connection (WAIT
+// only counts the writes of the connection it is sent on), for
+// [WithReplicaAck]. Too few acknowledgements undo the acquisition.
+func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, error) {
+	node, err := l.c.masterFor(ctx, l.k.lock)
+	if err != nil {
+		return acquireResult{}, err
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	be := &scriptBackend{rdb: conn, reentrant: l.cfg.ownerSet, fencing: l.cfg.fencing}
+	r, err := be.acquire(ctx, l.k, token, l.cfg.ttl)
+	if err != nil || !r.ok {
+		return r, err
+	}
+	acks, err := conn.Wait(ctx, l.cfg.acks, l.cfg.ackTimeout).Result()
+	if err == nil && acks >= int64(l.cfg.acks) {
+		return r, nil
+	}
+	if !l.cfg.ownerSet {
+		_, _ = be.release(ctx, l.k, token)
+	}
+	if err != nil {
+		return acquireResult{}, fmt.Errorf("replica ack: %w", err)
+	}
+	return acquireResult{}, fmt.Errorf("%w: %d of %d replicas acknowledged within %v",
+		ErrNotAcquired, acks, l.cfg.acks, l.cfg.ackTimeout)
+}
+
+// masterFor returns a client for the master that holds key.
+func (c *Client) masterFor(ctx context.Context, key string) (*redis.Client, error) {
+	switch v := c.rdb.(type) {
+	case *redis.Client:
+		return v, nil
+	case *redis.ClusterClient:
+		return v.MasterForKey(ctx, key)
+	}
+	return nil, invalidf("replica acks need a *redis.Client or *redis.ClusterClient, not %T", c.rdb)
+}

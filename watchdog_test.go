@@ -1,0 +1,407 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeBackend is an in-memory Redis for the renewal loop's tests: it keeps
+// tokens and expiry times on synctest's fake clock, records every renewal
+// batch, and can be told to fail or to hang.
+type fakeBackend struct {
+	mu      sync.Mutex
+	keys    map[string]fakeKey
+	fail    error // renewals fail with this error when set
+	hang    bool  // renewals block until their context ends
+	batches []fakeBatch
+}
+
+type fakeKey struct {
+	token string
+	exp   time.Time
+}
+
+type fakeBatch struct {
+	at    time.Time
+	n     int
+	ttls  []time.Duration
+	until time.Time // the call's context deadline
+}
+
+func newFake() *fakeBackend { return &fakeBackend{keys: map[string]fakeKey{}} }
+
+func (f *fakeBackend) live(k string) (fakeKey, bool) {
+	v, ok := f.keys[k]
+	if ok && !time.Now().Before(v.exp) {
+		delete(f.keys, k)
+		return fakeKey{}, false
+	}
+	return v, ok
+}
+
+func (f *fakeBackend) acquire(_ context.Context, k keys, token string, ttl time.Duration) (acquireResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v, ok := f.live(k.lock); ok && v.token != token {
+		return acquireResult{pttl: time.Until(v.exp)}, nil
+	}
+	f.keys[k.lock] = fakeKey{token, time.Now().Add(ttl)}
+	return acquireResult{ok: true, fence: 1}, nil
+}
+
+func (f *fakeBackend) status(k keys, token string) extendStatus {
+	v, ok := f.live(k.lock)
+	switch {
+	case !ok:
+		return extendGone
+	case v.token != token:
+		return extendStolen
+	}
+	return extendOK
+}
+
+func (f *fakeBackend) release(_ context.Context, k keys, token string) (extendStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.status(k, token)
+	if st == extendOK {
+		delete(f.keys, k.lock)
+	}
+	return st, nil
+}
+
+func (f *fakeBackend) extend(_ context.Context, k keys, token string, ttl time.Duration) (extendStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.status(k, token)
+	if st == extendOK {
+		f.keys[k.lock] = fakeKey{token, time.Now().Add(ttl)}
+	}
+	return st, nil
+}
+
+func (f *fakeBackend) pttl(_ context.Context, k keys, token string) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.status(k, token) != extendOK {
+		return 0, errNotOurs
+	}
+	return time.Until(f.keys[k.lock].exp), nil
+}
+
+func (f *fakeBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
+	f.mu.Lock()
+	b := fakeBatch{at: time.Now(), n: len(items)}
+	b.until, _ = ctx.Deadline()
+	for _, it := range items {
+		b.ttls = append(b.ttls, it.ttl)
+	}
+	f.batches = append(f.batches, b)
+	fail, hang := f.fail, f.hang
+	f.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		fail = ctx.Err()
+	}
+	for i, it := range items {
+		if fail != nil {
+			errs[i] = fail
+			continue
+		}
+		st[i], errs[i] = f.extend(ctx, it.k, it.token, it.ttl)
+	}
+}
+
+func (f *fakeBackend) set(fn func(f *fakeBackend)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *fakeBackend) snapshot() []fakeBatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakeBatch(nil), f.batches...)
+}
+
+// fakeClient returns a Client whose every lock talks to f. Call it inside the
+// synctest bubble and Close it there.
+func fakeClient(f *fakeBackend, opts ...Option) *Client {
+	c := NewClient(nil, append([]Option{WithNotify(false)}, opts...)...)
+	c.err = nil
+	for _, mode := range []ReleaseMode{ReleaseScript, ReleaseWatch} {
+		for _, re := range []bool{false, true} {
+			for _, fe := range []bool{false, true} {
+				c.backends[backendKind{mode, re, fe}] = f
+			}
+		}
+	}
+	return c
+}
+
+func mustAcquire(t *testing.T, l *Lock) {
+	t.Helper()
+	if err := l.Acquire(context.Background()); err != nil {
+		t.Fatalf("Acquire() error = %v", err)
+	}
+}
+
+// lostAt waits (on the fake clock) until l's hold is lost and returns when.
+func lostAt(t *testing.T, l *Lock, limit time.Duration) time.Time {
+	t.Helper()
+	select {
+	case <-l.Lost():
+		return time.Now()
+	case <-time.After(limit):
+		t.Fatalf("Lost() not closed within %v", limit)
+	}
+	return time.Time{}
+}
+
+func lossOf(l *Lock) LossReason {
+	var le *LostError
+	if errors.As(l.LostErr(), &le) {
+		return le.Reason
+	}
+	return 0
+}
+
+func TestRenewal_everyThirdOfTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := fakeClient(f)
+		defer c.Close()
+		start := time.Now()
+		l := c.NewLock("k", WithTTL(3*time.Second))
+		mustAcquire(t, l)
+		time.Sleep(10*time.Second + time.Millisecond)
+		got := f.snapshot()
+		if len(got) != 10 {
+			t.Fatalf("%d renewals in 10s with TTL 3s, want 10", len(got))
+		}
+		for i, b := range got {
+			if want := start.Add(time.Duration(i+1) * time.Second); !b.at.Equal(want) {
+				t.Fatalf("renewal %d at %v, want %v", i, b.at.Sub(start), want.Sub(start))
+			}
+		}
+		if isClosedCh(l.Lost()) {
+			t.Fatal("Lost() closed while renewals succeed")
+		}
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatalf("Release() error = %v", err)
+		}
+		time.Sleep(10 * time.Second)
+		if n := len(f.snapshot()); n != 10 {
+			t.Fatalf("%d renewals after Release, want none beyond the 10", n-10)
+		}
+	})
+}
+
+func TestRenewal_unreachableLostBeforeTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := fakeClient(f)
+		defer c.Close()
+		start := time.Now()
+		ttl := 3 * time.Second
+		l := c.NewLock("k", WithTTL(ttl))
+		mustAcquire(t, l)
+		f.set(func(f *fakeBackend) { f.fail = errors.New("connection refused") })
+		at := lostAt(t, l, time.Minute).Sub(start)
+		deadline := ttl - safetyMargin(ttl)
+		if at > deadline || at < deadline-2*time.Millisecond {
+			t.Fatalf("lost at %v, want at the safety deadline %v (TTL %v)", at, deadline, ttl)
+		}
+		if r := lossOf(l); r != LossUnreachable {
+			t.Fatalf("loss reason %v, want unreachable", r)
+		}
+		if n := len(f.snapshot()); n < 3 {
+			t.Fatalf("%d renewal attempts before giving up, want several", n)
+		}
+	})
+}
+
+func TestRenewal_hangingServerLostBeforeTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := fakeClient(f)
+		defer c.Close()
+		start := time.Now()
+		ttl := 3 * time.Second
+		l := c.NewLock("k", WithTTL(ttl))
+		mustAcquire(t, l)
+		f.set(func(f *fakeBackend) { f.hang = true })
+		at := lostAt(t, l, time.Minute).Sub(start)
+		if deadline := ttl - safetyMargin(ttl); at > deadline {
+			t.Fatalf("lost at %v, after the safety deadline %v", at, deadline)
+		}
+		for _, b := range f.snapshot() {
+			if b.until.IsZero() || b.until.Sub(start) >= ttl-safetyMargin(ttl) {
+				t.Fatalf("renewal call ran until %v, want a deadline before %v", b.until.Sub(start), ttl-safetyMargin(ttl))
+			}
+		}
+	})
+}
+
+func TestRenewal_keyGoneOrStolen(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		token string // "" deletes the key
+		want  LossReason
+	}{
+		{"deleted", "", LossForceReleased},
+		{"stolen", "intruder", LossStolen},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake()
+				c := fakeClient(f)
+				defer c.Close()
+				start := time.Now()
+				l := c.NewLock("k", WithTTL(3*time.Second))
+				mustAcquire(t, l)
+				time.Sleep(1500 * time.Millisecond)
+				f.set(func(f *fakeBackend) {
+					if tt.token == "" {
+						delete(f.keys, l.k.lock)
+					} else {
+						f.keys[l.k.lock] = fakeKey{tt.token, time.Now().Add(time.Hour)}
+					}
+				})
+				at := lostAt(t, l, time.Minute).Sub(start)
+				if at != 2*time.Second {
+					t.Fatalf("lost at %v, want at the next renewal (2s)", at)
+				}
+				if r := lossOf(l); r != tt.want {
+					t.Fatalf("loss reason %v, want %v", r, tt.want)
+				}
+			})
+		})
+	}
+}
+
+func TestRenewal_batches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := fakeClient(f)
+		defer c.Close()
+		const n = 1200
+		for i := range n {
+			mustAcquire(t, c.NewLock(string(rune('a'+i%26))+itoa(i), WithTTL(3*time.Second)))
+			if i == n/2 {
+				time.Sleep(100 * time.Millisecond) // within TTL/12: still one tick
+			}
+		}
+		time.Sleep(1100 * time.Millisecond)
+		got := f.snapshot()
+		total := 0
+		for _, b := range got {
+			if b.n > renewChunk {
+				t.Fatalf("a batch of %d renewals, want at most %d", b.n, renewChunk)
+			}
+			total += b.n
+		}
+		if total != n || len(got) != (n+renewChunk-1)/renewChunk {
+			t.Fatalf("%d renewals in %d batches, want %d in %d", total, len(got), n, (n+renewChunk-1)/renewChunk)
+		}
+	})
+}
+
+func TestRenewal_extendKeepsNewTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := fakeClient(f)
+		defer c.Close()
+		l := c.NewLock("k", WithTTL(3*time.Second))
+		mustAcquire(t, l)
+		if err := l.Extend(context.Background(), 9*time.Second); err != nil {
+			t.Fatalf("Extend() error = %v", err)
+		}
+		time.Sleep(7 * time.Second)
+		got := f.snapshot()
+		if len(got) != 2 || got[0].ttls[0] != 9*time.Second || got[1].ttls[0] != 9*time.Second {
+			t.Fatalf("renewals %+v, want 2 with TTL 9s (every 3s)", got)
+		}
+	})
+}
+
+func TestRenewal_watchdogOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := fakeClient(f, WithWatchdog(false))
+		defer c.Close()
+		start := time.Now()
+		ttl := 2 * time.Second
+		l := c.NewLock("k", WithTTL(ttl))
+		mustAcquire(t, l)
+		at := lostAt(t, l, time.Minute).Sub(start)
+		if at != ttl-safetyMargin(ttl) || lossOf(l) != LossExpired {
+			t.Fatalf("lost at %v (%v), want at %v (expired)", at, lossOf(l), ttl-safetyMargin(ttl))
+		}
+		if n := len(f.snapshot()); n != 0 {
+			t.Fatalf("%d renewals with the watchdog off", n)
+		}
+	})
+}
+
+func TestRenewal_maxHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := fakeClient(f)
+		defer c.Close()
+		start := time.Now()
+		l := c.NewLock("k", WithTTL(3*time.Second), WithMaxHold(2500*time.Millisecond))
+		mustAcquire(t, l)
+		at := lostAt(t, l, time.Minute).Sub(start)
+		if at != 2500*time.Millisecond || lossOf(l) != LossMaxHold {
+			t.Fatalf("lost at %v (%v), want at 2.5s (max hold)", at, lossOf(l))
+		}
+		if n := len(f.snapshot()); n != 2 {
+			t.Fatalf("%d renewals, want 2 (at 1s and 2s)", n)
+		}
+	})
+}
+
+func TestRenewal_closeLeavesDeadlineTimers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := fakeClient(f)
+		start := time.Now()
+		ttl := 3 * time.Second
+		l := c.NewLock("k", WithTTL(ttl))
+		mustAcquire(t, l)
+		time.Sleep(500 * time.Millisecond)
+		c.Close()
+		at := lostAt(t, l, time.Minute).Sub(start)
+		if at != ttl-safetyMargin(ttl) || !errors.Is(l.LostErr(), ErrClosed) {
+			t.Fatalf("lost at %v with %v, want at %v with ErrClosed", at, l.LostErr(), ttl-safetyMargin(ttl))
+		}
+		if n := len(f.snapshot()); n != 0 {
+			t.Fatalf("%d renewals after Close", n)
+		}
+	})
+}
+
+func isClosedCh(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}

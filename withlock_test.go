@@ -1,0 +1,118 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agentlock/lock"
+)
+
+func TestClient_WithLock(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		ran := false
+		err := c.WithLock(ctx, key, func(ctx context.Context) error {
+			ran = true
+			if tg.rdb.Exists(ctx, lockKey(key)).Val() != 1 {
+				t.Error("lock key absent inside fn")
+			}
+			return nil
+		})
+		must(t, "WithLock()", err)
+		if !ran {
+			t.Fatal("fn did not run")
+		}
+		if tg.rdb.Exists(ctx, lockKey(key)).Val() != 0 {
+			t.Fatal("lock key left after WithLock")
+		}
+	})
+}
+
+func TestClient_WithLock_fnError(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		c := newClient(t, tg.rdb)
+		boom := errors.New("boom")
+		err := c.WithLock(context.Background(), keyFor(t), func(context.Context) error { return boom })
+		if err != boom {
+			t.Fatalf("WithLock() error = %v, want fn's error itself", err)
+		}
+	})
+}
+
+func TestClient_WithLock_panic(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		func() {
+			defer func() {
+				if r := recover(); r != "kaboom" {
+					t.Fatalf("recovered %v, want the fn's panic value", r)
+				}
+			}()
+			_ = c.WithLock(context.Background(), key, func(context.Context) error { panic("kaboom") })
+		}()
+		if tg.rdb.Exists(context.Background(), lockKey(key)).Val() != 0 {
+			t.Fatal("lock key left after fn panicked")
+		}
+	})
+}
+
+func TestClient_WithLock_releasesWithCancelledCtx(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		err := c.WithLock(ctx, key, func(context.Context) error {
+			cancel() // the caller gives up while fn runs
+			return nil
+		})
+		must(t, "WithLock()", err)
+		if tg.rdb.Exists(context.Background(), lockKey(key)).Val() != 0 {
+			t.Fatal("release skipped because the caller's ctx was done")
+		}
+	})
+}
+
+func TestClient_WithLock_lost(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		err := c.WithLock(context.Background(), key, func(ctx context.Context) error {
+			tg.expire(t, key) // the hold vanishes behind our back
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+				return errors.New("ctx not cancelled after the lock was lost")
+			}
+			wantErr(t, "context.Cause()", context.Cause(ctx), lock.ErrLockLost)
+			return nil // fn pretends all is well: WithLock must still report the loss
+		}, lock.WithTTL(300*time.Millisecond))
+		wantErr(t, "WithLock()", err, lock.ErrLockLost)
+		var le *lock.LostError
+		if !errors.As(err, &le) || le.Reason != lock.LossForceReleased || le.Key != key {
+			t.Fatalf("WithLock() error = %v, want a LostError for %q with reason force-released", err, key)
+		}
+	})
+}
+
+func TestClient_WithLock_lostFoundAtRelease(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		c := newClient(t, tg.rdb, lock.WithWatchdog(false))
+		key := keyFor(t)
+		err := c.WithLock(context.Background(), key, func(ctx context.Context) error {
+			tg.expire(t, key)
+			return nil
+		})
+		wantErr(t, "WithLock()", err, lock.ErrLockLost)
+	})
+}
+
+func TestClient_WithLock_badInput(t *testing.T) {
+	c := newClient(t, miniTarget(t).rdb)
+	wantErr(t, "WithLock(nil fn)", c.WithLock(context.Background(), "k", nil), lock.ErrInvalid)
+	wantErr(t, "WithLock(\"\")", c.WithLock(context.Background(), "", func(context.Context) error { return nil }), lock.ErrInvalid)
+}
