@@ -1,0 +1,151 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client creates quorum locks over N independent Redis nodes (not replicas
+// of one another) and owns their background work: one renewal goroutine per
+// held lock and one pub/sub subscription per node for waiters, each started
+// on first need. Create one per process and share it; it is safe for
+// concurrent use.
+type Client struct {
+	nodes []redis.UniversalClient
+	cfg   config
+	err   error // configuration error, returned by every lock
+
+	mu     sync.Mutex // orders Close against goroutine starts
+	closed atomic.Bool
+	ctx    context.Context // ends at Close, stopping background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	notifier notifier
+
+	fenceRaises atomic.Int64 // acquisitions that needed the extra fence round
+}
+
+// New returns a Client over the given nodes: independent Redis servers, each
+// a *redis.Client or any other redis.UniversalClient. Use an odd number, at
+// least 3 (5 tolerates two failed nodes): with N nodes the lock needs N/2+1
+// of them ([WithQuorum]). opts are the defaults of every lock it makes.
+//
+// An empty list, a nil client or the same client twice is reported, wrapping
+// [lock.ErrInvalid], by every later call; so is an invalid option. New
+// itself never fails and starts no goroutine; see [Client.Close].
+//
+// Set ContextTimeoutEnabled on the node clients so that a node slower than
+// [WithNodeTimeout] has its call cut at the deadline; without it redlock
+// still stops waiting at the deadline, but the call runs on until go-redis's
+// own read timeout.
+func New(clients []redis.UniversalClient, opts ...Option) *Client {
+	c := &Client{nodes: clients, cfg: defaultConfig().with(opts)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.notifier.init(c)
+	c.err = checkNodes(clients)
+	if c.err == nil {
+		c.err = c.cfg.validate(len(clients))
+	}
+	return c
+}
+
+// checkNodes rejects an empty list, nil clients and duplicates.
+func checkNodes(clients []redis.UniversalClient) error {
+	if len(clients) == 0 {
+		return invalidf("no redis clients")
+	}
+	seen := make(map[redis.UniversalClient]int, len(clients))
+	for i, rdb := range clients {
+		if isNil(rdb) {
+			return invalidf("redis client %d is nil", i)
+		}
+		if j, ok := seen[rdb]; ok {
+			return invalidf("redis clients %d and %d are the same client", j, i)
+		}
+		seen[rdb] = i
+	}
+	return nil
+}
+
+func isNil(rdb redis.UniversalClient) bool {
+	switch v := rdb.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return v == nil
+	case *redis.ClusterClient:
+		return v == nil
+	case *redis.Ring:
+		return v == nil
+	}
+	return false
+}
+
+// Close stops every renewal goroutine and node subscription and waits for
+// them to return. It is idempotent and always returns nil. Locks still held
+// are no longer renewed: their Lost channels close when their validity runs
+// out. Afterwards Acquire, TryAcquire, Extend and WithLock return
+// [lock.ErrClosed]; Release still deletes a hold on every node. Close does
+// not close the node clients.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed.Swap(true) {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	c.cancel()
+	c.notifier.close()
+	c.wg.Wait()
+	return nil
+}
+
+// goBackground runs fn on a goroutine that Close waits for; it reports false,
+// running nothing, once Close has begun.
+func (c *Client) goBackground(fn func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// NewLock returns a handle on the lock named key, configured by the
+// Client's options and then opts. An empty key or an invalid option is
+// reported, wrapping [lock.ErrInvalid], by every verb of the handle. NewLock
+// talks to no node and starts nothing.
+func (c *Client) NewLock(key string, opts ...Option) *Lock {
+	l := &Lock{c: c, cfg: c.cfg.with(opts), key: key}
+	l.err = c.err
+	if l.err == nil {
+		l.err = l.cfg.validate(len(c.nodes))
+	}
+	if l.err == nil && key == "" {
+		l.err = invalidf("empty key")
+	}
+	if l.err != nil {
+		l.err = fmt.Errorf("redlock: key %q: %w", key, l.err)
+		return l
+	}
+	lk := l.cfg.prefix + "{" + key + "}"
+	l.lockKey, l.fenceKey, l.notifyKey = lk, lk+":fence", lk+":notify"
+	l.acquireKeys = []string{lk, l.fenceKey}
+	l.releaseKeys = []string{lk, l.notifyKey}
+	l.extendKeys = []string{lk}
+	l.quorum = l.cfg.quorumOf(len(c.nodes))
+	l.nodeTimeout = effectiveNodeTimeout(&l.cfg)
+	l.ttlArg = strconv.FormatInt(l.cfg.ttl.Milliseconds(), 10)
+	return l
+}

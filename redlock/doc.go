@@ -1,0 +1,31 @@
+// Package redlock provides quorum locks over N independent Redis nodes, with
+// the verbs and meanings of the core package [lock]: [New] returns a
+// [Client] whose [Client.NewLock] and [Client.WithLock] give locks that
+// [Lock.Acquire], [Lock.TryAcquire], [Lock.Release], [Lock.Extend], report
+// [Lock.Validity] and [Lock.Lost], and carry [Lock.Key], [Lock.Token] and
+// [Lock.Fence]; errors match the core's sentinels ([lock.ErrNotAcquired],
+// [lock.ErrNotHeld], [lock.ErrLockLost], [lock.ErrClosed],
+// [lock.ErrInvalid]) under errors.Is. So a small interface of those verbs
+// covers both kinds of lock.
+//
+// An acquisition sends SET NX PX with one random token to every node in
+// parallel, each call bounded by a node timeout far below the TTL
+// ([WithNodeTimeout], default 100ms, at most TTL/10). It holds when a quorum
+// (N/2+1 by default, [WithQuorum]) granted it and its validity, TTL − elapsed
+// (monotonic clock) − drift (TTL·0.01 + 2ms, [WithDriftFactor]), is still
+// positive; otherwise it is undone on every node that did not refuse it,
+// including nodes that failed or did not answer, and Acquire waits (jittered
+// backoff, woken by a release published on any node) and tries again. Each
+// node uses the core's storage layout, so the same key names one lock for
+// both packages only if the node sets are disjoint: do not mix them on one
+// node.
+//
+// Use an odd number of nodes, at least 3; with 5, the lock survives two
+// failed nodes. The nodes must be independent masters, not replicas.
+//
+// Holds are renewed at TTL/3 by a goroutine of the Client and carry a fence
+// that strictly increases across successive holders while a majority of the
+// nodes keeps its data; SAFETY.md in this directory states what the lock and
+// the fence guarantee and where they break (clock jumps, nodes restarted
+// empty: keep a crashed node down for at least the longest TTL).
+package redlock

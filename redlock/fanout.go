@@ -1,0 +1,108 @@
+package redlock
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// result is one node's reply to one call.
+type result struct {
+	node int
+	code int64 // the script's reply, or the first element of acquire's
+	val  int64 // acquire: the fence, or the holder's PTTL in ms
+	err  error
+}
+
+// round is one call sent to several nodes in parallel. Every call shares one
+// deadline and replies into ch, which is buffered for every node, so a
+// caller that stops reading at quorum leaves no goroutine blocked.
+type round struct {
+	ch      chan result
+	ctx     context.Context // carries the deadline of every call
+	cancel  context.CancelFunc
+	pending atomic.Int32
+	n       int
+}
+
+// fan sends fn to the nodes listed in which (every node when which is nil),
+// each on its own goroutine, with a deadline. The calls do not end when ctx
+// is cancelled: a caller that gives up reads ctx itself and undoes what the
+// calls may have done, which needs them to finish rather than half-happen.
+func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn func(ctx context.Context, rdb redis.UniversalClient) result) *round {
+	n := len(which)
+	if which == nil {
+		n = len(c.nodes)
+	}
+	r := &round{ch: make(chan result, n), n: n}
+	r.ctx, r.cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	r.pending.Store(int32(n))
+	for k := range n {
+		i := k
+		if which != nil {
+			i = which[k]
+		}
+		go func() {
+			res := fn(r.ctx, c.nodes[i])
+			res.node = i
+			r.ch <- res
+			if r.pending.Add(-1) == 0 {
+				r.cancel() // the last reply frees the deadline's timer
+			}
+		}()
+	}
+	return r
+}
+
+// next returns the next reply, or false once the round's deadline has
+// passed or ctx is done. Replies already in hand are returned first.
+func (r *round) next(ctx context.Context) (result, bool) {
+	select {
+	case res := <-r.ch:
+		return res, true
+	default:
+	}
+	select {
+	case res := <-r.ch:
+		return res, true
+	case <-r.ctx.Done():
+	case <-ctx.Done():
+	}
+	select {
+	case res := <-r.ch:
+		return res, true
+	default:
+	}
+	return result{}, false
+}
+
+// all collects every reply that arrives by the deadline, indexed by node;
+// a node that did not answer gets errNodeTimeout.
+func (r *round) all(ctx context.Context, nodes int, which []int) []result {
+	out := make([]result, nodes)
+	got := make([]bool, nodes)
+	for range r.n {
+		res, ok := r.next(ctx)
+		if !ok {
+			break
+		}
+		out[res.node], got[res.node] = res, true
+	}
+	mark := func(i int) {
+		if !got[i] {
+			out[i] = result{node: i, err: errNodeTimeout}
+		}
+	}
+	if which == nil {
+		for i := range nodes {
+			mark(i)
+		}
+	} else {
+		for _, i := range which {
+			mark(i)
+		}
+	}
+	return out
+}

@@ -1,0 +1,164 @@
+package redlock
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	lock "github.com/agentlock/lock"
+)
+
+// hold is one acquisition of a Lock, from a successful Acquire until Release
+// or loss. A Lock that is acquired again gets a new hold.
+type hold struct {
+	l     *Lock
+	token string
+	fence int64
+	lost  chan struct{} // closed when the hold ends involuntarily
+	stop  chan struct{} // closed by Release: renewal ends
+	kick  chan struct{} // an Extend moved the renewal schedule
+
+	op sync.Mutex // serialises Extend and renewal rounds
+
+	mu         sync.Mutex
+	ttl        time.Duration
+	sentAt     time.Time // when the last confirmed acquire, extend or renewal was sent
+	validUntil time.Time // sentAt + ttl - drift: the hold is valid before it
+	ended      bool      // released or lost
+	stopped    bool      // stop is closed
+	cause      *lock.LostError
+	onLost     []func(error)
+	afterFn    *time.Timer // reports the loss at validUntil once renewal stopped
+}
+
+func newHold(l *Lock, token string, fence int64, sent, validUntil time.Time) *hold {
+	return &hold{
+		l: l, token: token, fence: fence,
+		lost: make(chan struct{}), stop: make(chan struct{}), kick: make(chan struct{}, 1),
+		ttl: l.cfg.ttl, sentAt: sent, validUntil: validUntil,
+	}
+}
+
+// validity returns the validity left at now (<= 0 once it ran out).
+func (h *hold) validity(now time.Time) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return 0
+	}
+	return h.validUntil.Sub(now)
+}
+
+func (h *hold) active() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.ended
+}
+
+// confirmed records a quorum confirmation of a round sent at sent with ttl.
+// Extend and renewal rounds never overlap (h.op), so the latest round is the
+// one whose TTL the nodes hold.
+func (h *hold) confirmed(sent time.Time, ttl time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ttl = ttl
+	h.sentAt = sent
+	h.validUntil = sent.Add(ttl - drift(ttl, h.l.cfg.driftFactor))
+}
+
+// deadline returns the end of the hold's validity.
+func (h *hold) deadline() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.validUntil
+}
+
+// stopRenewal ends the renewal goroutine, if any.
+func (h *hold) stopRenewal() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.stopped {
+		h.stopped = true
+		close(h.stop)
+	}
+	if h.afterFn != nil {
+		h.afterFn.Stop()
+	}
+}
+
+// finish ends the hold by Release.
+func (h *hold) finish() {
+	h.stopRenewal()
+	h.mu.Lock()
+	h.ended = true
+	h.mu.Unlock()
+}
+
+func (h *hold) lostErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cause == nil {
+		return nil
+	}
+	return h.cause
+}
+
+// addOnLost registers fn to be called with the loss; at once if the hold is
+// already lost.
+func (h *hold) addOnLost(fn func(error)) {
+	h.mu.Lock()
+	if h.cause != nil {
+		cause := h.cause
+		h.mu.Unlock()
+		fn(cause)
+		return
+	}
+	h.onLost = append(h.onLost, fn)
+	h.mu.Unlock()
+}
+
+// markLost is the one place a loss is signalled: it closes Lost(), cancels
+// WithLock's context, tells the Observer and the logger. Only the first call
+// for an active hold has an effect.
+func (h *hold) markLost(reason lock.LossReason, err error) {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	h.ended = true
+	h.cause = &lock.LostError{Key: h.l.key, Reason: reason, Err: err}
+	if !h.stopped {
+		h.stopped = true
+		close(h.stop)
+	}
+	fns, cause := h.onLost, h.cause
+	h.onLost = nil
+	h.mu.Unlock()
+
+	close(h.lost)
+	for _, fn := range fns {
+		fn(cause)
+	}
+	l := h.l
+	if o := l.cfg.observer; o != nil {
+		o.Observe(lock.Event{Kind: lock.EventLost, Key: l.key, Token: h.token, Fence: h.fence, Err: cause})
+	}
+	if lg := l.cfg.logger; lg != nil {
+		lg.Warn("redlock lost", slog.String("key", l.key), slog.String("reason", reason.String()),
+			slog.Int64("fence", h.fence), slog.Any("err", err))
+	}
+}
+
+// abandon arms the timer that reports h lost when its validity runs out,
+// renewal having stopped (Close).
+func (h *hold) abandon() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended || h.afterFn != nil {
+		return
+	}
+	h.afterFn = time.AfterFunc(time.Until(h.validUntil), func() {
+		h.markLost(lock.LossExpired, lock.ErrClosed)
+	})
+}

@@ -1,0 +1,105 @@
+package redlock
+
+import (
+	"log/slog"
+	"time"
+
+	lock "github.com/agentlock/lock"
+)
+
+// retryInterval is the wait after a failed renewal before the next try:
+// TTL/12, at most 1s, so several tries fit before the validity runs out.
+func retryInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/12, time.Millisecond), time.Second)
+}
+
+// renew is the renewal goroutine of one hold, owned by the Client. With the
+// watchdog on it extends the hold on every node at TTL/3, counting from when
+// the last confirmed round was sent; a round confirmed by a quorum moves the
+// validity on. The hold is lost when so many nodes lack our token that no
+// quorum is possible, or when no quorum confirmed it before its validity ran
+// out: every round's calls end by then, so the loss is signalled before any
+// node could let another holder in. It returns at Release, loss or Close
+// (after which the hold is reported lost when its validity runs out).
+func (l *Lock) renew(h *hold) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var lastErr error
+	var retryAt time.Time
+	for {
+		h.mu.Lock()
+		sent, ttl, validUntil := h.sentAt, h.ttl, h.validUntil
+		h.mu.Unlock()
+		next := validUntil
+		if l.cfg.watchdog {
+			renewAt := sent.Add(ttl / 3)
+			if lastErr != nil {
+				renewAt = retryAt
+			}
+			next = minTime(next, renewAt)
+		}
+		t.Reset(time.Until(next))
+		select {
+		case <-h.stop:
+			return
+		case <-l.c.ctx.Done():
+			h.abandon()
+			return
+		case <-h.kick:
+			lastErr = nil
+			continue
+		case <-t.C:
+		}
+		now := time.Now()
+		if !now.Before(h.deadline()) {
+			if lastErr != nil {
+				h.markLost(lock.LossUnreachable, lastErr)
+			} else {
+				h.markLost(lock.LossExpired, nil)
+			}
+			return
+		}
+		if !l.cfg.watchdog {
+			continue // an Extend moved the validity on
+		}
+		h.op.Lock()
+		select {
+		case <-h.stop:
+			h.op.Unlock()
+			return
+		default:
+		}
+		h.mu.Lock()
+		ttl, validUntil = h.ttl, h.validUntil
+		h.mu.Unlock()
+		start := time.Now()
+		tl := l.extendRound(l.c.ctx, h, ttl, minTime(start.Add(l.nodeTimeout), validUntil))
+		if tl.ok >= l.quorum {
+			h.confirmed(start, ttl)
+		}
+		h.op.Unlock()
+		switch {
+		case tl.ok >= l.quorum:
+			lastErr = nil
+		case l.c.ctx.Err() != nil:
+			h.abandon()
+			return
+		case tl.gone+tl.stolen > len(l.c.nodes)-l.quorum:
+			h.markLost(l.lossReason(tl, h), nil)
+			return
+		default:
+			lastErr = l.quorumError(tl)
+			retryAt = time.Now().Add(retryInterval(ttl))
+			l.renewalFailed(h, lastErr)
+		}
+	}
+}
+
+func (l *Lock) renewalFailed(h *hold, err error) {
+	if o := l.cfg.observer; o != nil {
+		o.Observe(lock.Event{Kind: lock.EventRenewalFailed, Key: l.key, Token: h.token, Fence: h.fence, Err: err})
+	}
+	if lg := l.cfg.logger; lg != nil {
+		lg.Warn("redlock renewal failed", slog.String("key", l.key), slog.Any("err", err))
+	}
+}

@@ -1,0 +1,80 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	lock "github.com/agentlock/lock"
+)
+
+// WithLock acquires the lock named key (waiting, as [Lock.Acquire]), runs fn,
+// and releases the lock, also when fn panics (the panic then continues).
+//
+// fn's context is cancelled, with a [*lock.LostError] as its cause (matching
+// [lock.ErrLockLost]), as soon as the hold is lost; fn should stop then. The
+// release runs on a fresh context, so it happens even when ctx is done.
+//
+// WithLock returns the Acquire error if the lock was never held; otherwise
+// fn's error, joined with an error matching ErrLockLost whenever the hold was
+// lost while fn ran (whatever fn returned), and with any release error.
+// opts override the Client's defaults for this lock.
+func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) error {
+	l := c.NewLock(key, opts...)
+	if fn == nil {
+		return fmt.Errorf("redlock: with lock %q: %w", key, invalidf("nil func"))
+	}
+	if err := l.Acquire(ctx); err != nil {
+		return err
+	}
+	h := l.hold()
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	h.addOnLost(cancel)
+
+	released := false
+	release := func() error {
+		released = true
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout(l.nodeTimeout))
+		defer rcancel()
+		return l.Release(rctx)
+	}
+	defer func() {
+		if !released { // fn panicked or called runtime.Goexit
+			_ = release()
+		}
+	}()
+
+	ferr := fn(fctx)
+	rerr := release()
+	if lost := h.lostErr(); lost != nil {
+		if errors.Is(rerr, lock.ErrNotHeld) {
+			rerr = nil // implied by the loss
+		}
+		return joinErrs(ferr, lost, rerr)
+	}
+	return joinErrs(ferr, rerr)
+}
+
+// releaseTimeout bounds a release made on the caller's behalf: a few node
+// timeouts, since each node's call is bounded by one.
+func releaseTimeout(nodeTimeout time.Duration) time.Duration {
+	return max(4*nodeTimeout, time.Second)
+}
+
+// joinErrs is errors.Join, except that a single error is returned as it is.
+func joinErrs(errs ...error) error {
+	var only error
+	n := 0
+	for _, e := range errs {
+		if e != nil {
+			only = e
+			n++
+		}
+	}
+	if n <= 1 {
+		return only
+	}
+	return errors.Join(errs...)
+}
