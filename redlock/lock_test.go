@@ -1,0 +1,380 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/redlock"
+)
+
+var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// locker is the interface both the core and redlock locks satisfy.
+type locker interface {
+	Acquire(context.Context) error
+	TryAcquire(context.Context) (bool, error)
+	Release(context.Context) error
+	Extend(context.Context, time.Duration) error
+	Lost() <-chan struct{}
+	Key() string
+	Token() string
+	Fence() int64
+}
+
+var (
+	_ locker = (*lock.Lock)(nil)
+	_ locker = (*redlock.Lock)(nil)
+)
+
+func TestLock_AcquireRelease(t *testing.T) {
+	_, nodes := miniNodes(t, 5)
+	c := newClient(t, nodes)
+	ctx := context.Background()
+	key := keyFor(t)
+	l := c.NewLock(key, redlock.WithTTL(10*time.Second))
+	if l.Token() != "" || l.Fence() != 0 || l.Lost() != nil || l.Validity() != 0 {
+		t.Fatalf("before Acquire: Token %q Fence %d Lost %v Validity %v, want zero values", l.Token(), l.Fence(), l.Lost(), l.Validity())
+	}
+	wantIs(t, "Release(never acquired)", l.Release(ctx), lock.ErrNotHeld)
+	must(t, "Acquire()", l.Acquire(ctx))
+	if !uuidV4.MatchString(l.Token()) {
+		t.Fatalf("Token() = %q, want a UUID v4", l.Token())
+	}
+	if l.Key() != key {
+		t.Fatalf("Key() = %q, want %q", l.Key(), key)
+	}
+	if l.Fence() != 1 {
+		t.Fatalf("Fence() = %d, want 1", l.Fence())
+	}
+	if v := l.Validity(); v <= 0 || v > 10*time.Second {
+		t.Fatalf("Validity() = %v, want in (0, 10s]", v)
+	}
+	waitHolders(t, nodes, key, l.Token(), 5)
+	must(t, "Release()", l.Release(ctx))
+	if n := keysLeft(t, nodes, key); n != 0 {
+		t.Fatalf("nodes with the key after Release = %d, want 0", n)
+	}
+	if isClosed(l.Lost()) {
+		t.Fatalf("Lost() closed by a normal Release")
+	}
+	if l.Validity() != 0 {
+		t.Fatalf("Validity() after Release = %v, want 0", l.Validity())
+	}
+	wantIs(t, "second Release()", l.Release(ctx), lock.ErrNotHeld)
+
+	must(t, "Acquire() again", l.Acquire(ctx))
+	if l.Fence() != 2 {
+		t.Fatalf("Fence() of the second hold = %d, want 2", l.Fence())
+	}
+	must(t, "Release()", l.Release(ctx))
+}
+
+func TestLock_TryAcquire_heldByOther(t *testing.T) {
+	_, nodes := miniNodes(t, 5)
+	c := newClient(t, nodes)
+	ctx := context.Background()
+	a, b := c.NewLock(keyFor(t)), c.NewLock(keyFor(t))
+	ok, err := a.TryAcquire(ctx)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire() = %v, %v, want true, nil", ok, err)
+	}
+	ok, err = b.TryAcquire(ctx)
+	if ok || err != nil {
+		t.Fatalf("TryAcquire(held) = %v, %v, want false, nil", ok, err)
+	}
+	if b.Token() != "" {
+		t.Fatalf("Token() after a failed TryAcquire = %q, want \"\"", b.Token())
+	}
+	must(t, "Release()", a.Release(ctx))
+	ok, err = b.TryAcquire(ctx)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire(after release) = %v, %v, want true, nil", ok, err)
+	}
+	must(t, "Release()", b.Release(ctx))
+}
+
+func TestLock_Acquire_minorityDown(t *testing.T) {
+	ms, nodes := miniNodes(t, 5)
+	c := newClient(t, nodes)
+	ctx := context.Background()
+	ms[0].Close()
+	ms[3].Close()
+	l := c.NewLock(keyFor(t))
+	must(t, "Acquire(2 of 5 down)", l.Acquire(ctx))
+	if v := l.Validity(); v <= 0 {
+		t.Fatalf("Validity() = %v, want > 0", v)
+	}
+	must(t, "Extend()", l.Extend(ctx, time.Minute))
+	must(t, "Release()", l.Release(ctx))
+}
+
+func TestLock_Acquire_majorityDown(t *testing.T) {
+	ms, nodes := miniNodes(t, 5)
+	c := newClient(t, nodes, redlock.WithWaitTimeout(300*time.Millisecond))
+	ctx := context.Background()
+	for _, i := range []int{0, 2, 4} {
+		ms[i].Close()
+	}
+	key := keyFor(t)
+	l := c.NewLock(key)
+	start := time.Now()
+	err := l.Acquire(ctx)
+	took := time.Since(start)
+	wantIs(t, "Acquire(3 of 5 down)", err, lock.ErrNotAcquired)
+	t.Logf("Acquire with 3 of 5 nodes down, wait timeout 300ms: failed after %v", took)
+	if took > 3*time.Second {
+		t.Fatalf("Acquire(3 of 5 down) took %v, want about the 300ms wait timeout", took)
+	}
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		t.Fatalf("Acquire() error = %v, want a *QuorumError in it", err)
+	}
+	if qe.Needed != 3 || qe.Reached > 2 || len(qe.Errs) != 5 || qe.Errs[0] == nil {
+		t.Fatalf("QuorumError = %+v, want Needed 3, Reached <= 2, 5 errors with node 0's set", qe)
+	}
+	if n := keysLeft(t, nodes, key); n != 0 {
+		t.Fatalf("surviving nodes with the key = %d, want 0", n)
+	}
+	ok, err := l.TryAcquire(ctx)
+	if ok || !errors.As(err, &qe) {
+		t.Fatalf("TryAcquire(3 of 5 down) = %v, %v, want false and a *QuorumError", ok, err)
+	}
+}
+
+func TestLock_Fence_raisesLaggingCounters(t *testing.T) {
+	_, nodes := miniNodes(t, 5)
+	c := newClient(t, nodes, redlock.WithQuorum(5))
+	ctx := context.Background()
+	key := keyFor(t)
+	// Counters that diverged, as after minority grants of failed attempts.
+	for i, v := range []int{7, 3, 0, 9, 1} {
+		must(t, "SET fence", nodes[i].Set(ctx, lockKey(key)+":fence", v, 0).Err())
+	}
+	l := c.NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	if l.Fence() != 10 {
+		t.Fatalf("Fence() = %d, want 10 (max counter + 1)", l.Fence())
+	}
+	if n := redlock.FenceRaises(c); n != 1 {
+		t.Fatalf("FenceRaises = %d, want 1", n)
+	}
+	for i, rdb := range nodes {
+		v, err := rdb.Get(ctx, lockKey(key)+":fence").Int64()
+		if err != nil || v < 10 {
+			t.Fatalf("node %d fence counter = %d, %v; want >= 10", i, v, err)
+		}
+	}
+	must(t, "Release()", l.Release(ctx))
+	must(t, "Acquire()", l.Acquire(ctx))
+	if l.Fence() != 11 || redlock.FenceRaises(c) != 1 {
+		t.Fatalf("Fence() = %d, FenceRaises = %d; want 11 and no new raise", l.Fence(), redlock.FenceRaises(c))
+	}
+	must(t, "Release()", l.Release(ctx))
+}
+
+func TestLock_Fence_increasesAcrossHolders(t *testing.T) {
+	ms, nodes := miniNodes(t, 5)
+	clients := []*redlock.Client{newClient(t, nodes), newClient(t, nodes), newClient(t, nodes)}
+	ctx := context.Background()
+	key := keyFor(t)
+	var last int64
+	for i := range 60 {
+		if i == 30 {
+			ms[1].Close() // a minority node dies mid-way
+		}
+		l := clients[i%3].NewLock(key)
+		must(t, "Acquire()", l.Acquire(ctx))
+		if l.Fence() <= last {
+			t.Fatalf("hold %d: Fence() = %d, want > %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		must(t, "Release()", l.Release(ctx))
+	}
+}
+
+func TestLock_Watchdog_renews(t *testing.T) {
+	_, nodes := miniNodes(t, 5)
+	c := newClient(t, nodes)
+	l := c.NewLock(keyFor(t), redlock.WithTTL(600*time.Millisecond))
+	ctx := context.Background()
+	must(t, "Acquire()", l.Acquire(ctx))
+	// Without renewal the validity would run out after 600ms.
+	time.Sleep(1500 * time.Millisecond)
+	if isClosed(l.Lost()) {
+		t.Fatalf("Lost() closed: %v", l.LostErr())
+	}
+	if v := l.Validity(); v <= 0 || v > 600*time.Millisecond {
+		t.Fatalf("Validity() = %v, want in (0, 600ms]", v)
+	}
+	must(t, "Release()", l.Release(ctx))
+}
+
+func TestLock_Lost_withoutWatchdog(t *testing.T) {
+	_, nodes := miniNodes(t, 3)
+	c := newClient(t, nodes, redlock.WithWatchdog(false), redlock.WithTTL(300*time.Millisecond))
+	l := c.NewLock(keyFor(t))
+	must(t, "Acquire()", l.Acquire(context.Background()))
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Lost() not closed after the validity ran out")
+	}
+	var le *lock.LostError
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossExpired {
+		t.Fatalf("LostErr() = %v, want a *LostError with LossExpired", l.LostErr())
+	}
+}
+
+func TestLock_Lost_keysGone(t *testing.T) {
+	ms, nodes := miniNodes(t, 5)
+	c := newClient(t, nodes)
+	key := keyFor(t)
+	l := c.NewLock(key, redlock.WithTTL(900*time.Millisecond))
+	ctx := context.Background()
+	must(t, "Acquire()", l.Acquire(ctx))
+	waitHolders(t, nodes, key, l.Token(), 5)
+	for _, i := range []int{0, 1, 2} {
+		ms[i].Del(lockKey(key))
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Lost() not closed after 3 of 5 nodes dropped the key")
+	}
+	wantIs(t, "LostErr()", l.LostErr(), lock.ErrLockLost)
+	var le *lock.LostError
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossForceReleased {
+		t.Fatalf("LostErr() = %v, want LossForceReleased", l.LostErr())
+	}
+	wantIs(t, "Extend(lost)", l.Extend(ctx, time.Second), lock.ErrNotHeld)
+	// Two nodes still hold our token: Release drops them and reports success.
+	must(t, "Release(lost)", l.Release(ctx))
+}
+
+func TestLock_Lost_stolen(t *testing.T) {
+	ms, nodes := miniNodes(t, 3)
+	c := newClient(t, nodes)
+	key := keyFor(t)
+	l := c.NewLock(key, redlock.WithTTL(900*time.Millisecond))
+	ctx := context.Background()
+	must(t, "Acquire()", l.Acquire(ctx))
+	waitHolders(t, nodes, key, l.Token(), 3)
+	for _, m := range ms {
+		m.Set(lockKey(key), "intruder")
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Lost() not closed after every node changed hands")
+	}
+	var le *lock.LostError
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossStolen {
+		t.Fatalf("LostErr() = %v, want LossStolen", l.LostErr())
+	}
+	wantIs(t, "Release(stolen)", l.Release(ctx), lock.ErrNotHeld)
+	for i, m := range ms {
+		if v, _ := m.Get(lockKey(key)); v != "intruder" {
+			t.Fatalf("node %d key = %q after Release, want the intruder's", i, v)
+		}
+	}
+}
+
+func TestLock_Extend(t *testing.T) {
+	ms, nodes := miniNodes(t, 5)
+	c := newClient(t, nodes)
+	key := keyFor(t)
+	l := c.NewLock(key, redlock.WithTTL(2*time.Second))
+	ctx := context.Background()
+	wantIs(t, "Extend(never acquired)", l.Extend(ctx, time.Minute), lock.ErrNotHeld)
+	must(t, "Acquire()", l.Acquire(ctx))
+	must(t, "Extend()", l.Extend(ctx, time.Minute))
+	if v := l.Validity(); v <= 2*time.Second || v > time.Minute {
+		t.Fatalf("Validity() after Extend(1m) = %v, want in (2s, 1m]", v)
+	}
+	if d := ms[0].TTL(lockKey(key)); d != time.Minute {
+		t.Fatalf("node TTL = %v, want 1m", d)
+	}
+	must(t, "Release()", l.Release(ctx))
+	wantIs(t, "Extend(released)", l.Extend(ctx, time.Minute), lock.ErrNotHeld)
+}
+
+func TestLock_Acquire_wokenByRelease(t *testing.T) {
+	_, nodes := miniNodes(t, 5)
+	// A long backoff: only a release message can wake the waiter early.
+	c := newClient(t, nodes, redlock.WithBackoff(10*time.Second, 10*time.Second))
+	ctx := context.Background()
+	key := keyFor(t)
+	a := c.NewLock(key)
+	must(t, "Acquire()", a.Acquire(ctx))
+	done := make(chan error, 1)
+	b := c.NewLock(key)
+	start := time.Now()
+	go func() { done <- b.Acquire(ctx) }()
+	time.Sleep(300 * time.Millisecond) // let b fail once and subscribe
+	must(t, "Release()", a.Release(ctx))
+	select {
+	case err := <-done:
+		must(t, "waiting Acquire()", err)
+	case <-time.After(8 * time.Second):
+		t.Fatalf("waiting Acquire() not woken by the release")
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Fatalf("waiting Acquire() took %v", d)
+	}
+	must(t, "Release()", b.Release(ctx))
+}
+
+func TestClient_WithLock(t *testing.T) {
+	ms, nodes := miniNodes(t, 5)
+	c := newClient(t, nodes, redlock.WithTTL(900*time.Millisecond))
+	ctx := context.Background()
+	key := keyFor(t)
+	ran := false
+	err := c.WithLock(ctx, key, func(ctx context.Context) error {
+		ran = true
+		if n := keysLeft(t, nodes, key); n < 3 {
+			return errors.New("not held on a quorum: " + strconv.Itoa(n))
+		}
+		return nil
+	})
+	if err != nil || !ran {
+		t.Fatalf("WithLock() = %v (ran %v), want nil", err, ran)
+	}
+	if n := keysLeft(t, nodes, key); n != 0 {
+		t.Fatalf("nodes with the key after WithLock = %d, want 0", n)
+	}
+	errFn := errors.New("fn failed")
+	err = c.WithLock(ctx, key, func(ctx context.Context) error {
+		time.Sleep(100 * time.Millisecond) // the grants after quorum land
+		for _, m := range ms {
+			m.Del(lockKey(key))
+		}
+		<-ctx.Done()
+		wantIs(t, "context.Cause", context.Cause(ctx), lock.ErrLockLost)
+		return errFn
+	})
+	wantIs(t, "WithLock(lost)", err, lock.ErrLockLost)
+	wantIs(t, "WithLock(lost)", err, errFn)
+}
+
+func TestClient_Close(t *testing.T) {
+	_, nodes := miniNodes(t, 3)
+	c := redlock.New(nodes)
+	ctx := context.Background()
+	key := keyFor(t)
+	l := c.NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	must(t, "Close()", c.Close())
+	must(t, "second Close()", c.Close())
+	wantIs(t, "Acquire(closed)", c.NewLock(key+"2").Acquire(ctx), lock.ErrClosed)
+	wantIs(t, "Extend(closed)", l.Extend(ctx, time.Second), lock.ErrClosed)
+	must(t, "Release(closed)", l.Release(ctx))
+	if n := keysLeft(t, nodes, key); n != 0 {
+		t.Fatalf("nodes with the key after Release = %d, want 0", n)
+	}
+}

@@ -1,0 +1,74 @@
+package redlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/redlock"
+)
+
+func TestNew_invalid(t *testing.T) {
+	_, nodes := miniNodes(t, 5)
+	var typedNil *redis.Client
+	tests := []struct {
+		name  string
+		nodes []redis.UniversalClient
+		opts  []redlock.Option
+	}{
+		{"nil list", nil, nil},
+		{"empty list", []redis.UniversalClient{}, nil},
+		{"nil client", []redis.UniversalClient{nodes[0], nil, nodes[2]}, nil},
+		{"typed nil client", []redis.UniversalClient{nodes[0], typedNil, nodes[2]}, nil},
+		{"same client twice", []redis.UniversalClient{nodes[0], nodes[1], nodes[0]}, nil},
+		{"quorum below majority", nodes, []redlock.Option{redlock.WithQuorum(2)}},
+		{"quorum above N", nodes, []redlock.Option{redlock.WithQuorum(6)}},
+		{"negative drift", nodes, []redlock.Option{redlock.WithDriftFactor(-0.1)}},
+		{"drift too large", nodes, []redlock.Option{redlock.WithDriftFactor(0.5)}},
+		{"zero node timeout", nodes, []redlock.Option{redlock.WithNodeTimeout(0)}},
+		{"zero ttl", nodes, []redlock.Option{redlock.WithTTL(0)}},
+		{"ttl without validity", nodes, []redlock.Option{redlock.WithTTL(2 * time.Millisecond)}},
+		{"negative wait", nodes, []redlock.Option{redlock.WithWaitTimeout(-time.Second)}},
+		{"backoff min > max", nodes, []redlock.Option{redlock.WithBackoff(time.Second, time.Millisecond)}},
+		{"prefix with brace", nodes, []redlock.Option{redlock.WithPrefix("a{")}},
+	}
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := redlock.New(tt.nodes, tt.opts...)
+			defer c.Close()
+			l := c.NewLock("k")
+			wantIs(t, "Acquire()", l.Acquire(ctx), lock.ErrInvalid)
+			_, err := l.TryAcquire(ctx)
+			wantIs(t, "TryAcquire()", err, lock.ErrInvalid)
+			wantIs(t, "Release()", l.Release(ctx), lock.ErrInvalid)
+			wantIs(t, "Extend()", l.Extend(ctx, time.Second), lock.ErrInvalid)
+			wantIs(t, "WithLock()", c.WithLock(ctx, "k", func(context.Context) error { return nil }), lock.ErrInvalid)
+		})
+	}
+}
+
+func TestNewLock_invalidPerLock(t *testing.T) {
+	_, nodes := miniNodes(t, 3)
+	c := newClient(t, nodes)
+	ctx := context.Background()
+	wantIs(t, "Acquire(empty key)", c.NewLock("").Acquire(ctx), lock.ErrInvalid)
+	wantIs(t, "Acquire(quorum 1 of 3)", c.NewLock("k", redlock.WithQuorum(1)).Acquire(ctx), lock.ErrInvalid)
+	wantIs(t, "WithLock(nil fn)", c.WithLock(ctx, "k", nil), lock.ErrInvalid)
+	l := c.NewLock(keyFor(t))
+	must(t, "Acquire()", l.Acquire(ctx))
+	defer l.Release(ctx)
+	wantIs(t, "Extend(0)", l.Extend(ctx, 0), lock.ErrInvalid)
+	wantIs(t, "Acquire(held handle)", l.Acquire(ctx), lock.ErrInvalid)
+}
+
+func TestLock_quorumOfAll(t *testing.T) {
+	ms, nodes := miniNodes(t, 3)
+	c := newClient(t, nodes, redlock.WithQuorum(3), redlock.WithWaitTimeout(200*time.Millisecond))
+	ms[2].Close()
+	err := c.NewLock(keyFor(t)).Acquire(context.Background())
+	wantIs(t, "Acquire(quorum 3, one node down)", err, lock.ErrNotAcquired)
+}
