@@ -123,3 +123,18 @@ func waitHolders(t *testing.T, nodes []redis.UniversalClient, key, token string,
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// ownClients returns new go-redis clients for the same nodes.
+func ownClients(t *testing.T, nodes []redis.UniversalClient) ([]*redis.Client, []redis.UniversalClient) {
+	t.Helper()
+	cs := make([]*redis.Client, len(nodes))
+	out := make([]redis.UniversalClient, len(nodes))
+	for i, n := range nodes {
+		o := n.(*redis.Client).Options()
+		cs[i] = redis.NewClient(&redis.Options{Addr: o.Addr, MaxRetries: o.MaxRetries,
+			DialTimeout: o.DialTimeout, ContextTimeoutEnabled: o.ContextTimeoutEnabled})
+		t.Cleanup(func() { cs[i].Close() })
+		out[i] = cs[i]
+	}
+	return cs, out
+}

@@ -1,0 +1,175 @@
+package redlock_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/redlock"
+)
+
+// These tests run against real redis-server processes (internal/redistest):
+// they skip without the binary unless LOCK_REQUIRE_REDIS=1.
+
+func TestReal_killAndRestart(t *testing.T) {
+	ss, nodes := realNodes(t, 5)
+	ctx := context.Background()
+	key := keyFor(t)
+	ttl := 5 * time.Second
+	c := newClient(t, nodes, redlock.WithTTL(ttl), redlock.WithWaitTimeout(500*time.Millisecond))
+
+	acquireRelease := func(what string) {
+		t.Helper()
+		l := c.NewLock(key)
+		must(t, what+": Acquire()", l.Acquire(ctx))
+		if v := l.Validity(); v <= 0 || v > ttl {
+			t.Fatalf("%s: Validity() = %v, want in (0, %v]", what, v, ttl)
+		}
+		must(t, what+": Release()", l.Release(ctx))
+	}
+	acquireRelease("all up")
+
+	ss[1].Kill()
+	ss[3].Kill()
+	acquireRelease("2 of 5 killed")
+
+	ss[4].Kill()
+	l := c.NewLock(key)
+	start := time.Now()
+	err := l.Acquire(ctx)
+	took := time.Since(start)
+	wantIs(t, "Acquire(3 of 5 killed)", err, lock.ErrNotAcquired)
+	t.Logf("Acquire with 3 of 5 killed, wait timeout 500ms: failed after %v", took)
+	if took > 3*time.Second {
+		t.Fatalf("Acquire(3 of 5 killed) took %v, want about the 500ms wait timeout", took)
+	}
+	if n := keysLeft(t, nodes, key); n != 0 {
+		t.Fatalf("surviving nodes with the key = %d, want 0", n)
+	}
+
+	for _, i := range []int{1, 3, 4} {
+		if err := ss[i].Restart(); err != nil {
+			t.Fatalf("Restart() error = %v", err)
+		}
+	}
+	acquireRelease("restarted")
+}
+
+func TestReal_pausedNode(t *testing.T) {
+	ss, nodes := realNodes(t, 5)
+	ctx := context.Background()
+	nodeTimeout := 200 * time.Millisecond
+	c := newClient(t, nodes, redlock.WithNodeTimeout(nodeTimeout))
+	key := keyFor(t)
+	if err := ss[2].Pause(); err != nil {
+		t.Fatalf("Pause() error = %v", err)
+	}
+	defer ss[2].Resume()
+	l := c.NewLock(key)
+	start := time.Now()
+	must(t, "Acquire(one node stopped)", l.Acquire(ctx))
+	acq := time.Since(start)
+	start = time.Now()
+	must(t, "Release(one node stopped)", l.Release(ctx))
+	rel := time.Since(start)
+	t.Logf("one node SIGSTOPped, node timeout %v: Acquire %v, Release %v", nodeTimeout, acq, rel)
+	if acq > nodeTimeout+2*time.Second || rel > nodeTimeout+2*time.Second {
+		t.Fatalf("Acquire %v / Release %v, want about the node timeout %v at most", acq, rel, nodeTimeout)
+	}
+}
+
+func TestReal_mutualExclusion(t *testing.T) {
+	_, nodes := realNodes(t, 5)
+	ctx := context.Background()
+	key := keyFor(t)
+	const clients, workers, rounds = 3, 2, 25
+	var (
+		inside   atomic.Int32
+		overlaps atomic.Int32
+		mu       sync.Mutex
+		fences   []int64
+		wg       sync.WaitGroup
+	)
+	errs := make(chan error, clients*workers)
+	for range clients {
+		// Each redlock client gets its own connections, as separate processes would.
+		_, own := ownClients(t, nodes)
+		c := newClient(t, own, redlock.WithTTL(5*time.Second))
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					l := c.NewLock(key)
+					if err := l.Acquire(ctx); err != nil {
+						errs <- err
+						return
+					}
+					if inside.Add(1) != 1 {
+						overlaps.Add(1)
+					}
+					mu.Lock()
+					fences = append(fences, l.Fence())
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					inside.Add(-1)
+					if err := l.Release(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("worker error = %v", err)
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("overlapping holds = %d, want 0", n)
+	}
+	if len(fences) != clients*workers*rounds {
+		t.Fatalf("holds = %d, want %d", len(fences), clients*workers*rounds)
+	}
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("fence of hold %d = %d, want > %d", i, fences[i], fences[i-1])
+		}
+	}
+}
+
+func TestReal_fences500(t *testing.T) {
+	ss, nodes := realNodes(t, 5)
+	ctx := context.Background()
+	key := keyFor(t)
+	ttl := 5 * time.Second
+	cs := make([]*redlock.Client, 3)
+	for i := range cs {
+		_, own := ownClients(t, nodes)
+		cs[i] = newClient(t, own, redlock.WithTTL(ttl))
+	}
+	var last int64
+	const holds = 500
+	for i := range holds {
+		if i == holds/2 {
+			ss[3].Kill() // a minority node dies mid-way
+		}
+		l := cs[i%len(cs)].NewLock(key)
+		must(t, "Acquire()", l.Acquire(ctx))
+		if v := l.Validity(); v <= 0 || v > ttl {
+			t.Fatalf("hold %d: Validity() = %v, want in (0, %v]", i, v, ttl)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("hold %d: Fence() = %d, want > %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		must(t, "Release()", l.Release(ctx))
+	}
+	var raises int64
+	for _, c := range cs {
+		raises += redlock.FenceRaises(c)
+	}
+	t.Logf("%d successive holds over 3 clients, node 3 killed at hold %d: last fence %d, fence-raise rounds %d", holds, holds/2, last, raises)
+}
