@@ -235,3 +235,56 @@ func mutexSection(ctx context.Context, c *lock.Client, rdb *redis.Client, ref *r
 	}
 	return true, overlaps, rejected, nil
 }
+
+// TestMutex_detectorsCatchABrokenLock is the control of the mutex test: the
+// same critical section under a lock whose lease (5ms, never renewed) is far
+// shorter than the section (about 5ms plus round trips) must show overlaps
+// and lost updates, so the zeros reported above are measurements, not
+// blind spots.
+func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
+	s := redistest.Start(t, redistest.Config{})
+	ref := startReferee(t)
+	rdb := s.Client(t)
+	locks := lock.NewClient(rdb, lock.WithTTL(5*time.Millisecond), lock.WithWatchdog(false))
+	defer locks.Close()
+	ctx := context.Background()
+	const goroutines, iters = 8, 40
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for range goroutines {
+		wg.Go(func() {
+			rc, err := dialReferee(ref.addr())
+			if err != nil {
+				return
+			}
+			defer rc.close()
+			for range iters {
+				l := locks.NewLock("broken")
+				if l.Acquire(ctx) != nil {
+					continue
+				}
+				if _, err := rc.enter("broken", l.Fence()); err != nil {
+					return
+				}
+				v, _ := rdb.Get(ctx, recordKey("broken")).Int()
+				time.Sleep(5 * time.Millisecond)
+				rdb.Set(ctx, recordKey("broken"), v+1, 0)
+				_, _ = rc.write("broken", l.Fence())
+				_ = rc.exit("broken")
+				_ = l.Release(ctx)
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	got, _ := rdb.Get(ctx, recordKey("broken")).Int()
+	st := ref.stats()
+	lost := int(done.Load()) - got
+	figure(t, "mutex_control_broken_lock", "sections", done.Load(), "overlaps", st.Overlaps,
+		"lost_updates", lost, "stale_presented", st.StalePresented, "fenced_rejected", st.Rejected,
+		"stale_accepted", st.StaleAccepted)
+	if st.Overlaps == 0 || lost == 0 || st.StalePresented == 0 {
+		t.Errorf("a 5ms lease over ~5ms sections: overlaps %d, lost updates %d, stale writes %d; want all above 0",
+			st.Overlaps, lost, st.StalePresented)
+	}
+}
