@@ -10,6 +10,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
 		// go-redis's pool re-dials a dead server from a goroutine of its own
 		// that notices the closed client only after its one-second sleep.
-		goleak.IgnoreTopFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
+		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
 	)
 }
