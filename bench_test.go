@@ -1,0 +1,219 @@
+package lock_test
+
+// Hot-path benchmarks for profiling, e.g.
+//
+//	go test -run '^$' -bench . -benchmem -cpuprofile cpu.out
+//	go tool pprof -top lock.test cpu.out
+//
+// They run on a real redis-server (started on a free loopback port) when one
+// is on PATH, else on an in-process miniredis; LOCK_BENCH_MINIREDIS=1 forces
+// miniredis. Side-by-side comparisons with other libraries live in bench/.
+
+import (
+	"context"
+	"os"
+	"runtime/metrics"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
+)
+
+// benchRedis returns a client for the benchmark's Redis, closed with b.
+func benchRedis(b *testing.B) *redis.Client {
+	b.Helper()
+	var addr string
+	if os.Getenv("LOCK_BENCH_MINIREDIS") != "1" && redistest.Available() == nil {
+		addr = redistest.Start(b, redistest.Config{}).Addr()
+	} else {
+		addr = miniredis.RunT(b).Addr()
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// benchLocks returns a lock Client over a fresh Redis, closed with b, after
+// one acquire+release so that connections and scripts are ready.
+func benchLocks(b *testing.B, opts ...lock.Option) (*lock.Client, *redis.Client) {
+	b.Helper()
+	rdb := benchRedis(b)
+	c := lock.NewClient(rdb, opts...)
+	b.Cleanup(func() { c.Close() })
+	l := c.NewLock("warm")
+	if ok, err := l.TryAcquire(context.Background()); err != nil || !ok {
+		b.Fatalf("TryAcquire() = %v, %v, want true, nil", ok, err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		b.Fatalf("Release() error = %v", err)
+	}
+	return c, rdb
+}
+
+// BenchmarkTryAcquireRelease is one uncontended critical section: NewLock,
+// TryAcquire, Release.
+func BenchmarkTryAcquireRelease(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opts []lock.Option
+	}{
+		{"default", nil},
+		{"nofence", []lock.Option{lock.WithFencing(false)}},
+		{"watch", []lock.Option{lock.WithReleaseMode(lock.ReleaseWatch)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c, _ := benchLocks(b, bc.opts...)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				l := c.NewLock("k")
+				if ok, err := l.TryAcquire(ctx); err != nil || !ok {
+					b.Fatalf("TryAcquire() = %v, %v, want true, nil", ok, err)
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Fatalf("Release() error = %v", err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkTryAcquireReleaseParallel runs critical sections on distinct
+// keys from GOMAXPROCS×8 goroutines.
+func BenchmarkTryAcquireReleaseParallel(b *testing.B) {
+	c, _ := benchLocks(b)
+	ctx := context.Background()
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		key := "p" + strconv.FormatInt(next.Add(1), 10)
+		for pb.Next() {
+			l := c.NewLock(key)
+			if ok, err := l.TryAcquire(ctx); err != nil || !ok {
+				b.Errorf("TryAcquire() = %v, %v, want true, nil", ok, err)
+				return
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Errorf("Release() error = %v", err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkTryAcquire times the acquisition alone; each hold is released
+// with the timer stopped.
+func BenchmarkTryAcquire(b *testing.B) {
+	c, _ := benchLocks(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		l := c.NewLock("k")
+		if ok, err := l.TryAcquire(ctx); err != nil || !ok {
+			b.Fatalf("TryAcquire() = %v, %v, want true, nil", ok, err)
+		}
+		b.StopTimer()
+		if err := l.Release(ctx); err != nil {
+			b.Fatalf("Release() error = %v", err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkRelease times the release alone; each hold is acquired with the
+// timer stopped.
+func BenchmarkRelease(b *testing.B) {
+	c, _ := benchLocks(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		l := c.NewLock("k")
+		if ok, err := l.TryAcquire(ctx); err != nil || !ok {
+			b.Fatalf("TryAcquire() = %v, %v, want true, nil", ok, err)
+		}
+		b.StartTimer()
+		if err := l.Release(ctx); err != nil {
+			b.Fatalf("Release() error = %v", err)
+		}
+	}
+}
+
+// benchPipes counts the pipelines a client sends: the renewal batches.
+type benchPipes struct {
+	pipes atomic.Int64
+	cmds  atomic.Int64
+}
+
+func (h *benchPipes) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *benchPipes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *benchPipes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.pipes.Add(1)
+		h.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// BenchmarkRenewalBatch holds 500 locks with a 150ms TTL, so the renewal
+// loop renews them every 50ms in one pipeline; an op is one renewal batch.
+// ns/op is mostly the wait between ticks: read cpu-ns/batch (Go user CPU of
+// the whole process per batch, from runtime/metrics) and profile with
+// -cpuprofile.
+func BenchmarkRenewalBatch(b *testing.B) {
+	const held = 500
+	ttl := 150 * time.Millisecond
+	c, rdb := benchLocks(b, lock.WithTTL(ttl), lock.WithFencing(false))
+	h := &benchPipes{}
+	rdb.AddHook(h)
+	ctx := context.Background()
+	locks := make([]*lock.Lock, held)
+	for i := range locks {
+		locks[i] = c.NewLock("r" + strconv.Itoa(i))
+		if ok, err := locks[i].TryAcquire(ctx); err != nil || !ok {
+			b.Fatalf("TryAcquire() = %v, %v, want true, nil", ok, err)
+		}
+	}
+	b.Cleanup(func() {
+		for _, l := range locks {
+			_ = l.Release(context.Background())
+		}
+	})
+	wait := func(n int64) {
+		for h.pipes.Load() < n {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	wait(h.pipes.Load() + 1) // start at a tick
+	p0, c0, cpu0 := h.pipes.Load(), h.cmds.Load(), userCPU()
+	b.ResetTimer()
+	wait(p0 + int64(b.N))
+	b.StopTimer()
+	batches := float64(h.pipes.Load() - p0)
+	b.ReportMetric(float64(userCPU()-cpu0)/batches, "cpu-ns/batch")
+	b.ReportMetric(float64(h.cmds.Load()-c0)/batches, "renewals/batch")
+	for _, l := range locks {
+		select {
+		case <-l.Lost():
+			b.Fatalf("lock %q lost: %v", l.Key(), l.LostErr())
+		default:
+		}
+	}
+}
+
+// userCPU is the Go user CPU time of the process so far, in ns.
+func userCPU() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/user:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return s[0].Value.Float64() * 1e9
+}
