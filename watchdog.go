@@ -23,6 +23,7 @@ type renewal struct {
 	mu        sync.Mutex
 	q         holdHeap
 	kick      chan struct{} // wakes the loop when an earlier event arrives
+	armed     time.Time     // when the loop's timer fires next
 	started   bool
 	abandoned bool // Close has run: holds only get deadline timers
 }
@@ -66,9 +67,11 @@ func (r *renewal) add(h *hold) {
 		r.c.wg.Add(1)
 		go r.run()
 	}
-	first := h.index == 0
+	// Wake the loop only if it would sleep past this hold's time: waking a
+	// goroutine on every acquire costs more than the acquire's own work.
+	early := h.next.Before(r.armed)
 	r.mu.Unlock()
-	if first {
+	if early {
 		r.wake()
 	}
 }
@@ -119,9 +122,9 @@ func (r *renewal) extended(h *hold, ttl time.Duration, sent time.Time) {
 	if h.index >= 0 {
 		heap.Fix(&r.q, h.index)
 	}
-	first := h.index == 0
+	early := h.next.Before(r.armed)
 	r.mu.Unlock()
-	if first {
+	if early {
 		r.wake()
 	}
 }
@@ -136,6 +139,7 @@ func (r *renewal) run() {
 		if len(r.q) > 0 {
 			wait = max(time.Until(r.q[0].next), 0)
 		}
+		r.armed = time.Now().Add(wait)
 		r.mu.Unlock()
 		t.Reset(wait)
 		select {

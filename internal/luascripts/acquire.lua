@@ -13,13 +13,17 @@ local function current_fence()
   return tonumber(redis.call('GET', fence) or '0')
 end
 
-if redis.call('EXISTS', lock) == 0 then
-  if reentrant then
+local taken
+if reentrant then
+  taken = redis.call('EXISTS', lock) == 0
+  if taken then
     redis.call('HSET', lock, token, 1)
     redis.call('PEXPIRE', lock, ttl)
-  else
-    redis.call('SET', lock, token, 'PX', ttl)
   end
+else
+  taken = redis.call('SET', lock, token, 'NX', 'PX', ttl)
+end
+if taken then
   if fencing then
     return {1, redis.call('INCR', fence)}
   end

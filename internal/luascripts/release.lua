@@ -7,19 +7,26 @@
 local lock, channel = KEYS[1], KEYS[2]
 local token, reentrant = ARGV[1], ARGV[2] == '1'
 
-local kind = redis.call('TYPE', lock)['ok']
-if kind == 'none' then
-  return 0
-end
 if reentrant then
+  local kind = redis.call('TYPE', lock)['ok']
+  if kind == 'none' then
+    return 0
+  end
   if kind ~= 'hash' or redis.call('HEXISTS', lock, token) == 0 then
     return -1
   end
   if redis.call('HINCRBY', lock, token, -1) > 0 then
     return 2
   end
-elseif kind ~= 'string' or redis.call('GET', lock) ~= token then
-  return -1
+else
+  -- pcall: a hash (someone's re-entrant hold) makes GET fail with WRONGTYPE.
+  local v = redis.pcall('GET', lock)
+  if v == false then
+    return 0
+  end
+  if v ~= token then
+    return -1
+  end
 end
 
 redis.call('DEL', lock)
