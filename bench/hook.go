@@ -22,10 +22,13 @@ type counter struct {
 	last    atomic.Int64 // unix ns of the last call sent (S4)
 }
 
-// pipeEvent is one pipeline sent: when, and how many commands.
+// pipeEvent is one pipeline sent: when, how many commands, and whether
+// they are scripts (renewals) rather than, say, a new connection's
+// handshake.
 type pipeEvent struct {
-	at   time.Time
-	cmds int
+	at     time.Time
+	cmds   int
+	script bool
 }
 
 var _ redis.Hook = (*counter)(nil)
@@ -53,7 +56,11 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 		c.last.Store(now.UnixNano())
 		if c.logPipe.Load() {
 			c.mu.Lock()
-			c.pipes = append(c.pipes, pipeEvent{at: now, cmds: len(cmds)})
+			name := ""
+			if len(cmds) > 0 {
+				name = cmds[0].Name()
+			}
+			c.pipes = append(c.pipes, pipeEvent{at: now, cmds: len(cmds), script: name == "evalsha" || name == "eval"})
 			c.mu.Unlock()
 		}
 		return next(ctx, cmds)

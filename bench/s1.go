@@ -40,12 +40,19 @@ func (e *env) s1() error {
 		column{Key: "ops", Header: "ops/s", Prec: 0, Ratio: true},
 		column{Key: "rt_acq", Header: "RT/acq", Prec: 2},
 		column{Key: "rt_rel", Header: "RT/rel", Prec: 2},
+		column{Key: "srv", Header: "srv CPU µs/op", Prec: 1, Ratio: true},
+		column{Key: "cli", Header: "cli CPU µs/op", Prec: 1, Ratio: true},
 	)
 	err := e.interleave(t, names, func(_ int, n string) (map[string]float64, error) {
 		in := ins[n]
 		key := "s1:" + n
 		lat := make([]time.Duration, 0, 1<<16)
 		var rtAcq, rtRel int64
+		srv0, err := serverCPU(e.ctx, e.admin[0])
+		if err != nil {
+			return nil, err
+		}
+		cli0 := cpuTime()
 		start := time.Now()
 		end := start.Add(d)
 		for time.Now().Before(end) {
@@ -66,16 +73,23 @@ func (e *env) s1() error {
 			rtRel += r2 - r1
 		}
 		el := time.Since(start)
+		cli := cpuTime() - cli0
+		srv1, err := serverCPU(e.ctx, e.admin[0])
+		if err != nil {
+			return nil, err
+		}
 		ops := float64(len(lat))
 		return map[string]float64{
 			"p50": us(percentile(lat, 50)), "p99": us(percentile(lat, 99)), "ops": ops / el.Seconds(),
 			"rt_acq": float64(rtAcq) / ops, "rt_rel": float64(rtRel) / ops,
+			"srv": us(srv1-srv0) / ops, "cli": us(cli) / ops,
 		}, nil
 	})
 	if err != nil {
 		return err
 	}
-	t.Notes = append(t.Notes, "ping is one PING per op: the loopback round trip; RT = go-redis calls (a pipeline counts once)")
+	t.Notes = append(t.Notes, "ping is one PING per op: the loopback round trip; RT = go-redis calls (a pipeline counts once)",
+		"srv CPU = redis-server user+system CPU (INFO cpu) per op; cli CPU = this process's user+system CPU per op (getrusage)")
 	t.print(os.Stdout)
 	e.res.Tables = append(e.res.Tables, t)
 	e.pingP50 = t.med("ping", "p50")

@@ -194,3 +194,20 @@ func pingP50(ctx context.Context, rdb *redis.Client) float64 {
 	}
 	return us(percentile(lat, 50))
 }
+
+// serverCPU returns the server's user+system CPU time so far (INFO cpu).
+func serverCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
+	s, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var sec float64
+	for _, l := range strings.Split(s, "\r\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			sec += f
+		}
+	}
+	return time.Duration(sec * float64(time.Second)), nil
+}
