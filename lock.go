@@ -256,6 +256,13 @@ func (l *Lock) attempt(ctx context.Context, token string) (acquireResult, error)
 		return r, err
 	}
 	h := newHold(l, token, r.fence, sent)
+	if !time.Now().Before(h.deadline) {
+		// The reply came so late that the lease may already have run out in
+		// Redis: someone else may hold the lock. Undo and report a failed
+		// attempt rather than return a hold we cannot trust.
+		l.cleanup(token)
+		return acquireResult{}, errLateReply
+	}
 	l.mu.Lock()
 	l.h = h
 	l.mu.Unlock()
@@ -315,6 +322,10 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 }
 
 var errWaitTimeout = errors.New("lock: wait timeout")
+
+// errLateReply fails an attempt whose success was confirmed only after the
+// hold's safety deadline. It wraps ErrNotAcquired; Acquire retries it.
+var errLateReply = fmt.Errorf("%w: reply arrived after the lease's safety deadline", ErrNotAcquired)
 
 // Acquire waits until the lock is held, ctx is done, or the wait timeout
 // ([WithWaitTimeout]) passes. Between attempts it sleeps with jittered

@@ -3,6 +3,7 @@ package lock
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -213,7 +214,10 @@ func (r *renewal) renewalDue(h *hold) bool {
 
 // renew sends one batch. Its call must end before the earliest deadline in
 // the batch, or a dead server could hold it past the point where the hold
-// has to be given up.
+// has to be given up. The call carries that deadline in its context, but
+// go-redis ignores context deadlines unless ContextTimeoutEnabled is set, so
+// renew also watches the deadlines itself while the call is out: a hold whose
+// deadline passes is declared lost then, whatever the call is doing.
 func (r *renewal) renew(be backend, hs []*hold) {
 	defer r.c.wg.Done()
 	items := make([]renewItem, len(hs))
@@ -225,13 +229,63 @@ func (r *renewal) renew(be backend, hs []*hold) {
 	}
 	r.mu.Unlock()
 	ctx, cancel := context.WithDeadline(r.c.ctx, dl.Add(-time.Millisecond))
+	defer cancel()
 	st := make([]extendStatus, len(items))
 	errs := make([]error, len(items))
 	sent := time.Now()
-	be.renew(ctx, items, st, errs)
-	cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		be.renew(ctx, items, st, errs)
+	}()
+	t := time.NewTimer(time.Until(dl))
+	defer t.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-t.C:
+			next, ok := r.expireInFlight(hs)
+			if !ok {
+				<-done // every hold of the batch is lost: only the call is left
+				waiting = false
+				break
+			}
+			t.Reset(time.Until(next))
+		}
+	}
 	r.apply(hs, items, sent, st, errs)
 }
+
+// expireInFlight declares lost the holds of an unanswered batch whose
+// deadline has come, and returns the earliest deadline left, if any.
+func (r *renewal) expireInFlight(hs []*hold) (next time.Time, ok bool) {
+	now := time.Now()
+	var lost []*hold
+	r.mu.Lock()
+	for _, h := range hs {
+		if !h.registered {
+			continue
+		}
+		if !now.Before(h.deadline) {
+			h.registered = false
+			lost = append(lost, h)
+			continue
+		}
+		if !ok || h.deadline.Before(next) {
+			next, ok = h.deadline, true
+		}
+	}
+	r.mu.Unlock()
+	for _, h := range lost {
+		h.markLost(LossUnreachable, errRenewalTimeout)
+	}
+	return next, ok
+}
+
+// errRenewalTimeout is the error behind a loss whose renewal call was still
+// unanswered at the hold's safety deadline.
+var errRenewalTimeout = errors.New("lock: renewal unanswered at the safety deadline")
 
 // apply records what a batch found: confirmed holds get a new deadline and
 // their next renewal; holds Redis no longer has are lost; failed ones are

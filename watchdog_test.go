@@ -15,8 +15,10 @@ import (
 type fakeBackend struct {
 	mu      sync.Mutex
 	keys    map[string]fakeKey
-	fail    error // renewals fail with this error when set
-	hang    bool  // renewals block until their context ends
+	fail    error         // renewals fail with this error when set
+	hang    bool          // renewals block until their context ends
+	stall   time.Duration // renewals block this long, ignoring their context
+	delay   time.Duration // acquires reply this late (after taking the lock)
 	batches []fakeBatch
 }
 
@@ -45,11 +47,14 @@ func (f *fakeBackend) live(k string) (fakeKey, bool) {
 
 func (f *fakeBackend) acquire(_ context.Context, k keys, token string, ttl time.Duration) (acquireResult, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if v, ok := f.live(k.lock); ok && v.token != token {
+		f.mu.Unlock()
 		return acquireResult{pttl: time.Until(v.exp)}, nil
 	}
 	f.keys[k.lock] = fakeKey{token, time.Now().Add(ttl)}
+	delay := f.delay
+	f.mu.Unlock()
+	time.Sleep(delay)
 	return acquireResult{ok: true, fence: 1}, nil
 }
 
@@ -101,8 +106,12 @@ func (f *fakeBackend) renew(ctx context.Context, items []renewItem, st []extendS
 		b.ttls = append(b.ttls, it.ttl)
 	}
 	f.batches = append(f.batches, b)
-	fail, hang := f.fail, f.hang
+	fail, hang, stall := f.fail, f.hang, f.stall
 	f.mu.Unlock()
+	if stall > 0 {
+		time.Sleep(stall)
+		fail = errors.New("i/o timeout")
+	}
 	if hang {
 		<-ctx.Done()
 		fail = ctx.Err()
@@ -243,6 +252,52 @@ func TestRenewal_hangingServerLostBeforeTTL(t *testing.T) {
 			if b.until.IsZero() || b.until.Sub(start) >= ttl-safetyMargin(ttl) {
 				t.Fatalf("renewal call ran until %v, want a deadline before %v", b.until.Sub(start), ttl-safetyMargin(ttl))
 			}
+		}
+	})
+}
+
+// TestRenewal_callIgnoresDeadline: go-redis ignores context deadlines unless
+// ContextTimeoutEnabled is set, so a renewal call may outlive its deadline;
+// the hold is declared lost at the deadline all the same.
+func TestRenewal_callIgnoresDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := fakeClient(f)
+		defer c.Close()
+		start := time.Now()
+		ttl := time.Second
+		l := c.NewLock("k", WithTTL(ttl))
+		mustAcquire(t, l)
+		f.set(func(f *fakeBackend) { f.stall = 3 * time.Second })
+		at := lostAt(t, l, time.Minute).Sub(start)
+		if deadline := ttl - safetyMargin(ttl); at != deadline {
+			t.Fatalf("lost at %v, want at the safety deadline %v although the call ran for 3s", at, deadline)
+		}
+		if !errors.Is(l.LostErr(), errRenewalTimeout) || lossOf(l) != LossUnreachable {
+			t.Fatalf("LostErr() = %v, want unreachable, renewal unanswered", l.LostErr())
+		}
+	})
+}
+
+// TestAcquire_lateReply: a success confirmed only after the lease's safety
+// deadline is not a hold: it is undone and reported as not acquired.
+func TestAcquire_lateReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := fakeClient(f)
+		defer c.Close()
+		f.set(func(f *fakeBackend) { f.delay = 2 * time.Second })
+		l := c.NewLock("k", WithTTL(time.Second))
+		ok, err := l.TryAcquire(context.Background())
+		if ok || !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("TryAcquire() = %v, %v, want false and ErrNotAcquired", ok, err)
+		}
+		if l.Token() != "" {
+			t.Fatalf("Token() = %q after a late reply, want no hold", l.Token())
+		}
+		f.set(func(f *fakeBackend) { f.delay = 0 })
+		if err := l.Acquire(context.Background()); err != nil {
+			t.Fatalf("Acquire() once replies are prompt: %v", err)
 		}
 	})
 }
