@@ -42,7 +42,7 @@ func (l *Lock) attempt(ctx context.Context, token string) outcome {
 	if l.cfg.fencing {
 		fencing = "1"
 	}
-	r := c.fan(ctx, start.Add(l.nodeTimeout), nil, func(ctx context.Context, rdb redis.UniversalClient) result {
+	r := c.fan(ctx, start.Add(l.nodeTimeout), nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
 		v, err := luascripts.Acquire.Run(ctx, rdb, l.acquireKeys, token, l.ttlArg, "0", fencing).Int64Slice()
 		if err != nil {
 			return result{err: err}
@@ -99,11 +99,12 @@ func (l *Lock) attempt(ctx context.Context, token string) outcome {
 		}
 		if failure == nil {
 			h := newHold(l, token, fence, start, validUntil)
+			h.acq = r
 			l.install(h)
 			return outcome{h: h}
 		}
 	}
-	l.cleanup(token, states)
+	l.cleanup(token, states, r)
 	if failure != nil {
 		return outcome{err: failure}
 	}
@@ -147,7 +148,7 @@ func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fen
 	}
 	l.c.fenceRaises.Add(1)
 	deadline := minTime(time.Now().Add(l.nodeTimeout), validUntil)
-	r := l.c.fan(ctx, deadline, low, func(ctx context.Context, rdb redis.UniversalClient) result {
+	r := l.c.fan(ctx, deadline, low, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
 		v, err := luascripts.FenceRaise.Run(ctx, rdb, l.acquireKeys, token, fence).Int64()
 		return result{code: v, err: err}
 	})
@@ -171,8 +172,9 @@ func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fen
 
 // cleanup releases token on every node that did not refuse us, on a fresh
 // context bounded by the node timeout, so that a failed attempt leaves
-// nothing behind even when the caller's ctx is done.
-func (l *Lock) cleanup(token string, states []uint8) {
+// nothing behind even when the caller's ctx is done. Each node's release
+// waits for that node's acquire in round acq (see releaseCall).
+func (l *Lock) cleanup(token string, states []uint8, acq *round) {
 	var which []int
 	for i, st := range states {
 		if st != stateHeld {
@@ -182,7 +184,11 @@ func (l *Lock) cleanup(token string, states []uint8) {
 	if len(which) == 0 {
 		return
 	}
-	r := l.c.fan(context.Background(), time.Now().Add(l.nodeTimeout), which, l.releaseCall(token))
+	deadline := time.Now().Add(l.nodeTimeout)
+	if d, _ := acq.ctx.Deadline(); d.After(time.Now()) {
+		deadline = d.Add(l.nodeTimeout)
+	}
+	r := l.c.fan(context.Background(), deadline, which, l.releaseCall(token, acq))
 	r.all(context.Background(), len(l.c.nodes), which)
 }
 

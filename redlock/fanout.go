@@ -25,18 +25,19 @@ type round struct {
 	cancel  context.CancelFunc
 	pending atomic.Int32
 	n       int
+	replied []atomic.Bool // by node: its call has returned
 }
 
 // fan sends fn to the nodes listed in which (every node when which is nil),
 // each on its own goroutine, with a deadline. The calls do not end when ctx
 // is cancelled: a caller that gives up reads ctx itself and undoes what the
 // calls may have done, which needs them to finish rather than half-happen.
-func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn func(ctx context.Context, rdb redis.UniversalClient) result) *round {
+func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn func(ctx context.Context, i int, rdb redis.UniversalClient) result) *round {
 	n := len(which)
 	if which == nil {
 		n = len(c.nodes)
 	}
-	r := &round{ch: make(chan result, n), n: n}
+	r := &round{ch: make(chan result, n), n: n, replied: make([]atomic.Bool, len(c.nodes))}
 	r.ctx, r.cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	r.pending.Store(int32(n))
 	for k := range n {
@@ -45,8 +46,9 @@ func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn fu
 			i = which[k]
 		}
 		go func() {
-			res := fn(r.ctx, c.nodes[i])
+			res := fn(r.ctx, i, c.nodes[i])
 			res.node = i
+			r.replied[i].Store(true)
 			r.ch <- res
 			if r.pending.Add(-1) == 0 {
 				r.cancel() // the last reply frees the deadline's timer
@@ -54,6 +56,21 @@ func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn fu
 		}()
 	}
 	return r
+}
+
+// wait blocks until every call has replied or the deadline has passed.
+func (r *round) wait() { <-r.ctx.Done() }
+
+// waitNode blocks until node i's call has returned, the round's deadline
+// has passed, or ctx is done.
+func (r *round) waitNode(ctx context.Context, i int) {
+	if r.replied[i].Load() {
+		return
+	}
+	select {
+	case <-r.ctx.Done():
+	case <-ctx.Done():
+	}
 }
 
 // next returns the next reply, or false once the round's deadline has

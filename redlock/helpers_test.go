@@ -131,7 +131,7 @@ func ownClients(t *testing.T, nodes []redis.UniversalClient) ([]*redis.Client, [
 	out := make([]redis.UniversalClient, len(nodes))
 	for i, n := range nodes {
 		o := n.(*redis.Client).Options()
-		cs[i] = redis.NewClient(&redis.Options{Addr: o.Addr, MaxRetries: o.MaxRetries,
+		cs[i] = redis.NewClient(&redis.Options{Addr: o.Addr, MaxRetries: -1,
 			DialTimeout: o.DialTimeout, ContextTimeoutEnabled: o.ContextTimeoutEnabled})
 		t.Cleanup(func() { cs[i].Close() })
 		out[i] = cs[i]

@@ -17,6 +17,7 @@ type hold struct {
 	lost  chan struct{} // closed when the hold ends involuntarily
 	stop  chan struct{} // closed by Release: renewal ends
 	kick  chan struct{} // an Extend moved the renewal schedule
+	acq   *round        // the acquire round; Release lets it end first
 
 	op sync.Mutex // serialises Extend and renewal rounds
 

@@ -94,10 +94,12 @@ func TestReal_mutualExclusion(t *testing.T) {
 		wg       sync.WaitGroup
 	)
 	errs := make(chan error, clients*workers)
+	var cs []*redlock.Client
 	for range clients {
 		// Each redlock client gets its own connections, as separate processes would.
 		_, own := ownClients(t, nodes)
 		c := newClient(t, own, redlock.WithTTL(5*time.Second))
+		cs = append(cs, c)
 		for range workers {
 			wg.Go(func() {
 				for range rounds {
@@ -138,6 +140,12 @@ func TestReal_mutualExclusion(t *testing.T) {
 			t.Fatalf("fence of hold %d = %d, want > %d", i, fences[i], fences[i-1])
 		}
 	}
+	var raises int64
+	for _, c := range cs {
+		raises += redlock.FenceRaises(c)
+	}
+	t.Logf("%d contended holds (%d clients x %d workers): last fence %d, fence-raise rounds %d",
+		len(fences), clients, workers, fences[len(fences)-1], raises)
 }
 
 func TestReal_fences500(t *testing.T) {

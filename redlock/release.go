@@ -13,9 +13,16 @@ import (
 )
 
 // releaseCall returns the per-node call that drops token (release.lua: 1
-// released, 0 gone, -1 someone else's).
-func (l *Lock) releaseCall(token string) func(context.Context, redis.UniversalClient) result {
-	return func(ctx context.Context, rdb redis.UniversalClient) result {
+// released, 0 gone, -1 someone else's). With acq, the acquire round of the
+// hold, a node's release waits until that node's acquire has returned (or
+// the round's deadline passed): Acquire returns at quorum, and a release
+// that overtook a slower node's acquire on another connection would leave
+// our key there until its TTL.
+func (l *Lock) releaseCall(token string, acq *round) func(context.Context, int, redis.UniversalClient) result {
+	return func(ctx context.Context, i int, rdb redis.UniversalClient) result {
+		if acq != nil {
+			acq.waitNode(ctx, i)
+		}
 		v, err := luascripts.Release.Run(ctx, rdb, l.releaseKeys, token, "0").Int64()
 		return result{code: v, err: err}
 	}
@@ -88,7 +95,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	start := time.Now()
 	h.stopRenewal()
-	r := l.c.fan(ctx, start.Add(l.nodeTimeout), nil, l.releaseCall(h.token))
+	deadline := start.Add(l.nodeTimeout)
+	if h.acq != nil {
+		if d, _ := h.acq.ctx.Deadline(); d.After(start) {
+			deadline = d.Add(l.nodeTimeout) // room for a release after a late acquire
+		}
+	}
+	r := l.c.fan(ctx, deadline, nil, l.releaseCall(h.token, h.acq))
 	t := l.count(r.all(ctx, len(l.c.nodes), nil))
 	var err error
 	switch {
@@ -111,7 +124,7 @@ func (l *Lock) extendRound(ctx context.Context, h *hold, ttl time.Duration, dead
 	if ttl != l.cfg.ttl {
 		ttlArg = strconv.FormatInt(ttl.Milliseconds(), 10)
 	}
-	r := l.c.fan(ctx, deadline, nil, func(ctx context.Context, rdb redis.UniversalClient) result {
+	r := l.c.fan(ctx, deadline, nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
 		v, err := luascripts.Extend.Run(ctx, rdb, l.extendKeys, h.token, ttlArg, "0").Int64()
 		return result{code: v, err: err}
 	})
