@@ -145,7 +145,22 @@ func restartDuringHolds(t *testing.T, ttl, restartAfter time.Duration) {
 	if err := s.Restart(); err != nil {
 		t.Fatalf("Restart() error = %v", err)
 	}
+	// Another process's view: the empty server grants restart-1 at once,
+	// while its first holder may not have been told yet.
+	other := lock.NewClient(s.Client(t), lock.WithTTL(ttl))
+	defer other.Close()
+	second := other.NewLock("restart-1")
+	if err := second.Acquire(ctx); err != nil {
+		t.Fatalf("second client Acquire() after restart: %v", err)
+	}
+	secondAt := time.Now()
 	wg.Wait()
+	// How long the first holder still believed it held restart-1 while
+	// the second did: what a restart without persistence costs.
+	doubleGrant := max(recs[1].lostAt.Sub(secondAt), 0)
+	if err := second.Release(ctx); err != nil {
+		t.Errorf("second Release() error = %v", err)
+	}
 
 	reasons := map[string]int{}
 	minMargin := time.Hour
@@ -190,7 +205,7 @@ func restartDuringHolds(t *testing.T, ttl, restartAfter time.Duration) {
 	figure(t, "redis_restart", "ttl_ms", ttl.Milliseconds(), "restart_after_ms", restartAfter.Milliseconds(),
 		"holds", n, "lost", n-countZero(recs), "min_margin_before_expiry_ms", minMargin.Milliseconds(),
 		"reasons", fmtCounts(reasons), "reacquired_after_kill_ms", after.Milliseconds(),
-		"fence_before", maxFence, "fence_after_restart", l.Fence())
+		"fence_before", maxFence, "fence_after_restart", l.Fence(), "double_grant_ms", doubleGrant.Milliseconds())
 }
 
 func countZero(recs []*holdRecord) int {
