@@ -15,7 +15,9 @@ import (
 
 // aclScript is the least privilege the default (script) mode needs: its own
 // keys and channels, EVALSHA/EVAL, the commands its scripts call, pub/sub
-// for wake-ups, and PING. SAFETY.md and the README quote it.
+// for wake-ups, and PING. go-redis's handshake (HELLO, CLIENT SETINFO) is
+// refused and it falls back to RESP2 by itself. "+client|setinfo" must not
+// appear: Redis before 7.2 rejects the whole ACL SETUSER for it.
 var aclScript = []string{
 	"resetkeys", "~lock:*", "resetchannels", "&lock:*", "-@all",
 	"+evalsha", "+eval", "+set", "+get", "+exists", "+type", "+pexpire", "+pttl",
