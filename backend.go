@@ -19,12 +19,21 @@ type keys struct {
 	lock   string // P{K}
 	fence  string // P{K}:fence
 	notify string // P{K}:notify
+	// The scripts' KEYS, built once per Lock rather than once per call:
+	// names[0:2] is {lock, fence}, names[2:4] {lock, notify}, names[0:1] {lock}.
+	names [4]string
 }
 
 func makeKeys(prefix, key string) keys {
 	lk := prefix + "{" + key + "}"
-	return keys{user: key, lock: lk, fence: lk + ":fence", notify: lk + ":notify"}
+	k := keys{user: key, lock: lk, fence: lk + ":fence", notify: lk + ":notify"}
+	k.names = [4]string{k.lock, k.fence, k.lock, k.notify}
+	return k
 }
+
+func (k *keys) acquireKeys() []string { return k.names[0:2] }
+func (k *keys) releaseKeys() []string { return k.names[2:4] }
+func (k *keys) lockKeys() []string    { return k.names[0:1] }
 
 // acquireResult is the outcome of one acquire attempt.
 type acquireResult struct {
@@ -45,20 +54,20 @@ const (
 // backend carries out the lock's operations against Redis: by Lua script
 // (scriptBackend) or without scripting (watchBackend).
 type backend interface {
-	acquire(ctx context.Context, k keys, token string, ttl time.Duration) (acquireResult, error)
+	acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error)
 	// release drops our hold (for re-entrant holds, one level of it) and
 	// reports extendOK, or says why it could not: extendGone, extendStolen.
-	release(ctx context.Context, k keys, token string) (extendStatus, error)
-	extend(ctx context.Context, k keys, token string, ttl time.Duration) (extendStatus, error)
+	release(ctx context.Context, k *keys, token string) (extendStatus, error)
+	extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error)
 	// pttl returns errNotOurs when the hold is not ours.
-	pttl(ctx context.Context, k keys, token string) (time.Duration, error)
+	pttl(ctx context.Context, k *keys, token string) (time.Duration, error)
 	// renew extends many holds at once; it fills st and errs, one per item.
 	renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error)
 }
 
 // renewItem is one hold the renewal loop asks to extend.
 type renewItem struct {
-	k     keys
+	k     *keys
 	token string
 	ttl   time.Duration
 }
@@ -93,23 +102,35 @@ func flag(b bool) string {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-func (b *scriptBackend) acquire(ctx context.Context, k keys, token string, ttl time.Duration) (acquireResult, error) {
-	r, err := luascripts.Acquire.Run(ctx, b.rdb, []string{k.lock, k.fence},
-		token, ms(ttl), flag(b.reentrant), flag(b.fencing)).Int64Slice()
+func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
+	v, err := luascripts.Acquire.Run(ctx, b.rdb, k.acquireKeys(),
+		token, ms(ttl), flag(b.reentrant), flag(b.fencing)).Result()
 	if err != nil {
 		return acquireResult{}, err
 	}
-	if len(r) != 2 {
-		return acquireResult{}, fmt.Errorf("lock: unexpected acquire reply %v", r)
-	}
-	if r[0] == 0 {
-		return acquireResult{pttl: time.Duration(r[1]) * time.Millisecond}, nil
-	}
-	return acquireResult{ok: true, fence: r[1]}, nil
+	return parseAcquire(v)
 }
 
-func (b *scriptBackend) release(ctx context.Context, k keys, token string) (extendStatus, error) {
-	n, err := luascripts.Release.Run(ctx, b.rdb, []string{k.lock, k.notify},
+// parseAcquire reads acquire.lua's reply, {status, value}, without the
+// allocation of Cmd.Int64Slice.
+func parseAcquire(v any) (acquireResult, error) {
+	r, ok := v.([]any)
+	if !ok || len(r) != 2 {
+		return acquireResult{}, fmt.Errorf("lock: unexpected acquire reply %v", v)
+	}
+	status, ok1 := r[0].(int64)
+	value, ok2 := r[1].(int64)
+	switch {
+	case !ok1 || !ok2 || status < 0 || status > 2:
+		return acquireResult{}, fmt.Errorf("lock: unexpected acquire reply %v", v)
+	case status == 0:
+		return acquireResult{pttl: time.Duration(max(value, 0)) * time.Millisecond}, nil
+	}
+	return acquireResult{ok: true, fence: value}, nil
+}
+
+func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
+	n, err := luascripts.Release.Run(ctx, b.rdb, k.releaseKeys(),
 		token, flag(b.reentrant)).Int64()
 	if n == 2 { // one re-entrant level dropped
 		n = 1
@@ -117,14 +138,14 @@ func (b *scriptBackend) release(ctx context.Context, k keys, token string) (exte
 	return extendStatus(n), err
 }
 
-func (b *scriptBackend) extend(ctx context.Context, k keys, token string, ttl time.Duration) (extendStatus, error) {
-	n, err := luascripts.Extend.Run(ctx, b.rdb, []string{k.lock},
+func (b *scriptBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
+	n, err := luascripts.Extend.Run(ctx, b.rdb, k.lockKeys(),
 		token, ms(ttl), flag(b.reentrant)).Int64()
 	return extendStatus(n), err
 }
 
-func (b *scriptBackend) pttl(ctx context.Context, k keys, token string) (time.Duration, error) {
-	n, err := luascripts.PTTL.Run(ctx, b.rdb, []string{k.lock}, token, flag(b.reentrant)).Int64()
+func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.Duration, error) {
+	n, err := luascripts.PTTL.Run(ctx, b.rdb, k.lockKeys(), token, flag(b.reentrant)).Int64()
 	switch {
 	case err != nil:
 		return 0, err
@@ -146,9 +167,9 @@ func (b *scriptBackend) renew(ctx context.Context, items []renewItem, st []exten
 			it := items[i]
 			args := []any{it.token, ms(it.ttl), flag(b.reentrant)}
 			if eval {
-				cmds[i] = luascripts.Extend.Eval(ctx, pipe, []string{it.k.lock}, args...)
+				cmds[i] = luascripts.Extend.Eval(ctx, pipe, it.k.lockKeys(), args...)
 			} else {
-				cmds[i] = luascripts.Extend.EvalSha(ctx, pipe, []string{it.k.lock}, args...)
+				cmds[i] = luascripts.Extend.EvalSha(ctx, pipe, it.k.lockKeys(), args...)
 			}
 		}
 		_, _ = pipe.Exec(ctx) // per-command errors are read below

@@ -21,7 +21,7 @@ type watchBackend struct {
 // conflict means the key changed under us, which for a lock key is rare.
 const watchRetries = 16
 
-func (b *watchBackend) acquire(ctx context.Context, k keys, token string, ttl time.Duration) (acquireResult, error) {
+func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
 	var (
 		set   *redis.BoolCmd
 		incr  *redis.IntCmd
@@ -71,7 +71,7 @@ func (b *watchBackend) acquire(ctx context.Context, k keys, token string, ttl ti
 // checkAndExec runs fn in MULTI if the lock still holds token, under WATCH.
 // It returns errNotOurs (wrapped with the status) when the key is gone or
 // someone else's.
-func (b *watchBackend) checkAndExec(ctx context.Context, k keys, token string, fn func(redis.Pipeliner)) (extendStatus, error) {
+func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, fn func(redis.Pipeliner)) (extendStatus, error) {
 	status := extendOK
 	txf := func(tx *redis.Tx) error {
 		v, err := tx.Get(ctx, k.lock).Result()
@@ -110,20 +110,20 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k keys, token string, f
 	return 0, redis.TxFailedErr
 }
 
-func (b *watchBackend) release(ctx context.Context, k keys, token string) (extendStatus, error) {
+func (b *watchBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
 		p.Del(ctx, k.lock)
 		p.Publish(ctx, k.notify, "released")
 	})
 }
 
-func (b *watchBackend) extend(ctx context.Context, k keys, token string, ttl time.Duration) (extendStatus, error) {
+func (b *watchBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
 		p.PExpire(ctx, k.lock, ttl)
 	})
 }
 
-func (b *watchBackend) pttl(ctx context.Context, k keys, token string) (time.Duration, error) {
+func (b *watchBackend) pttl(ctx context.Context, k *keys, token string) (time.Duration, error) {
 	var (
 		get   *redis.StringCmd
 		pttlc *redis.DurationCmd

@@ -12,7 +12,7 @@ type hold struct {
 	l     *Lock
 	token string
 	fence int64
-	lost  chan struct{} // closed when the hold ends involuntarily
+	lost  chan struct{} // made on first use; closed when the hold ends involuntarily
 
 	mu      sync.Mutex
 	ended   bool          // released or lost; nothing more to report
@@ -45,7 +45,6 @@ func newHold(l *Lock, token string, fence int64, sent time.Time) *hold {
 		l:      l,
 		token:  token,
 		fence:  fence,
-		lost:   make(chan struct{}),
 		ttl:    l.cfg.ttl,
 		sentAt: sent,
 		index:  -1,
@@ -55,6 +54,27 @@ func newHold(l *Lock, token string, fence int64, sent time.Time) *hold {
 		h.capAt = sent.Add(l.cfg.maxHold)
 	}
 	return h
+}
+
+// closedChan is what Lost returns for a hold lost before anyone asked.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// lostChan returns the channel closed when h is lost. It is made on first
+// use: most holds end without anyone selecting on it.
+func (h *hold) lostChan() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost == nil {
+		if h.cause != nil {
+			return closedChan
+		}
+		h.lost = make(chan struct{})
+	}
+	return h.lost
 }
 
 // active reports whether the hold has neither been released nor lost.
@@ -114,9 +134,12 @@ func (h *hold) markLost(reason LossReason, err error) {
 	fns := h.onLost
 	h.onLost = nil
 	cause := h.cause
+	ch := h.lost
 	h.mu.Unlock()
 
-	close(h.lost)
+	if ch != nil {
+		close(ch)
+	}
 	for _, fn := range fns {
 		fn(cause)
 	}

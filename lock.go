@@ -182,7 +182,7 @@ func (l *Lock) Fence() int64 {
 // never closes). See [Lock.LostErr] for the reason.
 func (l *Lock) Lost() <-chan struct{} {
 	if h := l.hold(); h != nil {
-		return h.lost
+		return h.lostChan()
 	}
 	return nil
 }
@@ -250,7 +250,7 @@ func (l *Lock) attempt(ctx context.Context, token string) (acquireResult, error)
 	if l.cfg.acks > 0 {
 		r, err = l.acquireAcked(ctx, token)
 	} else {
-		r, err = l.be.acquire(ctx, l.k, token, l.cfg.ttl)
+		r, err = l.be.acquire(ctx, &l.k, token, l.cfg.ttl)
 	}
 	if err != nil || !r.ok {
 		return r, err
@@ -280,7 +280,7 @@ func (l *Lock) cleanup(token string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout(l.cfg.ttl))
 	defer cancel()
-	_, _ = l.be.release(ctx, l.k, token)
+	_, _ = l.be.release(ctx, &l.k, token)
 }
 
 // cleanupTimeout bounds the calls the library makes on the caller's behalf

@@ -26,7 +26,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	start := time.Now()
 	l.c.renewal.remove(h)
-	st, err := l.be.release(ctx, l.k, h.token)
+	st, err := l.be.release(ctx, &l.k, h.token)
 	switch {
 	case err != nil:
 		h.finish()
@@ -61,7 +61,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
 	}
 	start := time.Now()
-	st, err := l.be.extend(ctx, l.k, h.token, ttl)
+	st, err := l.be.extend(ctx, &l.k, h.token, ttl)
 	switch {
 	case err != nil:
 		err = fmt.Errorf("lock: extend %q: %w", l.k.user, err)
@@ -88,7 +88,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if h == nil {
 		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
 	}
-	d, err := l.be.pttl(ctx, l.k, h.token)
+	d, err := l.be.pttl(ctx, &l.k, h.token)
 	switch {
 	case errors.Is(err, errNotOurs):
 		l.c.renewal.remove(h)

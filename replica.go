@@ -18,7 +18,7 @@ func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, e
 	conn := node.Conn()
 	defer conn.Close()
 	be := &scriptBackend{rdb: conn, reentrant: l.cfg.ownerSet, fencing: l.cfg.fencing}
-	r, err := be.acquire(ctx, l.k, token, l.cfg.ttl)
+	r, err := be.acquire(ctx, &l.k, token, l.cfg.ttl)
 	if err != nil || !r.ok {
 		return r, err
 	}
@@ -27,7 +27,7 @@ func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, e
 		return r, nil
 	}
 	if !l.cfg.ownerSet {
-		_, _ = be.release(ctx, l.k, token)
+		_, _ = be.release(ctx, &l.k, token)
 	}
 	if err != nil {
 		return acquireResult{}, fmt.Errorf("replica ack: %w", err)

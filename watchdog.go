@@ -224,7 +224,7 @@ func (r *renewal) renew(be backend, hs []*hold) {
 	r.mu.Lock()
 	dl := hs[0].deadline
 	for i, h := range hs {
-		items[i] = renewItem{k: h.l.k, token: h.token, ttl: h.ttl}
+		items[i] = renewItem{k: &h.l.k, token: h.token, ttl: h.ttl}
 		dl = minTime(dl, h.deadline)
 	}
 	r.mu.Unlock()

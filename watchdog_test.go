@@ -45,7 +45,7 @@ func (f *fakeBackend) live(k string) (fakeKey, bool) {
 	return v, ok
 }
 
-func (f *fakeBackend) acquire(_ context.Context, k keys, token string, ttl time.Duration) (acquireResult, error) {
+func (f *fakeBackend) acquire(_ context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
 	f.mu.Lock()
 	if v, ok := f.live(k.lock); ok && v.token != token {
 		f.mu.Unlock()
@@ -58,7 +58,7 @@ func (f *fakeBackend) acquire(_ context.Context, k keys, token string, ttl time.
 	return acquireResult{ok: true, fence: 1}, nil
 }
 
-func (f *fakeBackend) status(k keys, token string) extendStatus {
+func (f *fakeBackend) status(k *keys, token string) extendStatus {
 	v, ok := f.live(k.lock)
 	switch {
 	case !ok:
@@ -69,7 +69,7 @@ func (f *fakeBackend) status(k keys, token string) extendStatus {
 	return extendOK
 }
 
-func (f *fakeBackend) release(_ context.Context, k keys, token string) (extendStatus, error) {
+func (f *fakeBackend) release(_ context.Context, k *keys, token string) (extendStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.status(k, token)
@@ -79,7 +79,7 @@ func (f *fakeBackend) release(_ context.Context, k keys, token string) (extendSt
 	return st, nil
 }
 
-func (f *fakeBackend) extend(_ context.Context, k keys, token string, ttl time.Duration) (extendStatus, error) {
+func (f *fakeBackend) extend(_ context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.status(k, token)
@@ -89,7 +89,7 @@ func (f *fakeBackend) extend(_ context.Context, k keys, token string, ttl time.D
 	return st, nil
 }
 
-func (f *fakeBackend) pttl(_ context.Context, k keys, token string) (time.Duration, error) {
+func (f *fakeBackend) pttl(_ context.Context, k *keys, token string) (time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.status(k, token) != extendOK {
