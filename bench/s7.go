@@ -29,6 +29,7 @@ func (e *env) s7() error {
 		column{Key: "ticks", Header: "ticks", Prec: 0},
 		column{Key: "renewed", Header: "renewals/lock", Prec: 2},
 		column{Key: "rt", Header: "RT", Prec: 0},
+		column{Key: "rt_renew", Header: "renewal RT", Prec: 0},
 		column{Key: "rt_ideal", Header: "Σ⌈n/500⌉", Prec: 0},
 		column{Key: "rt_period", Header: "renewal RT/period", Prec: 1},
 		column{Key: "batch", Header: "renewals/RT", Prec: 0},
@@ -49,8 +50,8 @@ func (e *env) s7() error {
 		r.Rounds = append(r.Rounds, numMap(m))
 		e.flush()
 		e.check("S7", fmt.Sprintf("N=%d: locks lost", n), m["lost"], "<=", 0, "")
-		e.check("S7", fmt.Sprintf("N=%d: renewal round trips per renewal period / ⌈N/500⌉", n), m["rt_period"]/math.Ceil(float64(n)/renewChunk), "<=", 1,
-			fmt.Sprintf("%.1f RT per period of %.0f renewals; %.0f ticks in the window", m["rt_period"], float64(n), m["ticks"]))
+		e.check("S7", fmt.Sprintf("N=%d: renewal round trips / Σ over ticks ⌈renewed/500⌉", n), m["rt_renew"]/m["rt_ideal"], "<=", 1,
+			fmt.Sprintf("%.1f RT per renewal period (⌈N/500⌉ = %.0f); %.0f ticks in the window", m["rt_period"], math.Ceil(float64(n)/renewChunk), m["ticks"]))
 		for i, d := range m7detail {
 			if i < 8 {
 				t.Notes = append(t.Notes, fmt.Sprintf("N=%d tick %d: %s", n, i+1, d))
@@ -105,6 +106,12 @@ func (e *env) s7Run(n int, ttl time.Duration) (map[string]float64, []string, err
 			return nil, nil, err
 		}
 	}
+	// Renewal runs the extend script, which no acquire has loaded yet: the
+	// first tick would find it missing (NOSCRIPT) and send its chunks again
+	// by EVAL. One Extend loads it, so the window sees the steady state.
+	if err := locks[0].Extend(e.ctx, ttl); err != nil {
+		return nil, nil, fmt.Errorf("extend: %w", err)
+	}
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	heap := (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(n)
@@ -143,6 +150,7 @@ func (e *env) s7Run(n int, ttl time.Duration) (map[string]float64, []string, err
 		"renewed":   float64(renewals) / float64(n),
 		"rt":        float64(rt1 - rt0),
 		"rt_ideal":  float64(ideal),
+		"rt_renew":  float64(renewRT),
 		"rt_period": float64(renewRT) / max(periods, 1e-9),
 		"batch":     float64(renewals) / float64(max(renewRT, 1)),
 		"cpu_tick":  msf(cpu) / float64(max(ticks, 1)),
