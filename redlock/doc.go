@@ -16,9 +16,9 @@
 // positive; otherwise it is undone on every node that did not refuse it,
 // including nodes that failed or did not answer, and Acquire waits (jittered
 // backoff, woken by a release published on any node) and tries again. Each
-// node uses the core's storage layout, so the same key names one lock for
-// both packages only if the node sets are disjoint: do not mix them on one
-// node.
+// node uses the core's storage layout (P{K}, P{K}:fence, P{K}:notify,
+// prefix "lock:" by default); do not use the same key with the core lock on
+// any of the nodes, or their fence counters move independently.
 //
 // Use an odd number of nodes, at least 3; with 5, the lock survives two
 // failed nodes. The nodes must be independent masters, not replicas.
