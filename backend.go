@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,6 +92,32 @@ type scriptBackend struct {
 	rdb       scripter
 	reentrant bool
 	fencing   bool
+	// evaled marks the scripts this backend has sent whole once. Until then
+	// a call uses EVAL, which also caches the script on the server, so even
+	// the first acquire on a fresh server is one round trip; afterwards it
+	// is EVALSHA, with go-redis falling back to EVAL on NOSCRIPT (a restarted
+	// server, another cluster node).
+	evaled [4]atomic.Bool
+}
+
+// Indexes into scriptBackend.evaled.
+const (
+	scriptAcquire = iota
+	scriptRelease
+	scriptExtend
+	scriptPTTL
+)
+
+func (b *scriptBackend) run(ctx context.Context, i int, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if b.evaled[i].Load() {
+		return s.Run(ctx, b.rdb, keys, args...)
+	}
+	cmd := s.Eval(ctx, b.rdb, keys, args...)
+	var rerr redis.Error
+	if err := cmd.Err(); err == nil || errors.Is(err, redis.Nil) || errors.As(err, &rerr) {
+		b.evaled[i].Store(true) // the server answered: it has the script now
+	}
+	return cmd
 }
 
 func flag(b bool) string {
@@ -103,7 +130,7 @@ func flag(b bool) string {
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
 func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
-	v, err := luascripts.Acquire.Run(ctx, b.rdb, k.acquireKeys(),
+	v, err := b.run(ctx, scriptAcquire, luascripts.Acquire, k.acquireKeys(),
 		token, ms(ttl), flag(b.reentrant), flag(b.fencing)).Result()
 	if err != nil {
 		return acquireResult{}, err
@@ -130,7 +157,7 @@ func parseAcquire(v any) (acquireResult, error) {
 }
 
 func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
-	n, err := luascripts.Release.Run(ctx, b.rdb, k.releaseKeys(),
+	n, err := b.run(ctx, scriptRelease, luascripts.Release, k.releaseKeys(),
 		token, flag(b.reentrant)).Int64()
 	if n == 2 { // one re-entrant level dropped
 		n = 1
@@ -139,13 +166,13 @@ func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (ext
 }
 
 func (b *scriptBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
-	n, err := luascripts.Extend.Run(ctx, b.rdb, k.lockKeys(),
+	n, err := b.run(ctx, scriptExtend, luascripts.Extend, k.lockKeys(),
 		token, ms(ttl), flag(b.reentrant)).Int64()
 	return extendStatus(n), err
 }
 
 func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.Duration, error) {
-	n, err := luascripts.PTTL.Run(ctx, b.rdb, k.lockKeys(), token, flag(b.reentrant)).Int64()
+	n, err := b.run(ctx, scriptPTTL, luascripts.PTTL, k.lockKeys(), token, flag(b.reentrant)).Int64()
 	switch {
 	case err != nil:
 		return 0, err
