@@ -135,16 +135,20 @@ func (m *parFloorMutex) tryAcquire(ctx context.Context) (bool, error) {
 	return false, err
 }
 
+// acquire polls every millisecond.
 func (m *parFloorMutex) acquire(ctx context.Context) error {
+	t := time.NewTimer(time.Millisecond)
+	defer t.Stop()
 	for {
 		ok, err := m.tryAcquire(ctx)
 		if ok || err != nil {
 			return err
 		}
+		t.Reset(time.Millisecond)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Millisecond):
+		case <-t.C:
 		}
 	}
 }
