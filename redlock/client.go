@@ -27,6 +27,7 @@ type Client struct {
 	wg     sync.WaitGroup
 
 	notifier notifier
+	work     chan func() // hands a call to an idle call goroutine
 
 	fenceRaises atomic.Int64 // acquisitions that needed the extra fence round
 }
@@ -45,7 +46,7 @@ type Client struct {
 // still stops waiting at the deadline, but the call runs on until go-redis's
 // own read timeout.
 func New(clients []redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{nodes: clients, cfg: defaultConfig().with(opts)}
+	c := &Client{nodes: clients, cfg: defaultConfig().with(opts), work: make(chan func())}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.notifier.init(c)
 	c.err = checkNodes(clients)

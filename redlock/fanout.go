@@ -45,7 +45,7 @@ func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn fu
 		if which != nil {
 			i = which[k]
 		}
-		go func() {
+		c.run(func() {
 			res := fn(r.ctx, i, c.nodes[i])
 			res.node = i
 			r.replied[i].Store(true)
@@ -53,7 +53,7 @@ func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn fu
 			if r.pending.Add(-1) == 0 {
 				r.cancel() // the last reply frees the deadline's timer
 			}
-		}()
+		})
 	}
 	return r
 }
@@ -122,4 +122,43 @@ func (r *round) all(ctx context.Context, nodes int, which []int) []result {
 		}
 	}
 	return out
+}
+
+// workerIdle is how long an idle call goroutine waits for more work.
+const workerIdle = time.Second
+
+// run executes task on an idle call goroutine, or a new one. Reusing
+// goroutines spares each call a fresh stack that go-redis's deep call path
+// would grow, copying, several times.
+func (c *Client) run(task func()) {
+	select {
+	case c.work <- task:
+	default:
+		go c.worker(task)
+	}
+}
+
+// worker runs task, then waits for more until idle for workerIdle or the
+// Client is closed.
+func (c *Client) worker(task func()) {
+	task()
+	if c.closed.Load() {
+		return
+	}
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		select {
+		case task := <-c.work:
+			task()
+			if c.closed.Load() {
+				return
+			}
+			t.Reset(workerIdle)
+		case <-t.C:
+			return
+		case <-c.ctx.Done():
+			return
+		}
+	}
 }
