@@ -12,9 +12,10 @@ import (
 
 // Client creates quorum locks over N independent Redis nodes (not replicas
 // of one another) and owns their background work: one renewal goroutine per
-// held lock and one pub/sub subscription per node for waiters, each started
-// on first need. Create one per process and share it; it is safe for
-// concurrent use.
+// held lock, one pub/sub subscription per node for waiters, each started on
+// first need, and the goroutines that carry the per-node calls (reused, and
+// ended after a second idle). Create one per process and share it; it is
+// safe for concurrent use.
 type Client struct {
 	nodes []redis.UniversalClient
 	cfg   config
@@ -89,7 +90,9 @@ func isNil(rdb redis.UniversalClient) bool {
 }
 
 // Close stops every renewal goroutine and node subscription and waits for
-// them to return. It is idempotent and always returns nil. Locks still held
+// them to return; idle call goroutines end too, and a call still in flight
+// ends its goroutine when it returns (by its node timeout, or go-redis's
+// read timeout on clients without ContextTimeoutEnabled). It is idempotent and always returns nil. Locks still held
 // are no longer renewed: their Lost channels close when their validity runs
 // out. Afterwards Acquire, TryAcquire, Extend and WithLock return
 // [lock.ErrClosed]; Release still deletes a hold on every node. Close does

@@ -29,7 +29,7 @@ type round struct {
 }
 
 // fan sends fn to the nodes listed in which (every node when which is nil),
-// each on its own goroutine, with a deadline. The calls do not end when ctx
+// each on its own goroutine (see run), with a deadline. The calls do not end when ctx
 // is cancelled: a caller that gives up reads ctx itself and undoes what the
 // calls may have done, which needs them to finish rather than half-happen.
 func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn func(ctx context.Context, i int, rdb redis.UniversalClient) result) *round {
