@@ -16,7 +16,8 @@ import (
 
 // heldReport is a hold worker's first report.
 type heldReport struct {
-	Fence int64 `json:"fence"`
+	Fence int64  `json:"fence"`
+	Token string `json:"token"`
 }
 
 // wroteReport answers a WRITE command: the late write of a holder that may
@@ -64,7 +65,7 @@ func holdWorker() error {
 	if _, err := ref.enter(key, l.Fence()); err != nil {
 		return err
 	}
-	report("held", heldReport{Fence: l.Fence()})
+	report("held", heldReport{Fence: l.Fence(), Token: l.Token()})
 
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {

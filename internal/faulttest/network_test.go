@@ -17,7 +17,8 @@ import (
 )
 
 // interval is one hold as its holder saw it: from Acquire's return to the
-// moment it noticed Lost() or called Release, on this process's monotonic
+// moment the library signalled its loss (the Observer's EventLost, sent as
+// Lost() closes) or the holder called Release, on this process's monotonic
 // clock.
 type interval struct {
 	start, end time.Time
@@ -34,8 +35,23 @@ type contention struct {
 	mu      sync.Mutex
 	holds   []interval
 	classes map[string]int
-	others  []error // errors of class "other"
-	late    int     // Acquire returned nil with Lost() already closed
+	others  []error              // errors of class "other"
+	late    int                  // Acquire returned nil with Lost() already closed
+	lostAt  map[string]time.Time // by token: when EventLost was observed
+}
+
+// Observe records when each hold's loss was signalled.
+func (c *contention) Observe(e lock.Event) {
+	if e.Kind != lock.EventLost {
+		return
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lostAt == nil {
+		c.lostAt = map[string]time.Time{}
+	}
+	c.lostAt[e.Token] = now
 }
 
 func (c *contention) note(call string, err error) {
@@ -94,6 +110,13 @@ func (c *contention) run(ctx context.Context, wg *sync.WaitGroup, who string, lo
 				}
 				hold.Stop()
 				iv.end = time.Now()
+				if iv.lost {
+					c.mu.Lock()
+					if at, ok := c.lostAt[l.Token()]; ok && at.Before(iv.end) {
+						iv.end = at // the holder's own wake-up delay is not the library's
+					}
+					c.mu.Unlock()
+				}
 				if holding != nil {
 					holding.Store(false)
 				}
@@ -194,12 +217,12 @@ func TestNetwork_faults(t *testing.T) {
 			faulty := redis.NewClient(o)
 			defer faulty.Close()
 			direct := s.Client(t)
-			cf := lock.NewClient(faulty, lock.WithTTL(ttl))
+			c := &contention{key: "net-" + tc.name, ttl: ttl, classes: map[string]int{}}
+			cf := lock.NewClient(faulty, lock.WithTTL(ttl), lock.WithObserver(c))
 			defer cf.Close()
-			cd := lock.NewClient(direct, lock.WithTTL(ttl))
+			cd := lock.NewClient(direct, lock.WithTTL(ttl), lock.WithObserver(c))
 			defer cd.Close()
 
-			c := &contention{key: "net-" + tc.name, ttl: ttl, classes: map[string]int{}}
 			fctx, fcancel := context.WithCancel(context.Background())
 			defer fcancel()
 			var wg sync.WaitGroup

@@ -54,7 +54,7 @@ func freezeExpiries(ctx context.Context, t *testing.T, rdb *redis.Client, keys [
 // with a *LostError cause and WithLock must return ErrLockLost; new
 // acquisitions must work afterwards.
 func TestRestart_redisKilledDuringHolds(t *testing.T) {
-	const ttl = 2 * time.Second
+	const ttl = 3 * time.Second
 	for _, tc := range []struct {
 		name  string
 		after time.Duration // from the kill to the restart
