@@ -26,8 +26,10 @@ type keys struct {
 }
 
 func makeKeys(prefix, key string) keys {
-	lk := prefix + "{" + key + "}"
-	k := keys{user: key, lock: lk, fence: lk + ":fence", notify: lk + ":notify"}
+	// One allocation for all three names: "P{K}:fenceP{K}:notify", sliced.
+	n := len(prefix) + len(key) + 2
+	s := prefix + "{" + key + "}:fence" + prefix + "{" + key + "}:notify"
+	k := keys{user: key, lock: s[:n], fence: s[:n+6], notify: s[n+6:]}
 	k.names = [4]string{k.lock, k.fence, k.lock, k.notify}
 	return k
 }

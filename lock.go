@@ -2,9 +2,10 @@ package lock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,8 +116,8 @@ func (c *Client) backend(k backendKind) backend {
 type Lock struct {
 	c   *Client
 	k   keys
-	cfg config
-	err error // configuration error, returned by every verb
+	cfg *config // the Client's own when NewLock had no options
+	err error   // configuration error, returned by every verb
 	be  backend
 
 	mu   sync.Mutex
@@ -130,10 +131,14 @@ type Lock struct {
 // [ErrInvalid], by every verb of the handle. NewLock talks to no server and
 // starts nothing.
 func (c *Client) NewLock(key string, opts ...Option) *Lock {
-	l := &Lock{c: c, cfg: c.cfg.with(opts)}
+	l := &Lock{c: c, cfg: &c.cfg}
+	if len(opts) > 0 {
+		cfg := c.cfg.with(opts)
+		l.cfg = &cfg
+	}
 	l.k = makeKeys(l.cfg.prefix, key)
 	l.err = c.err
-	if l.err == nil {
+	if l.err == nil && len(opts) > 0 {
 		l.err = l.cfg.validate()
 	}
 	if l.err == nil && key == "" {
@@ -207,10 +212,14 @@ func (l *Lock) newToken() (string, error) {
 	if l.cfg.ownerSet {
 		return l.cfg.owner, nil
 	}
-	u, err := uuid.NewRandom()
-	if err != nil {
+	// A version 4 UUID filled straight from crypto/rand: uuid.NewRandom reads
+	// through an io.Reader and costs one more allocation per acquisition.
+	var u uuid.UUID
+	if _, err := rand.Read(u[:]); err != nil {
 		return "", fmt.Errorf("lock: acquire %q: token: %w", l.k.user, err)
 	}
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 	return u.String(), nil
 }
 
@@ -467,7 +476,7 @@ func (l *Lock) backoff(n int) time.Duration {
 	if ceil <= lo {
 		return lo
 	}
-	return lo + rand.N(ceil-lo+1)
+	return lo + mrand.N(ceil-lo+1)
 }
 
 func (l *Lock) observe(e Event) {
