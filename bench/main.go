@@ -4,6 +4,7 @@
 //	cd bench && go run . -quick        # about 2 minutes
 //	cd bench && go run .               # the full run BENCHMARKS.md quotes
 //	cd bench && go run . -only s1,s3   # some scenarios
+//	cd bench && go run . -markdown results/latest.json  # tables for BENCHMARKS.md
 //
 // Every scenario runs the implementations in interleaved rounds (A B C,
 // B C A, …) and reports medians and the median of per-round ratios to a
@@ -51,7 +52,15 @@ func main() {
 	only := flag.String("only", "", "comma-separated scenarios to run, e.g. s1,s3 (default all)")
 	out := flag.String("out", "results/latest.json", "where to write the machine-readable results")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	markdown := flag.String("markdown", "", "print this results file as Markdown tables and exit (runs nothing)")
 	flag.Parse()
+	if *markdown != "" {
+		if err := writeMarkdown(os.Stdout, *markdown); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err == nil {

@@ -35,7 +35,7 @@ type machine struct {
 type column struct {
 	Key    string `json:"key"`
 	Header string `json:"header"`
-	Prec   int    `json:"-"` // decimals printed
+	Prec   int    `json:"prec"` // decimals printed
 	Ratio  bool   `json:"ratio"`
 }
 
