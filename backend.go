@@ -99,7 +99,7 @@ type scriptBackend struct {
 	// the first acquire on a fresh server is one round trip; afterwards it
 	// is EVALSHA, with go-redis falling back to EVAL on NOSCRIPT (a restarted
 	// server, another cluster node).
-	evaled [4]atomic.Bool
+	evaled [5]atomic.Bool
 }
 
 // Indexes into scriptBackend.evaled.
@@ -108,6 +108,7 @@ const (
 	scriptRelease
 	scriptExtend
 	scriptPTTL
+	scriptHandoff
 )
 
 func (b *scriptBackend) run(ctx context.Context, i int, s *redis.Script, keys []string, args ...any) *redis.Cmd {

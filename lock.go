@@ -264,19 +264,28 @@ func (l *Lock) attempt(ctx context.Context, token string) (acquireResult, error)
 	if err != nil || !r.ok {
 		return r, err
 	}
-	h := newHold(l, token, r.fence, sent)
+	if err := l.install(token, r.fence, sent); err != nil {
+		return acquireResult{}, err
+	}
+	return r, nil
+}
+
+// install makes token's hold, confirmed by a call sent at sent, the
+// handle's current hold and puts it into renewal.
+func (l *Lock) install(token string, fence int64, sent time.Time) error {
+	h := newHold(l, token, fence, sent)
 	if !time.Now().Before(h.deadline) {
 		// The reply came so late that the lease may already have run out in
 		// Redis: someone else may hold the lock. Undo and report a failed
 		// attempt rather than return a hold we cannot trust.
 		l.cleanup(token)
-		return acquireResult{}, errLateReply
+		return errLateReply
 	}
 	l.mu.Lock()
 	l.h = h
 	l.mu.Unlock()
 	l.c.renewal.add(h)
-	return r, nil
+	return nil
 }
 
 // cleanup removes what an attempt of unknown outcome may have set, so a
@@ -382,7 +391,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 	if l.cfg.notify && l.c.notifier.queued(l.k.notify) {
 		// Others in this process already wait for this key: queue behind
 		// them instead of racing the one a release is about to wake.
-		w, _ = l.c.notifier.join(l.k.notify)
+		w, _ = l.c.notifier.join(l.k.notify, l, token)
 	}
 
 	var (
@@ -395,10 +404,21 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 			err = fmt.Errorf("lock: acquire %q: %w", l.k.user, ErrClosed)
 			break
 		}
+		if g, ok := w.takeGift(); ok && !g.retry {
+			// A release in this process handed us the lock.
+			err := l.install(token, g.fence, g.sent)
+			if err == nil {
+				return attempts, g.fence, nil
+			}
+			unknown, lastErr = true, err
+		}
 		var pttl time.Duration
-		if n > 0 || w == nil {
+		if (n > 0 || w == nil) && w.beginAttempt() {
 			attempts++
 			r, aerr := l.attempt(wctx, token)
+			if aerr != nil || !r.ok {
+				w.endAttempt()
+			}
 			switch {
 			case aerr == nil && r.ok:
 				return attempts, r.fence, nil
@@ -418,7 +438,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 		}
 		if w == nil && l.cfg.notify {
 			var ready bool
-			w, ready = l.c.notifier.join(l.k.notify)
+			w, ready = l.c.notifier.join(l.k.notify, l, token)
 			if ready && pttl > 0 {
 				// We joined after our failed attempt: a release in between
 				// would be missed, so look once more now that we listen.

@@ -118,30 +118,6 @@ func TestLock_Acquire_ctxDone(t *testing.T) {
 	})
 }
 
-func TestLock_Acquire_wokenByRelease(t *testing.T) {
-	eachTarget(t, func(t *testing.T, tg *target) {
-		ctx := context.Background()
-		c := newClient(t, tg.rdb)
-		key := keyFor(t)
-		holder := c.NewLock(key)
-		must(t, "Acquire()", holder.Acquire(ctx))
-		// A backoff far above the test's timeout: only the release message can
-		// wake the waiter in time.
-		waiter := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
-		done := make(chan error, 1)
-		go func() { done <- waiter.Acquire(ctx) }()
-		time.Sleep(100 * time.Millisecond) // let the waiter fail once and listen
-		must(t, "Release()", holder.Release(ctx))
-		select {
-		case err := <-done:
-			must(t, "waiter Acquire()", err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("waiter not woken by the release")
-		}
-		must(t, "Release()", waiter.Release(ctx))
-	})
-}
-
 func TestLock_Acquire_notifyOff(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()

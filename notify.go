@@ -30,6 +30,7 @@ type channelState struct {
 	subscribed bool // SUBSCRIBE sent
 	waiters    []*waiter
 	idleSince  time.Time
+	handoffs   int // consecutive direct handoffs (handoff.go)
 }
 
 // waiter is one Acquire listening on a channel.
@@ -37,6 +38,13 @@ type waiter struct {
 	n  *notifier
 	cs *channelState
 	ch chan struct{} // buffered 1: a wake-up is never lost, never doubled
+
+	// For direct handoff (handoff.go): the waiting Lock and its token, nil
+	// when it cannot take a handed-over hold; state and gift under n.mu.
+	l     *Lock
+	token string
+	state int
+	gift  gift
 }
 
 func (n *notifier) init(c *Client) {
@@ -55,7 +63,7 @@ func (n *notifier) queued(channel string) bool {
 // join adds a waiter to channel, subscribing if needed. ready reports that
 // the subscription is confirmed, so any release from now on wakes someone;
 // when it is not, the waiter is woken once the confirmation arrives.
-func (n *notifier) join(channel string) (w *waiter, ready bool) {
+func (n *notifier) join(channel string, l *Lock, token string) (w *waiter, ready bool) {
 	n.mu.Lock()
 	if n.c.closed.Load() {
 		n.mu.Unlock()
@@ -72,7 +80,10 @@ func (n *notifier) join(channel string) (w *waiter, ready bool) {
 		cs = &channelState{name: channel}
 		n.chans[channel] = cs
 	}
-	w = &waiter{n: n, cs: cs, ch: make(chan struct{}, 1)}
+	w = &waiter{n: n, cs: cs, ch: make(chan struct{}, 1), token: token}
+	if handoffWaiter(l) {
+		w.l = l
+	}
 	cs.waiters = append(cs.waiters, w)
 	subscribe := !cs.subscribed
 	cs.subscribed = true
@@ -99,13 +110,31 @@ func (w *waiter) wake() <-chan struct{} {
 }
 
 // leave removes the waiter; a wake-up it did not use goes to the next one.
+// A waiter leaving while a release hands it the hold marks itself gone, and
+// the release undoes the handoff; one leaving with an unused handed-over
+// hold undoes it here.
 func (w *waiter) leave() {
 	if w == nil {
 		return
 	}
 	n := w.n
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	var undo bool
+	switch w.state {
+	case waiterClaimed:
+		w.state = waiterGone
+	case waiterGifted:
+		undo = true // a held gift, or a retry of unknown outcome: undo both
+		w.state = waiterGone
+	}
+	w.leaveLocked()
+	n.mu.Unlock()
+	if undo {
+		w.l.cleanup(w.token)
+	}
+}
+
+func (w *waiter) leaveLocked() {
 	cs := w.cs
 	for i, x := range cs.waiters {
 		if x == w {

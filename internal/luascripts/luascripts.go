@@ -25,6 +25,9 @@ var extendSrc string
 //go:embed pttl.lua
 var pttlSrc string
 
+//go:embed handoff.lua
+var handoffSrc string
+
 // Acquire takes a free lock or confirms one we hold. See acquire.lua.
 var Acquire = redis.NewScript(acquireSrc)
 
@@ -40,5 +43,8 @@ var Extend = redis.NewScript(extendSrc)
 // See pttl.lua.
 var PTTL = redis.NewScript(pttlSrc)
 
+// Handoff passes a hold to a waiting token in one step. See handoff.lua.
+var Handoff = redis.NewScript(handoffSrc)
+
 // All lists every script, for loading them ahead of use.
-var All = []*redis.Script{Acquire, Release, Extend, PTTL}
+var All = []*redis.Script{Acquire, Release, Extend, PTTL, Handoff}
