@@ -202,6 +202,32 @@ func agentlockImpl(name string, opts ...lock.Option) impl {
 	}}
 }
 
+// agentlockSpread is the core with n Clients over one go-redis client: each
+// new lock goes to the next Client in turn, so waiters of one key sit in
+// different Clients, as in n processes, and a release reaches them by
+// pub/sub rather than by a handoff inside one Client.
+func agentlockSpread(name string, n int, opts ...lock.Option) impl {
+	return impl{name: name, open: func(rdbs []*redis.Client, s settings) (func(string) mutex, func()) {
+		all := opts
+		if s.ttl > 0 {
+			all = append([]lock.Option{lock.WithTTL(s.ttl)}, opts...)
+		}
+		cs := make([]*lock.Client, n)
+		for i := range cs {
+			cs[i] = lock.NewClient(rdbs[0], all...)
+		}
+		var next atomic.Int64
+		newMutex := func(key string) mutex {
+			return alMutex{l: cs[int(next.Add(1))%n].NewLock(key)}
+		}
+		return newMutex, func() {
+			for _, c := range cs {
+				_ = c.Close()
+			}
+		}
+	}}
+}
+
 func (m alMutex) tryAcquire(ctx context.Context) (bool, error) { return m.l.TryAcquire(ctx) }
 func (m alMutex) acquire(ctx context.Context) error            { return m.l.Acquire(ctx) }
 func (m alMutex) release(ctx context.Context) error            { return m.l.Release(ctx) }
