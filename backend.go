@@ -123,18 +123,32 @@ func (b *scriptBackend) run(ctx context.Context, i int, s *redis.Script, keys []
 	return cmd
 }
 
-func flag(b bool) string {
+// Script flags, boxed once: converting a string to an interface allocates.
+var argOne, argZero any = "1", "0"
+
+func flag(b bool) any {
 	if b {
-		return "1"
+		return argOne
 	}
-	return "0"
+	return argZero
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
+// ttlArg is the script argument for ttl in milliseconds. The default TTL's
+// is boxed once; others cost an allocation per call.
+func ttlArg(d time.Duration) any {
+	if d == DefaultTTL {
+		return defaultTTLArg
+	}
+	return ms(d)
+}
+
+var defaultTTLArg any = ms(DefaultTTL)
+
 func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
 	v, err := b.run(ctx, scriptAcquire, luascripts.Acquire, k.acquireKeys(),
-		token, ms(ttl), flag(b.reentrant), flag(b.fencing)).Result()
+		token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Result()
 	if err != nil {
 		return acquireResult{}, err
 	}
@@ -170,7 +184,7 @@ func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (ext
 
 func (b *scriptBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
 	n, err := b.run(ctx, scriptExtend, luascripts.Extend, k.lockKeys(),
-		token, ms(ttl), flag(b.reentrant)).Int64()
+		token, ttlArg(ttl), flag(b.reentrant)).Int64()
 	return extendStatus(n), err
 }
 

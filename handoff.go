@@ -134,7 +134,7 @@ func (l *Lock) handoff(ctx context.Context, h *hold) (found bool, st extendStatu
 	}
 	sent := time.Now()
 	n, err := sb.run(ctx, scriptHandoff, luascripts.Handoff, l.k.acquireKeys(),
-		h.token, w.token, ms(w.l.cfg.ttl), flag(w.l.cfg.fencing)).Int64()
+		h.token, w.token, ttlArg(w.l.cfg.ttl), flag(w.l.cfg.fencing)).Int64()
 	switch {
 	case err != nil:
 		// Unknown outcome: the waiter's own acquire, with its token, will
