@@ -18,6 +18,14 @@ type hookBackend struct {
 	beforeExtend func()
 	afterExtend  func()
 	afterRelease func()
+	beforeRenew  func()
+}
+
+func (b *hookBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
+	if b.beforeRenew != nil {
+		b.beforeRenew()
+	}
+	b.fakeBackend.renew(ctx, items, st, errs)
 }
 
 func (b *hookBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
@@ -180,4 +188,38 @@ func TestReview_backoffBounds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReview_extendAnsweredDuringRenewal: the case the extDeadline logic
+// covers. A renewal with the old TTL is out; an Extend is sent and answered
+// meanwhile; the renewal then lands last, cutting the TTL back. The hold
+// must keep the earlier deadline and renew at once with the new TTL.
+func TestReview_extendAnsweredDuringRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		gate := make(chan struct{})
+		var once sync.Once
+		b := &hookBackend{fakeBackend: f, beforeRenew: func() { once.Do(func() { <-gate }) }}
+		c := reviewClient(b)
+		defer c.Close()
+		l := c.NewLock("k", WithTTL(3*time.Second))
+		mustAcquire(t, l) // renewal due at 1s
+		time.Sleep(1200 * time.Millisecond) // the renewal (TTL 3s) is out
+		if err := l.Extend(context.Background(), 30*time.Second); err != nil {
+			t.Fatalf("Extend() error = %v", err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		close(gate) // the renewal lands now: TTL 3s again
+		time.Sleep(4500 * time.Millisecond)
+		f.mu.Lock()
+		_, live := f.live(l.k.lock)
+		f.mu.Unlock()
+		if !live || isClosedCh(l.Lost()) {
+			t.Fatalf("at 6s: key live %v, Lost() closed %v (%v); want a live hold renewed with the 30s TTL", live, isClosedCh(l.Lost()), l.LostErr())
+		}
+		got := f.snapshot()
+		if last := got[len(got)-1]; last.ttls[0] != 30*time.Second {
+			t.Fatalf("last renewal TTL %v, want 30s", last.ttls[0])
+		}
+	})
 }
