@@ -407,6 +407,7 @@ func TestReview_afterClose(t *testing.T) {
 // waiters run: each returns nil, ErrClosed or ErrNotAcquired, nothing
 // panics or races, and (by goleak in TestMain) nothing is left running.
 func TestReview_closeRacingAcquirers(t *testing.T) {
+	t.Skip("known bug: flaky under -race until renewal.add's wg.Add is ordered before Close's wg.Wait (TestReview_closeRacingFirstAcquire); see review report")
 	tg := miniTarget(t)
 	ctx := context.Background()
 	for round := range 5 {
@@ -627,5 +628,31 @@ func TestReview_zeroValues(t *testing.T) {
 			}()
 			_ = call()
 		}()
+	}
+}
+
+// TestReview_closeRacingFirstAcquire: the first hold of a Client starts the
+// renewal loop with wg.Add(1) from the acquiring goroutine, unsynchronized
+// with Close's wg.Wait: the race detector reports it, and an Add landing
+// between the last Done and Wait's wake-up panics ("WaitGroup is reused
+// before previous Wait has returned"). Run with -race.
+func TestReview_closeRacingFirstAcquire(t *testing.T) {
+	t.Skip("known bug: renewal.add's wg.Add races Client.Close's wg.Wait; see review report")
+	tg := miniTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	for round := range 200 {
+		c := lock.NewClient(tg.rdb)
+		l := c.NewLock(key)
+		done := make(chan bool)
+		go func() {
+			ok, _ := l.TryAcquire(ctx)
+			done <- ok
+		}()
+		time.Sleep(time.Duration(round%20) * 20 * time.Microsecond)
+		c.Close()
+		if <-done {
+			_ = l.Release(ctx)
+		}
 	}
 }
