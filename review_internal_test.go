@@ -203,7 +203,7 @@ func TestReview_extendAnsweredDuringRenewal(t *testing.T) {
 		c := reviewClient(b)
 		defer c.Close()
 		l := c.NewLock("k", WithTTL(3*time.Second))
-		mustAcquire(t, l) // renewal due at 1s
+		mustAcquire(t, l)                   // renewal due at 1s
 		time.Sleep(1200 * time.Millisecond) // the renewal (TTL 3s) is out
 		if err := l.Extend(context.Background(), 30*time.Second); err != nil {
 			t.Fatalf("Extend() error = %v", err)
