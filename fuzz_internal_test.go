@@ -184,7 +184,8 @@ func FuzzScriptReplies(f *testing.F) {
 		srv.replies, srv.i = decodeReplies(data), 0
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		k := makeKeys(DefaultPrefix, "fuzz")
+		kv := makeKeys(DefaultPrefix, "fuzz")
+		k := &kv
 		for _, reentrant := range []bool{false, true} {
 			be := &scriptBackend{rdb: rdb, reentrant: reentrant, fencing: true}
 			start := srv.i
