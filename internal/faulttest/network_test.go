@@ -212,8 +212,7 @@ func TestNetwork_faults(t *testing.T) {
 			s := redistest.Start(t, redistest.Config{})
 			p := startProxy(t, s.Addr())
 			o := s.Options()
-			o.Addr = p.Listen
-			o.ContextTimeoutEnabled = true
+			o.Addr = p.Listen // go-redis defaults otherwise: ContextTimeoutEnabled off
 			faulty := redis.NewClient(o)
 			defer faulty.Close()
 			direct := s.Client(t)

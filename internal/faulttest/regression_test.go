@@ -2,7 +2,7 @@ package faulttest
 
 import (
 	"context"
-	"os"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,27 +12,14 @@ import (
 	"github.com/agentlock/lock/internal/redistest"
 )
 
-// coreBugsEnv runs the repros of known core bugs, which fail until the core
-// is fixed: FAULTTEST_CORE_BUGS=1 go test -run TestCoreBug ./...
-const coreBugsEnv = "FAULTTEST_CORE_BUGS"
-
-func requireCoreBugs(t *testing.T) {
-	t.Helper()
-	if os.Getenv(coreBugsEnv) == "" {
-		t.Skipf("repro of a known core bug (see SAFETY.md); set %s=1 to run it", coreBugsEnv)
-	}
-}
-
-// TestCoreBug_renewalOutlivesDeadline: with go-redis's default options
+// TestRegression_renewalStuckPastDeadline: with go-redis's default options
 // (ContextTimeoutEnabled false) a call ignores its context's deadline and
-// waits for ReadTimeout (3s). A renewal stuck on a partitioned connection
-// therefore returns only after the hold's TTL has run out on the server,
-// and the renewal loop does not look at the hold's safety deadline while
-// its renewal is in flight: Lost() fires seconds after another client has
-// taken the lock. DESIGN.md: "every renewal call carries a timeout that ends
-// before that deadline".
-func TestCoreBug_renewalOutlivesDeadline(t *testing.T) {
-	requireCoreBugs(t)
+// waits for ReadTimeout (3s), so a renewal stuck on a partitioned
+// connection returns only after the hold's TTL has run out on the server.
+// Lost() must still fire at the safety deadline, before another client can
+// take the lock. (Found by this suite; the core used to report the loss
+// seconds after the other client held the lock.)
+func TestRegression_renewalStuckPastDeadline(t *testing.T) {
 	const ttl = time.Second
 	s := redistest.Start(t, redistest.Config{})
 	p := startProxy(t, s.Addr())
@@ -51,6 +38,15 @@ func TestCoreBug_renewalOutlivesDeadline(t *testing.T) {
 	if err := l.Acquire(ctx); err != nil {
 		t.Fatalf("Acquire() error = %v", err)
 	}
+	lostCh := make(chan time.Time, 1)
+	go func() {
+		select {
+		case <-l.Lost():
+			lostCh <- time.Now()
+		case <-time.After(8 * time.Second):
+			lostCh <- time.Time{}
+		}
+	}()
 	addToxic(t, p, "cut-up", "timeout", "upstream", `{"timeout":0}`)
 	addToxic(t, p, "cut-down", "timeout", "downstream", `{"timeout":0}`)
 	cut := time.Now()
@@ -61,26 +57,23 @@ func TestCoreBug_renewalOutlivesDeadline(t *testing.T) {
 	}
 	otherAt := time.Since(cut)
 	defer o2.Release(context.Background())
-	var lostAt time.Duration
-	select {
-	case <-l.Lost():
-		lostAt = time.Since(cut)
-	case <-time.After(5 * time.Second):
-		lostAt = -1
+	lostAt := time.Duration(-1)
+	if at := <-lostCh; !at.IsZero() {
+		lostAt = at.Sub(cut)
 	}
-	t.Logf("partition at 0: other client held the lock at %v, partitioned holder's Lost() at %v", otherAt, lostAt)
+	figure(t, "renewal_stuck_default_client", "ttl_ms", ttl.Milliseconds(), "read_timeout_ms", 3000,
+		"lost_after_partition_ms", lostAt.Milliseconds(), "other_held_after_ms", otherAt.Milliseconds())
 	if lostAt < 0 || lostAt > otherAt {
 		t.Errorf("Lost() fired at %v, after another client took the lock at %v; want before", lostAt, otherAt)
 	}
 }
 
-// TestCoreBug_lateAcquireReply: when the reply to a successful acquire
-// arrives after the lease has run out (latency above the TTL), Acquire
-// returns nil for a hold Redis no longer has, and another client can hold
-// the lock at the same time. The hold is only reported lost afterwards, by
-// the renewal loop.
-func TestCoreBug_lateAcquireReply(t *testing.T) {
-	requireCoreBugs(t)
+// TestRegression_lateAcquireReply: when the reply to a successful acquire
+// arrives after the lease's safety deadline (reply latency above the TTL),
+// Acquire must not report the lock held. (Found by this suite; the core
+// used to return nil for a lease that had already run out, while another
+// client could hold the lock.)
+func TestRegression_lateAcquireReply(t *testing.T) {
 	const ttl = 500 * time.Millisecond
 	s := redistest.Start(t, redistest.Config{})
 	p := startProxy(t, s.Addr())
@@ -100,10 +93,16 @@ func TestCoreBug_lateAcquireReply(t *testing.T) {
 	defer other.Close()
 
 	l := locks.NewLock("core-bug-late")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if err := l.Acquire(ctx); err != nil {
-		t.Logf("Acquire() error = %v: the late reply was refused (the fixed behaviour)", err)
+	start := time.Now()
+	err := l.Acquire(ctx)
+	figure(t, "late_acquire_reply", "ttl_ms", ttl.Milliseconds(), "reply_latency_ms", 800,
+		"acquire_refused", err != nil, "after_ms", time.Since(start).Milliseconds())
+	if err != nil {
+		if !errors.Is(err, lock.ErrNotAcquired) {
+			t.Errorf("Acquire() error = %v, want ErrNotAcquired", err)
+		}
 		return
 	}
 	lostAtReturn := false
