@@ -67,14 +67,18 @@ func TestSecurity_leastPrivilegeACL(t *testing.T) {
 
 			locks := lock.NewClient(rdb, lock.WithTTL(2*time.Second), lock.WithReleaseMode(tc.mode))
 			defer locks.Close()
-			exerciseVerbs(ctx, t, locks, tc.mode)
+			others := lock.NewClient(rdb, lock.WithTTL(2*time.Second), lock.WithReleaseMode(tc.mode))
+			defer others.Close()
+			exerciseVerbs(ctx, t, locks, others, tc.mode)
 		})
 	}
 }
 
-// exerciseVerbs runs every verb once, a waiter woken by a release, and
-// WithLock; each must succeed.
-func exerciseVerbs(ctx context.Context, t *testing.T, locks *lock.Client, mode lock.ReleaseMode) {
+// exerciseVerbs runs every verb once, a waiter of another Client (as in
+// another process) woken by the release's publish, and WithLock; each must
+// succeed. (A waiter of the same Client would be handed the hold directly,
+// without pub/sub.)
+func exerciseVerbs(ctx context.Context, t *testing.T, locks, others *lock.Client, mode lock.ReleaseMode) {
 	t.Helper()
 	a := locks.NewLock("verbs")
 	if err := a.Acquire(ctx); err != nil {
@@ -91,7 +95,7 @@ func exerciseVerbs(ctx context.Context, t *testing.T, locks *lock.Client, mode l
 	}
 	// A waiter is woken by the release's publish.
 	waited := make(chan error, 1)
-	b := locks.NewLock("verbs", lock.WithBackoff(5*time.Second, 5*time.Second))
+	b := others.NewLock("verbs", lock.WithBackoff(5*time.Second, 5*time.Second))
 	go func() { waited <- b.Acquire(ctx) }()
 	time.Sleep(200 * time.Millisecond)
 	released := time.Now()

@@ -204,5 +204,7 @@ func TestSecurity_TLS(t *testing.T) {
 	rdb := s.Client(t)
 	locks := lock.NewClient(rdb, lock.WithTTL(2*time.Second))
 	defer locks.Close()
-	exerciseVerbs(ctx, t, locks, lock.ReleaseScript)
+	others := lock.NewClient(rdb, lock.WithTTL(2*time.Second))
+	defer others.Close()
+	exerciseVerbs(ctx, t, locks, others, lock.ReleaseScript)
 }
