@@ -20,7 +20,6 @@ type env struct {
 	servers []*redistest.Server
 	admin   []*redis.Client // one plain client per server, for FLUSHALL and INFO
 	res     *results
-	pingP50 float64 // µs, from S1 (or S3 when S1 did not run)
 }
 
 // dur picks the quick or the full value.

@@ -92,7 +92,6 @@ func (e *env) s1() error {
 		"srv CPU = redis-server user+system CPU (INFO cpu) per op; cli CPU = this process's user+system CPU per op (getrusage)")
 	t.print(os.Stdout)
 	e.res.Tables = append(e.res.Tables, t)
-	e.pingP50 = t.med("ping", "p50")
 
 	e.check("S1", "round trips per acquire", t.med("agentlock", "rt_acq"), "<=", 1, "")
 	e.check("S1", "round trips per release", t.med("agentlock", "rt_rel"), "<=", 1, "")
