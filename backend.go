@@ -62,7 +62,7 @@ type backend interface {
 	// reports extendOK, or says why it could not: extendGone, extendStolen.
 	release(ctx context.Context, k *keys, token string) (extendStatus, error)
 	extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error)
-	// pttl returns errNotOurs when the hold is not ours.
+	// pttl returns errGone or errNotOurs when the hold is not ours.
 	pttl(ctx context.Context, k *keys, token string) (time.Duration, error)
 	// renew extends many holds at once; it fills st and errs, one per item.
 	renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error)
@@ -75,7 +75,12 @@ type renewItem struct {
 	ttl   time.Duration
 }
 
-var errNotOurs = errors.New("lock: hold not ours")
+// errNotOurs and errGone are what pttl reports of a hold that is not ours:
+// someone else holds the key, or nobody does.
+var (
+	errNotOurs = errors.New("lock: hold not ours")
+	errGone    = errors.New("lock: hold gone")
+)
 
 // scripter is what the script backend needs of a go-redis client.
 type scripter interface {
@@ -194,6 +199,8 @@ func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.D
 	case err != nil:
 		return 0, err
 	case n == -1:
+		return 0, errGone
+	case n == -3:
 		return 0, errNotOurs
 	case n == -2:
 		return -1, nil // ours, no expiry: only if someone PERSISTed it

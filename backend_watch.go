@@ -136,7 +136,10 @@ func (b *watchBackend) pttl(ctx context.Context, k *keys, token string) (time.Du
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
 		return 0, err
 	}
-	if get.Err() != nil || get.Val() != token {
+	switch {
+	case errors.Is(get.Err(), redis.Nil):
+		return 0, errGone
+	case get.Err() != nil || get.Val() != token:
 		return 0, errNotOurs
 	}
 	return pttlc.Val(), nil

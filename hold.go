@@ -14,11 +14,14 @@ type hold struct {
 	fence int64
 	lost  chan struct{} // made on first use; closed when the hold ends involuntarily
 
-	mu      sync.Mutex
-	ended   bool          // released or lost; nothing more to report
-	cause   *LostError    // set when lost
-	onLost  []func(error) // called once with the *LostError
-	afterFn *time.Timer   // the deadline timer a Close leaves behind
+	relMu sync.Mutex // serializes Releases of this hold
+
+	mu        sync.Mutex
+	ended     bool          // released or lost; nothing more to report
+	releasing bool          // a Release is out: only its own answer may report a loss
+	cause     *LostError    // set when lost
+	onLost    []func(error) // called once with the *LostError
+	afterFn   *time.Timer   // the deadline timer a Close leaves behind
 
 	// Renewal bookkeeping, guarded by the Client's renewal.mu.
 	ttl         time.Duration
@@ -38,7 +41,11 @@ type hold struct {
 // declared lost: a tenth of the TTL, plus 2ms. It covers clock-rate
 // differences between client and server (far under 1%) and leaves the holder
 // time to stop before anyone else can take the lock.
-func safetyMargin(ttl time.Duration) time.Duration { return ttl/10 + 2*time.Millisecond }
+// For TTLs under 4ms the margin is capped at half the TTL, so even a 1ms
+// lease leaves a window in which a hold can be confirmed.
+func safetyMargin(ttl time.Duration) time.Duration {
+	return min(ttl/10+2*time.Millisecond, ttl/2)
+}
 
 func newHold(l *Lock, token string, fence int64, sent time.Time) *hold {
 	h := &hold{
@@ -84,16 +91,23 @@ func (h *hold) active() bool {
 	return !h.ended
 }
 
-// finish ends the hold by Release; it reports whether it was still active.
-func (h *hold) finish() bool {
+// beginRelease marks a Release as out; it reports whether the hold had
+// already ended (released or lost).
+func (h *hold) beginRelease() (ended bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releasing = true
+	return h.ended
+}
+
+// finish ends the hold by Release.
+func (h *hold) finish() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.afterFn != nil {
 		h.afterFn.Stop()
 	}
-	was := !h.ended
-	h.ended = true
-	return was
+	h.ended, h.releasing = true, false
 }
 
 // lostErr returns the loss, or nil while the hold is not lost.
@@ -123,9 +137,14 @@ func (h *hold) addOnLost(fn func(error)) {
 // markLost is the one place a loss is signalled: it closes Lost(), cancels
 // WithLock's context, tells the Observer and the logger. Only the first call
 // for an active hold has an effect.
-func (h *hold) markLost(reason LossReason, err error) {
+func (h *hold) markLost(reason LossReason, err error) { h.lose(reason, err, false) }
+
+// lose is markLost; byRelease marks the loss Release found, the only one
+// reported while a Release is out (an Extend racing it would otherwise see
+// the key it deletes gone).
+func (h *hold) lose(reason LossReason, err error, byRelease bool) {
 	h.mu.Lock()
-	if h.ended {
+	if h.ended || (h.releasing && !byRelease) {
 		h.mu.Unlock()
 		return
 	}

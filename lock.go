@@ -69,15 +69,22 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 }
 
 // Close stops the renewal loop and the wake-up subscription and waits for
-// them to return. It is idempotent and always returns nil. Locks still held
+// them to return: if a renewal call is out to a server that does not answer,
+// that wait lasts until go-redis gives the call up (its read and dial
+// timeouts). It is idempotent and always returns nil. Locks still held
 // are no longer renewed: their Lost channels close at their safety
 // deadlines. Afterwards Acquire, TryAcquire, Extend and WithLock return
 // [ErrClosed]; Release still deletes a hold, so shutdown order strands
 // nothing. Close does not close the redis client.
 func (c *Client) Close() error {
+	if c.cancel == nil {
+		return nil // a zero Client: nothing was started
+	}
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.renewal.mu.Lock() // orders every renewal.add before the wait below
+	c.renewal.mu.Unlock()
 	c.cancel()
 	c.notifier.close()
 	c.wg.Wait()
@@ -143,6 +150,9 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 	}
 	if l.err == nil && key == "" {
 		l.err = invalidf("empty key")
+	}
+	if l.err == nil && l.cfg.acks > 0 && !canWait(c.rdb) {
+		l.err = invalidf("replica acks need a *redis.Client or *redis.ClusterClient, not %T", c.rdb)
 	}
 	if l.err == nil && c.cluster && strings.HasPrefix(key, "}") {
 		// P{}...} has an empty hash tag: its keys would spread over slots.
@@ -223,10 +233,18 @@ func (l *Lock) newToken() (string, error) {
 	return u.String(), nil
 }
 
+// usable returns the handle's configuration error, if any.
+func (l *Lock) usable() error {
+	if l.c == nil {
+		return invalidf("zero Lock: make locks with Client.NewLock")
+	}
+	return l.err
+}
+
 // begin checks that an acquisition may start and marks the handle busy.
 func (l *Lock) begin() error {
-	if l.err != nil {
-		return l.err
+	if err := l.usable(); err != nil {
+		return err
 	}
 	if l.c.closed.Load() {
 		return fmt.Errorf("lock: acquire %q: %w", l.k.user, ErrClosed)
@@ -310,7 +328,10 @@ func cleanupTimeout(ttl time.Duration) time.Duration {
 
 // TryAcquire makes one attempt. It returns (true, nil) when the lock is now
 // held, (false, nil) when someone else holds it, and (false, err) on failure:
-// an error wrapping [ErrInvalid], [ErrClosed], or the Redis error. When a
+// an error wrapping [ErrInvalid], [ErrClosed], the Redis error, or
+// [ErrNotAcquired] when the attempt succeeded too late to be trusted (its
+// reply came after the lease's safety deadline) or too few replicas
+// acknowledged it ([WithReplicaAck]). When a
 // failed call may have reached Redis, TryAcquire removes what it may have
 // set before returning.
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
@@ -478,11 +499,15 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 		}
 		return attempts, 0, fmt.Errorf("lock: acquire %q: %w after %v", l.k.user, ErrNotAcquired, l.cfg.wait)
 	}
-	cause = context.Cause(ctx)
-	if lastErr != nil {
-		return attempts, 0, fmt.Errorf("lock: acquire %q: %w: %w (last error: %w)", l.k.user, ErrNotAcquired, cause, lastErr)
+	// Match both ctx.Err() and, when the canceller gave one, its cause.
+	ended := ctx.Err()
+	if cause = context.Cause(ctx); cause != nil && cause != ended {
+		ended = fmt.Errorf("%w (%w)", ended, cause)
 	}
-	return attempts, 0, fmt.Errorf("lock: acquire %q: %w: %w", l.k.user, ErrNotAcquired, cause)
+	if lastErr != nil {
+		return attempts, 0, fmt.Errorf("lock: acquire %q: %w: %w (last error: %w)", l.k.user, ErrNotAcquired, ended, lastErr)
+	}
+	return attempts, 0, fmt.Errorf("lock: acquire %q: %w: %w", l.k.user, ErrNotAcquired, ended)
 }
 
 // backoff returns the n-th sleep: uniform in [min, min(max, min·2^n)].
@@ -490,6 +515,10 @@ func (l *Lock) backoff(n int) time.Duration {
 	lo, hi := l.cfg.backoffMin, l.cfg.backoffMax
 	ceil := lo
 	for i := 0; i < n && ceil < hi; i++ {
+		if ceil > hi/2 {
+			ceil = hi
+			break
+		}
 		ceil *= 2
 	}
 	ceil = min(ceil, hi)

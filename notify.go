@@ -230,17 +230,19 @@ func (n *notifier) confirmed(channel string) {
 	}
 }
 
-// sweep unsubscribes channels nobody has waited on for notifyIdle.
+// sweep unsubscribes channels nobody has waited on for notifyIdle. It
+// sends UNSUBSCRIBE under n.mu, so a join cannot subscribe the same channel
+// afresh in between and have its subscription undone.
 func (n *notifier) sweep(ps *redis.PubSub) {
-	var idle []string
 	n.mu.Lock()
+	defer n.mu.Unlock()
+	var idle []string
 	for name, cs := range n.chans {
 		if len(cs.waiters) == 0 && time.Since(cs.idleSince) >= notifyIdle {
 			idle = append(idle, name)
 			delete(n.chans, name)
 		}
 	}
-	n.mu.Unlock()
 	if len(idle) > 0 {
 		_ = ps.Unsubscribe(n.c.ctx, idle...)
 	}

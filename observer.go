@@ -6,9 +6,12 @@ import (
 )
 
 // Observer is told what the locks of a [Client] do, for metrics and
-// tracing. Observe is called synchronously: on the caller's goroutine for
-// acquire, release and extend, on the renewal goroutine for renewal failures
-// and losses. It must be safe for concurrent use and return quickly.
+// tracing. Observe is called synchronously, on the goroutine that saw the
+// event: the caller's for acquire, release and extend (and for a loss that
+// Release, Extend or TTL discovers), the Client's renewal goroutines for
+// renewal failures and losses, a timer's for a loss after Close. It must be
+// safe for concurrent use, return quickly, and not call [Client.Close]
+// (Close waits for the goroutines that call it).
 //
 // New kinds of events may be added; an Observer should ignore kinds it does
 // not know.
@@ -36,8 +39,9 @@ const (
 	EventRelease
 	// EventExtend: Extend ended; Err as returned.
 	EventExtend
-	// EventRenewalFailed: one renewal of a held lock failed with Err and will
-	// be retried; the hold is not yet lost.
+	// EventRenewalFailed: one renewal of a held lock failed with Err. It is
+	// retried, unless the hold's safety deadline has come: then an
+	// EventLost follows.
 	EventRenewalFailed
 	// EventLost: the hold ended involuntarily; Err is the [*LostError].
 	EventLost

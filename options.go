@@ -117,7 +117,9 @@ func (cfg *config) validate() error {
 
 // WithTTL sets the lease length: how long Redis keeps the lock if its holder
 // stops renewing it (crash, partition). Default 30s; at least 1ms, counted in
-// whole milliseconds. Pick it well above the worst pause you expect (GC,
+// whole milliseconds. An acquire whose reply arrives after the lease's safety
+// deadline (TTL less a tenth and 2ms, at most half) is undone and counts as
+// failed, so a TTL must exceed the worst round trip by a wide margin. Pick it well above the worst pause you expect (GC,
 // network, a slow Redis), since a hold that cannot be renewed within it is
 // lost; with the watchdog on, the critical section may run far longer.
 func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
@@ -160,8 +162,14 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // WithOwner makes holds re-entrant for one owner id: locks on the same key
 // with the same owner may be held at once (the key becomes a hash
 // owner→count), and the lock is free again when every such hold is released.
-// The token of such a hold is the owner id. Needs [ReleaseScript]; the id must
-// not be empty. Default: no owner, every hold exclusive.
+// The token of such a hold is the owner id. Nested holds share one expiry,
+// which acquisitions and renewals lengthen but never shorten. Because holds
+// are counted, an acquire whose reply was lost and which is then retried
+// counts twice: the key then outlives the last Release until its TTL runs out
+// (never longer, since nobody renews it). A released re-entrant handle
+// answers ErrNotHeld without asking Redis, which cannot tell its level from
+// the owner's others. Needs [ReleaseScript]; the id must not be empty.
+// Default: no owner, every hold exclusive.
 func WithOwner(id string) Option { return func(c *config) { c.owner, c.ownerSet = id, true } }
 
 // WithObserver sets the [Observer] told of acquisitions, releases, extends,
@@ -188,8 +196,9 @@ func WithFencing(on bool) Option { return func(c *config) { c.fencing = on } }
 // WithReplicaAck makes an acquisition count only once n replicas have
 // confirmed it: right after the acquire, on the same connection, the lock
 // sends WAIT n timeout to the master holding the key. With fewer
-// acknowledgements the lock releases what it set and the call fails with an
-// error wrapping [ErrNotAcquired]. This narrows, but does not close, the
+// acknowledgements the lock releases what it set (a re-entrant hold is left
+// to its TTL instead) and the call fails with an error wrapping
+// [ErrNotAcquired]. This narrows, but does not close, the
 // window in which a failover to a replica that missed the write grants the
 // lock twice (see SAFETY.md). Default 0: no WAIT. n must not be negative and
 // timeout must be at least 1ms when n > 0; needs [ReleaseScript] and a

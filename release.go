@@ -21,30 +21,36 @@ import (
 // called again). A second Release asks Redis again and touches nothing of
 // anyone else's. Release works after [Client.Close].
 func (l *Lock) Release(ctx context.Context) error {
-	if l.err != nil {
-		return l.err
+	if err := l.usable(); err != nil {
+		return err
 	}
 	h := l.hold()
 	if h == nil {
 		return fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
 	}
+	h.relMu.Lock()
+	defer h.relMu.Unlock()
 	start := time.Now()
 	l.c.renewal.remove(h)
+	ended := h.beginRelease()
+	if ended && l.cfg.ownerSet {
+		// A re-entrant hold's token is the owner id, shared with the
+		// owner's other holds: asking Redis would act on theirs.
+		h.finish()
+		return fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
+	}
 	found, st, err := l.handoff(ctx, h)
 	if !found {
 		st, err = l.be.release(ctx, &l.k, h.token)
 	}
 	switch {
 	case err != nil:
-		h.finish()
 		err = fmt.Errorf("lock: release %q: %w", l.k.user, err)
 	case st != extendOK:
-		h.markLost(l.c.renewal.reason(h, st), nil)
-		h.finish()
+		h.lose(l.c.renewal.reason(h, st), nil, true)
 		err = fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
-	default:
-		h.finish()
 	}
+	h.finish()
 	l.observe(Event{Kind: EventRelease, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
 	return err
 }
@@ -54,8 +60,8 @@ func (l *Lock) Release(ctx context.Context) error {
 // [ErrNotHeld] when the hold is gone or someone else's (reporting it lost),
 // [ErrInvalid] for ttl < 1ms, [ErrClosed] after Close, or the Redis error.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if l.err != nil {
-		return l.err
+	if err := l.usable(); err != nil {
+		return err
 	}
 	if l.c.closed.Load() {
 		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrClosed)
@@ -65,6 +71,13 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	h := l.hold()
 	if h == nil {
+		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
+	}
+	if lost := h.lostErr(); lost != nil {
+		// Declared lost: extending now would revive a hold nobody renews.
+		return fmt.Errorf("lock: extend %q: %w: %w", l.k.user, ErrNotHeld, lost)
+	}
+	if l.cfg.ownerSet && !h.active() {
 		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
 	}
 	start := time.Now()
@@ -88,18 +101,25 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // someone else's (reporting it lost), or the Redis error. A hold someone
 // made persistent reports -1.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	if l.err != nil {
-		return 0, l.err
+	if err := l.usable(); err != nil {
+		return 0, err
 	}
 	h := l.hold()
-	if h == nil {
+	if h == nil || (l.cfg.ownerSet && !h.active()) {
 		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
 	}
 	d, err := l.be.pttl(ctx, &l.k, h.token)
+	var st extendStatus
 	switch {
+	case errors.Is(err, errGone):
+		st = extendGone
 	case errors.Is(err, errNotOurs):
+		st = extendStolen
+	}
+	switch {
+	case st != 0:
 		l.c.renewal.remove(h)
-		h.markLost(l.c.renewal.reason(h, extendGone), nil)
+		h.markLost(l.c.renewal.reason(h, st), nil)
 		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
 	case err != nil:
 		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, err)

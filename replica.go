@@ -36,6 +36,15 @@ func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, e
 		ErrNotAcquired, acks, l.cfg.acks, l.cfg.ackTimeout)
 }
 
+// canWait reports whether masterFor can find a node to send WAIT to.
+func canWait(rdb redis.UniversalClient) bool {
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+		return true
+	}
+	return false
+}
+
 // masterFor returns a client for the master that holds key.
 func (c *Client) masterFor(ctx context.Context, key string) (*redis.Client, error) {
 	switch v := c.rdb.(type) {

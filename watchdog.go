@@ -55,7 +55,9 @@ func nextFor(h *hold, renewAt time.Time) time.Time {
 // add puts a new hold into the loop, starting the loop on first use.
 func (r *renewal) add(h *hold) {
 	r.mu.Lock()
-	if r.abandoned {
+	// Close sets closed, then takes r.mu before it waits for the loop: an
+	// add that sees closed false here has started the loop before that wait.
+	if r.abandoned || r.c.closed.Load() {
 		r.mu.Unlock()
 		h.abandon()
 		return
@@ -112,14 +114,24 @@ func (r *renewal) extended(h *hold, ttl time.Duration, sent time.Time) {
 		return
 	}
 	if h.inFlight {
-		// A renewal sent earlier with the old TTL may reach Redis before or
-		// after this extend: trust neither alone (see apply).
-		h.extDeadline = dl
+		// A renewal sent with the old TTL may reach Redis before or after
+		// this extend: trust neither alone (see apply).
+		if h.extDeadline.IsZero() || dl.Before(h.extDeadline) {
+			h.extDeadline = dl
+		}
 		r.mu.Unlock()
 		return
 	}
-	h.sentAt, h.deadline, h.lastErr = sent, dl, nil
-	h.next = nextFor(h, sent.Add(ttl/3))
+	if h.sentAt.After(sent) {
+		// A renewal sent after this extend, with the old TTL, was confirmed
+		// first: it may have reached Redis last. Keep the earlier deadline
+		// and renew at once with the new TTL.
+		h.deadline = minTime(h.deadline, dl)
+		h.next = nextFor(h, time.Now())
+	} else {
+		h.sentAt, h.deadline, h.lastErr = sent, dl, nil
+		h.next = nextFor(h, sent.Add(ttl/3))
+	}
 	if h.index >= 0 {
 		heap.Fix(&r.q, h.index)
 	}

@@ -34,7 +34,10 @@ local kind = redis.call('TYPE', lock)['ok']
 if reentrant then
   if kind == 'hash' and redis.call('HEXISTS', lock, token) == 1 then
     redis.call('HINCRBY', lock, token, 1)
-    redis.call('PEXPIRE', lock, ttl)
+    -- Nested holds share one expiry: lengthen it, never shorten it.
+    if redis.call('PTTL', lock) < tonumber(ttl) then
+      redis.call('PEXPIRE', lock, ttl)
+    end
     return {2, current_fence()}
   end
 elseif kind == 'string' and redis.call('GET', lock) == token then

@@ -13,6 +13,10 @@ if reentrant then
   if kind ~= 'hash' or redis.call('HEXISTS', lock, token) == 0 then
     return -1
   end
+  -- Nested holds share one expiry: lengthen it, never shorten it.
+  if redis.call('PTTL', lock) >= tonumber(ttl) then
+    return 1
+  end
 elseif kind ~= 'string' or redis.call('GET', lock) ~= token then
   return -1
 end
