@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // Client creates locks over one Redis deployment and owns their background
@@ -512,20 +513,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 
 // backoff returns the n-th sleep: uniform in [min, min(max, min·2^n)].
 func (l *Lock) backoff(n int) time.Duration {
-	lo, hi := l.cfg.backoffMin, l.cfg.backoffMax
-	ceil := lo
-	for i := 0; i < n && ceil < hi; i++ {
-		if ceil > hi/2 {
-			ceil = hi
-			break
-		}
-		ceil *= 2
-	}
-	ceil = min(ceil, hi)
-	if ceil <= lo {
-		return lo
-	}
-	return lo + mrand.N(ceil-lo+1)
+	return lockutil.Backoff(l.cfg.backoffMin, l.cfg.backoffMax, n)
 }
 
 func (l *Lock) observe(e Event) {

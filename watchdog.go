@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // renewChunk caps the renewals sent in one pipeline: one round trip renews
@@ -126,7 +128,7 @@ func (r *renewal) extended(h *hold, ttl time.Duration, sent time.Time) {
 		// A renewal sent after this extend, with the old TTL, was confirmed
 		// first: it may have reached Redis last. Keep the earlier deadline
 		// and renew at once with the new TTL.
-		h.deadline = minTime(h.deadline, dl)
+		h.deadline = lockutil.MinTime(h.deadline, dl)
 		h.next = nextFor(h, time.Now())
 	} else {
 		h.sentAt, h.deadline, h.lastErr = sent, dl, nil
@@ -237,7 +239,7 @@ func (r *renewal) renew(be backend, hs []*hold) {
 	dl := hs[0].deadline
 	for i, h := range hs {
 		items[i] = renewItem{k: &h.l.k, token: h.token, ttl: h.ttl}
-		dl = minTime(dl, h.deadline)
+		dl = lockutil.MinTime(dl, h.deadline)
 	}
 	r.mu.Unlock()
 	ctx, cancel := context.WithDeadline(r.c.ctx, dl.Add(-time.Millisecond))
@@ -322,7 +324,7 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sent time.Time, st []exte
 				// An Extend ran while this renewal was out; either may have
 				// reached Redis last. Keep the earlier deadline and renew at
 				// once with the extended TTL.
-				dl, renewAt = minTime(dl, h.extDeadline), now
+				dl, renewAt = lockutil.MinTime(dl, h.extDeadline), now
 				h.extDeadline = time.Time{}
 			}
 			h.sentAt, h.deadline, h.lastErr = sent, dl, nil
@@ -342,7 +344,7 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sent time.Time, st []exte
 				lost = append(lost, lossNote{h, LossUnreachable, errs[i]})
 				continue
 			}
-			h.next = nextFor(h, minTime(now.Add(retryInterval(h.ttl)), h.deadline))
+			h.next = nextFor(h, lockutil.MinTime(now.Add(retryInterval(h.ttl)), h.deadline))
 			heap.Push(&r.q, h)
 		}
 	}
@@ -390,13 +392,6 @@ func (h *hold) abandon() {
 	h.afterFn = time.AfterFunc(time.Until(h.deadline), func() {
 		h.markLost(LossExpired, ErrClosed)
 	})
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
 
 // holdHeap orders holds by next, earliest first.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // WithLock acquires the lock named key (waiting, as [Lock.Acquire]), runs fn,
@@ -50,24 +52,7 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Conte
 		if errors.Is(rerr, ErrNotHeld) {
 			rerr = nil // implied by the loss
 		}
-		return joinErrs(ferr, lost, rerr)
+		return lockutil.JoinErrs(ferr, lost, rerr)
 	}
-	return joinErrs(ferr, rerr)
-}
-
-// joinErrs is errors.Join, except that a single error is returned as it is,
-// so callers may still compare it with ==.
-func joinErrs(errs ...error) error {
-	var only error
-	n := 0
-	for _, e := range errs {
-		if e != nil {
-			only = e
-			n++
-		}
-	}
-	if n <= 1 {
-		return only
-	}
-	return errors.Join(errs...)
+	return lockutil.JoinErrs(ferr, rerr)
 }

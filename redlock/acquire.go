@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
+
+	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // Node states within one acquire round.
@@ -147,7 +148,7 @@ func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fen
 		return nil
 	}
 	l.c.fenceRaises.Add(1)
-	deadline := minTime(time.Now().Add(l.nodeTimeout), validUntil)
+	deadline := lockutil.MinTime(time.Now().Add(l.nodeTimeout), validUntil)
 	r := l.c.fan(ctx, deadline, low, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
 		v, err := luascripts.FenceRaise.Run(ctx, rdb, l.acquireKeys, token, fence).Int64()
 		return result{code: v, err: err}
@@ -287,21 +288,5 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, h *hold, e
 
 // backoff returns the n-th sleep: uniform in [min, min(max, min·2^n)].
 func (l *Lock) backoff(n int) time.Duration {
-	lo, hi := l.cfg.backoffMin, l.cfg.backoffMax
-	ceil := lo
-	for i := 0; i < n && ceil < hi; i++ {
-		ceil *= 2
-	}
-	ceil = min(ceil, hi)
-	if ceil <= lo {
-		return lo
-	}
-	return lo + rand.N(ceil-lo+1)
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
+	return lockutil.Backoff(l.cfg.backoffMin, l.cfg.backoffMax, n)
 }

@@ -10,6 +10,8 @@ import (
 
 	lock "github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
+
+	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // releaseCall returns the per-node call that drops token (release.lua: 1
@@ -157,7 +159,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	h.op.Lock()
 	start := time.Now()
-	t := l.extendRound(ctx, h, ttl, minTime(start.Add(l.nodeTimeout), h.deadline()))
+	t := l.extendRound(ctx, h, ttl, lockutil.MinTime(start.Add(l.nodeTimeout), h.deadline()))
 	var err error
 	switch {
 	case t.ok >= l.quorum:

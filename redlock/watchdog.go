@@ -5,6 +5,8 @@ import (
 	"time"
 
 	lock "github.com/agentlock/lock"
+
+	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // retryInterval is the wait after a failed renewal before the next try:
@@ -36,7 +38,7 @@ func (l *Lock) renew(h *hold) {
 			if lastErr != nil {
 				renewAt = retryAt
 			}
-			next = minTime(next, renewAt)
+			next = lockutil.MinTime(next, renewAt)
 		}
 		t.Reset(time.Until(next))
 		select {
@@ -73,7 +75,7 @@ func (l *Lock) renew(h *hold) {
 		ttl, validUntil = h.ttl, h.validUntil
 		h.mu.Unlock()
 		start := time.Now()
-		tl := l.extendRound(l.c.ctx, h, ttl, minTime(start.Add(l.nodeTimeout), validUntil))
+		tl := l.extendRound(l.c.ctx, h, ttl, lockutil.MinTime(start.Add(l.nodeTimeout), validUntil))
 		if tl.ok >= l.quorum {
 			h.confirmed(start, ttl)
 		}

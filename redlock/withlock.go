@@ -7,6 +7,8 @@ import (
 	"time"
 
 	lock "github.com/agentlock/lock"
+
+	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // WithLock acquires the lock named key (waiting, as [Lock.Acquire]), runs fn,
@@ -52,29 +54,13 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Conte
 		if errors.Is(rerr, lock.ErrNotHeld) {
 			rerr = nil // implied by the loss
 		}
-		return joinErrs(ferr, lost, rerr)
+		return lockutil.JoinErrs(ferr, lost, rerr)
 	}
-	return joinErrs(ferr, rerr)
+	return lockutil.JoinErrs(ferr, rerr)
 }
 
 // releaseTimeout bounds a release made on the caller's behalf: a few node
 // timeouts, since each node's call is bounded by one.
 func releaseTimeout(nodeTimeout time.Duration) time.Duration {
 	return max(4*nodeTimeout, time.Second)
-}
-
-// joinErrs is errors.Join, except that a single error is returned as it is.
-func joinErrs(errs ...error) error {
-	var only error
-	n := 0
-	for _, e := range errs {
-		if e != nil {
-			only = e
-			n++
-		}
-	}
-	if n <= 1 {
-		return only
-	}
-	return errors.Join(errs...)
 }
