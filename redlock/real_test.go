@@ -19,7 +19,7 @@ func TestReal_killAndRestart(t *testing.T) {
 	ctx := context.Background()
 	key := keyFor(t)
 	ttl := 5 * time.Second
-	c := newClient(t, nodes, redlock.WithTTL(ttl), redlock.WithWaitTimeout(500*time.Millisecond))
+	c := newClient(t, nodes, redlock.WithTTL(ttl), redlock.WithWaitTimeout(500*time.Millisecond), loadTolerant)
 
 	acquireRelease := func(what string) {
 		t.Helper()
@@ -98,7 +98,7 @@ func TestReal_mutualExclusion(t *testing.T) {
 	for range clients {
 		// Each redlock client gets its own connections, as separate processes would.
 		_, own := ownClients(t, nodes)
-		c := newClient(t, own, redlock.WithTTL(5*time.Second))
+		c := newClient(t, own, redlock.WithTTL(5*time.Second), loadTolerant)
 		cs = append(cs, c)
 		for range workers {
 			wg.Go(func() {
@@ -148,6 +148,11 @@ func TestReal_mutualExclusion(t *testing.T) {
 		len(fences), clients, workers, fences[len(fences)-1], raises)
 }
 
+// loadTolerant raises the node timeout from its 100ms default for tests that
+// are not about slow nodes: under -race on a loaded 2-core CI machine, five
+// servers and the test share the CPU and a healthy node can stall past 100ms.
+var loadTolerant = redlock.WithNodeTimeout(400 * time.Millisecond)
+
 func TestReal_fences500(t *testing.T) {
 	ss, nodes := realNodes(t, 5)
 	ctx := context.Background()
@@ -156,7 +161,7 @@ func TestReal_fences500(t *testing.T) {
 	cs := make([]*redlock.Client, 3)
 	for i := range cs {
 		_, own := ownClients(t, nodes)
-		cs[i] = newClient(t, own, redlock.WithTTL(ttl))
+		cs[i] = newClient(t, own, redlock.WithTTL(ttl), loadTolerant)
 	}
 	var last int64
 	const holds = 500
