@@ -30,6 +30,18 @@ func (e *env) dur(quick, full time.Duration) time.Duration {
 	return full
 }
 
+// timed picks the rounds and the time per implementation per round of a
+// timed scenario. A full run splits fullPer into three shorter rounds, three
+// times as many: bursts of load from other processes then hit every
+// implementation in turn, and the median of many short per-round ratios
+// shrugs them off.
+func (e *env) timed(quickPer, fullPer time.Duration) (rounds int, per time.Duration) {
+	if e.quick {
+		return e.rounds, quickPer
+	}
+	return 3 * e.rounds, fullPer / 3
+}
+
 // instance is one implementation opened over fresh clients, one per node.
 type instance struct {
 	name     string
@@ -112,11 +124,11 @@ func warm(ctx context.Context, in *instance, key string, n int) error {
 // interleave runs fn for every implementation in every round, in an order
 // rotated by one each round (A B C, B C A, C A B, …), records each result in
 // t, and then computes medians and per-round ratios.
-func (e *env) interleave(t *table, names []string, fn func(round int, name string) (map[string]float64, error)) error {
+func (e *env) interleave(t *table, rounds int, names []string, fn func(round int, name string) (map[string]float64, error)) error {
 	for _, n := range names {
 		t.row(n)
 	}
-	for r := range e.rounds {
+	for r := range rounds {
 		for _, n := range rotate(names, r) {
 			if err := e.ctx.Err(); err != nil {
 				return err

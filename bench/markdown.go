@@ -20,12 +20,12 @@ func writeMarkdown(w io.Writer, path string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	m := r.Machine
-	fmt.Fprintf(w, "Run %s: `%s` (%d rounds, %s), %d CPUs (%s), %s, Redis %s, %s.\n",
+	fmt.Fprintf(w, "Run %s: `%s` (-rounds %d, took %s), %d CPUs (%s), %s, Redis %s, %s.\n",
 		r.Date, strings.TrimSpace(r.Command), r.Rounds, r.Duration, m.CPUs, m.CPU, m.Go, m.Redis, m.OS)
 	for _, t := range r.Tables {
 		fmt.Fprintf(w, "\n#### %s — %s\n\n", t.ID, t.Title)
 		if t.Baseline != "" {
-			fmt.Fprintf(w, "Baseline `%s`; ×r is the median over rounds of the ratio to the baseline in the same round.\n\n", t.Baseline)
+			fmt.Fprintf(w, "Medians of %d interleaved rounds; baseline `%s`; (×r) is the median over rounds of the ratio to the baseline in the same round.\n\n", roundsOf(t), t.Baseline)
 		}
 		head := []string{"impl"}
 		sep := []string{"---"}

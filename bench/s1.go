@@ -33,7 +33,7 @@ func (e *env) s1() error {
 			return err
 		}
 	}
-	d := e.dur(250*time.Millisecond, time.Second)
+	rounds, d := e.timed(250*time.Millisecond, time.Second)
 	t := newTable("S1", fmt.Sprintf("uncontended, 1 goroutine, TryAcquire+Release, %v per round", d), "floor",
 		column{Key: "p50", Header: "p50 µs", Prec: 1, Ratio: true},
 		column{Key: "p99", Header: "p99 µs", Prec: 1, Ratio: true},
@@ -43,7 +43,7 @@ func (e *env) s1() error {
 		column{Key: "srv", Header: "srv CPU µs/op", Prec: 1, Ratio: true},
 		column{Key: "cli", Header: "cli CPU µs/op", Prec: 1, Ratio: true},
 	)
-	err := e.interleave(t, names, func(_ int, n string) (map[string]float64, error) {
+	err := e.interleave(t, rounds, names, func(_ int, n string) (map[string]float64, error) {
 		in := ins[n]
 		key := "s1:" + n
 		lat := make([]time.Duration, 0, 1<<16)

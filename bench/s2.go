@@ -29,7 +29,7 @@ func (e *env) s2() error {
 			return err
 		}
 	}
-	d := e.dur(300*time.Millisecond, time.Second)
+	rounds, d := e.timed(300*time.Millisecond, time.Second)
 	t := newTable("S2", fmt.Sprintf("uncontended, %d goroutines on distinct keys, %v per round", s2Goroutines, d), "floor",
 		column{Key: "ops", Header: "ops/s", Prec: 0, Ratio: true},
 		column{Key: "p50", Header: "p50 µs", Prec: 1, Ratio: true},
@@ -37,7 +37,7 @@ func (e *env) s2() error {
 		column{Key: "rt_op", Header: "RT/op", Prec: 2},
 		column{Key: "errs", Header: "errors", Prec: 0},
 	)
-	err := e.interleave(t, names, func(_ int, n string) (map[string]float64, error) {
+	err := e.interleave(t, rounds, names, func(_ int, n string) (map[string]float64, error) {
 		in := ins[n]
 		lats := make([][]time.Duration, s2Goroutines)
 		errs := make([]int, s2Goroutines)

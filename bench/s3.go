@@ -40,7 +40,7 @@ func (e *env) s3() error {
 			return err
 		}
 	}
-	d := e.dur(600*time.Millisecond, 2*time.Second)
+	rounds, d := e.timed(600*time.Millisecond, 2100*time.Millisecond)
 	t := newTable("S3", fmt.Sprintf("contended: %d goroutines on one key, hold %v, %v per round", s3Goroutines, s3Hold, d), "floor",
 		column{Key: "cs", Header: "sections/s", Prec: 0, Ratio: true},
 		column{Key: "gap50", Header: "gap p50 µs", Prec: 0},
@@ -51,7 +51,7 @@ func (e *env) s3() error {
 		column{Key: "fair", Header: "min/max", Prec: 2},
 		column{Key: "giveups", Header: "give-ups", Prec: 0},
 	)
-	err := e.interleave(t, names, func(_ int, n string) (map[string]float64, error) {
+	err := e.interleave(t, rounds, names, func(_ int, n string) (map[string]float64, error) {
 		return e.s3Round(ins[n], "s3:"+n, d)
 	})
 	if err != nil {

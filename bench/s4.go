@@ -27,7 +27,7 @@ func (e *env) s4() error {
 		column{Key: "over", Header: "ms over TTL", Prec: 1},
 		column{Key: "frac", Header: "× TTL", Prec: 3},
 	)
-	err := e.interleave(t, names, func(r int, n string) (map[string]float64, error) {
+	err := e.interleave(t, e.rounds, names, func(r int, n string) (map[string]float64, error) {
 		key := "s4:" + n + ":" + strconv.Itoa(r)
 		var crash func() time.Time
 		if n == "agentlock" {

@@ -30,7 +30,7 @@ func (e *env) s5Nodes(nodes int) error {
 			return err
 		}
 	}
-	d := e.dur(250*time.Millisecond, time.Second)
+	rounds, d := e.timed(250*time.Millisecond, time.Second)
 	id := fmt.Sprintf("S5-%d", nodes)
 	t := newTable(id, fmt.Sprintf("redlock over %d nodes, 1 goroutine, TryAcquire+Release, %v per round", nodes, d), "floor-par",
 		column{Key: "p50", Header: "p50 µs", Prec: 1, Ratio: true},
@@ -38,7 +38,7 @@ func (e *env) s5Nodes(nodes int) error {
 		column{Key: "ops", Header: "ops/s", Prec: 0, Ratio: true},
 		column{Key: "rt", Header: "RT/op/node", Prec: 2},
 	)
-	err := e.interleave(t, names, func(_ int, n string) (map[string]float64, error) {
+	err := e.interleave(t, rounds, names, func(_ int, n string) (map[string]float64, error) {
 		in := ins[n]
 		key := "s5:" + n
 		lat := make([]time.Duration, 0, 1<<15)

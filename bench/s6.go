@@ -37,7 +37,7 @@ func (e *env) s6() error {
 		column{Key: "allocs", Header: "allocs/op", Prec: 1, Ratio: true},
 		column{Key: "bytes", Header: "B/op", Prec: 0, Ratio: true},
 	)
-	err := e.interleave(t, names, func(_ int, n string) (map[string]float64, error) {
+	err := e.interleave(t, e.rounds, names, func(_ int, n string) (map[string]float64, error) {
 		in := ins[n]
 		key := "s6:" + n
 		var m0, m1 runtime.MemStats
