@@ -25,7 +25,7 @@
 //
 // Holds are renewed at TTL/3 by a goroutine of the Client and carry a fence
 // that strictly increases across successive holders while a majority of the
-// nodes keeps its data; SAFETY.md in this directory states what the lock and
+// nodes keeps its data; SAFETY.md (section Redlock) in the repository states what the lock and
 // the fence guarantee and where they break (clock jumps, nodes restarted
 // empty: keep a crashed node down for at least the longest TTL).
 package redlock
