@@ -39,7 +39,7 @@ func (e *env) timed(quickPer, fullPer time.Duration) (rounds int, per time.Durat
 	if e.quick {
 		return e.rounds, quickPer
 	}
-	return 3 * e.rounds, fullPer / 3
+	return 3 * e.rounds, (fullPer / 3).Round(time.Millisecond)
 }
 
 // instance is one implementation opened over fresh clients, one per node.
