@@ -1,0 +1,12 @@
+package main
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain checks that the harness's tests leave no goroutine behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
