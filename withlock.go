@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/agentlock/lock/internal/lockutil"
@@ -20,7 +19,7 @@ import (
 // fn's error, joined with an error matching ErrLockLost whenever the hold
 // was lost while fn ran (whatever fn returned), and with any release error.
 // opts override the Client's defaults for this lock.
-func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) (err error) {
+func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) error {
 	l := c.NewLock(key, opts...)
 	if fn == nil {
 		return fmt.Errorf("lock: with lock %q: %w", key, invalidf("nil func"))
@@ -29,30 +28,11 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Conte
 		return err
 	}
 	h := l.hold()
-	fctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	h.addOnLost(cancel)
-
-	released := false
-	release := func() error {
-		released = true
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(l.cfg.ttl))
-		defer rcancel()
-		return l.Release(rctx)
-	}
-	defer func() {
-		if !released { // fn panicked or called runtime.Goexit
-			_ = release()
-		}
-	}()
-
-	ferr := fn(fctx)
-	rerr := release()
-	if lost := h.lostErr(); lost != nil {
-		if errors.Is(rerr, ErrNotHeld) {
-			rerr = nil // implied by the loss
-		}
-		return lockutil.JoinErrs(ferr, lost, rerr)
-	}
-	return lockutil.JoinErrs(ferr, rerr)
+	return lockutil.RunHeld(ctx, lockutil.Held{
+		OnLost:         h.addOnLost,
+		LostErr:        h.lostErr,
+		Release:        l.Release,
+		ReleaseTimeout: cleanupTimeout(l.cfg.ttl),
+		NotHeld:        ErrNotHeld,
+	}, fn)
 }

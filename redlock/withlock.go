@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -31,32 +30,13 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Conte
 		return err
 	}
 	h := l.hold()
-	fctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	h.addOnLost(cancel)
-
-	released := false
-	release := func() error {
-		released = true
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout(l.nodeTimeout))
-		defer rcancel()
-		return l.Release(rctx)
-	}
-	defer func() {
-		if !released { // fn panicked or called runtime.Goexit
-			_ = release()
-		}
-	}()
-
-	ferr := fn(fctx)
-	rerr := release()
-	if lost := h.lostErr(); lost != nil {
-		if errors.Is(rerr, lock.ErrNotHeld) {
-			rerr = nil // implied by the loss
-		}
-		return lockutil.JoinErrs(ferr, lost, rerr)
-	}
-	return lockutil.JoinErrs(ferr, rerr)
+	return lockutil.RunHeld(ctx, lockutil.Held{
+		OnLost:         h.addOnLost,
+		LostErr:        h.lostErr,
+		Release:        l.Release,
+		ReleaseTimeout: releaseTimeout(l.nodeTimeout),
+		NotHeld:        lock.ErrNotHeld,
+	}, fn)
 }
 
 // releaseTimeout bounds a release made on the caller's behalf: a few node
