@@ -43,12 +43,9 @@ func TestLock_Acquire_ctxDone(t *testing.T) {
 	wantIs(t, "Acquire(held, ctx times out)", err, lock.ErrNotAcquired)
 	wantIs(t, "Acquire(held, ctx times out)", err, context.DeadlineExceeded)
 	// Acquire returns at quorum, so a straggling node may have granted b
-	// first (b then undid it): a keeps at least its quorum, b nothing.
+	// first (b then undid it): a keeps at least its quorum.
 	if n := holders(t, nodes, key, a.Token()); n < 3 {
 		t.Fatalf("nodes still holding the first token = %d, want at least the quorum 3", n)
-	}
-	if n := holders(t, nodes, key, b.Token()); n != 0 && b.Token() != "" {
-		t.Fatalf("nodes holding the failed acquire's token = %d, want 0", n)
 	}
 }
 
