@@ -184,13 +184,25 @@ func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (ext
 	if n == 2 { // one re-entrant level dropped
 		n = 1
 	}
-	return extendStatus(n), err
+	return checkStatus("release", n, err)
+}
+
+// checkStatus turns a script's integer reply into an extendStatus, refusing
+// a value no script of ours returns.
+func checkStatus(op string, n int64, err error) (extendStatus, error) {
+	if err != nil {
+		return 0, err
+	}
+	if n < -1 || n > 1 {
+		return 0, fmt.Errorf("lock: unexpected %s reply %d", op, n)
+	}
+	return extendStatus(n), nil
 }
 
 func (b *scriptBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
 	n, err := b.run(ctx, scriptExtend, luascripts.Extend, k.lockKeys(),
 		token, ttlArg(ttl), flag(b.reentrant)).Int64()
-	return extendStatus(n), err
+	return checkStatus("extend", n, err)
 }
 
 func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.Duration, error) {
@@ -204,6 +216,8 @@ func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.D
 		return 0, errNotOurs
 	case n == -2:
 		return -1, nil // ours, no expiry: only if someone PERSISTed it
+	case n < 0:
+		return 0, fmt.Errorf("lock: unexpected pttl reply %d", n)
 	}
 	return time.Duration(n) * time.Millisecond, nil
 }
@@ -241,7 +255,7 @@ func (b *scriptBackend) renew(ctx context.Context, items []renewItem, st []exten
 	}
 	for i, cmd := range cmds {
 		n, err := cmd.Int64()
-		st[i], errs[i] = extendStatus(n), err
+		st[i], errs[i] = checkStatus("renewal", n, err)
 	}
 }
 
