@@ -1,0 +1,109 @@
+package lock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client creates locks over one Redis deployment and owns their background
+// work: one renewal loop for every held lock and one pub/sub subscription
+// for every waiter, each started on first need. Create one per process and
+// share it; it is safe for concurrent use.
+type Client struct {
+	rdb     redis.UniversalClient
+	cfg     config
+	err     error // configuration error, returned by every lock
+	cluster bool
+
+	closed atomic.Bool
+	ctx    context.Context // ends at Close, stopping background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	renewal  renewal
+	notifier notifier
+
+	beMu     sync.Mutex
+	backends map[backendKind]backend
+}
+
+// NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,
+// failover client or any other redis.UniversalClient). opts are the defaults
+// of every lock it makes. A nil rdb or an invalid option is reported, wrapping
+// [ErrInvalid], by every later call; NewClient itself never fails. It starts
+// no goroutine; see [Client.Close].
+func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
+	c := &Client{rdb: rdb, cfg: defaultConfig().with(opts), backends: map[backendKind]backend{}}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.renewal.init(c)
+	c.notifier.init(c)
+	c.err = c.cfg.validate()
+	switch v := rdb.(type) {
+	case nil:
+		c.err = invalidf("nil redis client")
+	case *redis.Client:
+		if v == nil {
+			c.err = invalidf("nil redis client")
+		}
+	case *redis.ClusterClient:
+		c.cluster = true
+		if v == nil {
+			c.err = invalidf("nil redis client")
+		}
+	case *redis.Ring:
+		if v == nil {
+			c.err = invalidf("nil redis client")
+		}
+	}
+	return c
+}
+
+// Close stops the renewal loop and the wake-up subscription and waits for
+// them to return: if a renewal call is out to a server that does not answer,
+// that wait lasts until go-redis gives the call up (its read and dial
+// timeouts). It is idempotent and always returns nil. Locks still held
+// are no longer renewed: their Lost channels close at their safety
+// deadlines. Afterwards Acquire, TryAcquire, Extend and WithLock return
+// [ErrClosed]; Release still deletes a hold, so shutdown order strands
+// nothing. Close does not close the redis client.
+func (c *Client) Close() error {
+	if c.cancel == nil {
+		return nil // a zero Client: nothing was started
+	}
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.renewal.mu.Lock() // orders every renewal.add before the wait below
+	c.renewal.mu.Unlock()
+	c.cancel()
+	c.notifier.close()
+	c.wg.Wait()
+	c.renewal.abandon()
+	return nil
+}
+
+// backendKind picks one of the few shared backends.
+type backendKind struct {
+	mode      ReleaseMode
+	reentrant bool
+	fencing   bool
+}
+
+func (c *Client) backend(k backendKind) backend {
+	c.beMu.Lock()
+	defer c.beMu.Unlock()
+	if b, ok := c.backends[k]; ok {
+		return b
+	}
+	var b backend
+	if k.mode == ReleaseWatch {
+		b = &watchBackend{rdb: c.rdb, fencing: k.fencing}
+	} else {
+		b = &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing}
+	}
+	c.backends[k] = b
+	return b
+}
