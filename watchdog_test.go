@@ -159,6 +159,20 @@ func mustAcquire(t *testing.T, l *Lock) {
 	}
 }
 
+// acquiredFake returns, inside a synctest bubble, a lock on "k" acquired
+// through a fresh fakeBackend with opts, the backend, and when it was
+// acquired. Its Client closes when the test ends.
+func acquiredFake(t *testing.T, opts ...Option) (*fakeBackend, *Lock, time.Time) {
+	t.Helper()
+	f := newFake()
+	c := fakeClient(f)
+	t.Cleanup(func() { c.Close() })
+	start := time.Now()
+	l := c.NewLock("k", opts...)
+	mustAcquire(t, l)
+	return f, l, start
+}
+
 // lostAt waits (on the fake clock) until l's hold is lost and returns when.
 func lostAt(t *testing.T, l *Lock, limit time.Duration) time.Time {
 	t.Helper()
@@ -181,12 +195,7 @@ func lossOf(l *Lock) LossReason {
 
 func TestRenewal_everyThirdOfTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake()
-		c := fakeClient(f)
-		defer c.Close()
-		start := time.Now()
-		l := c.NewLock("k", WithTTL(3*time.Second))
-		mustAcquire(t, l)
+		f, l, start := acquiredFake(t, WithTTL(3*time.Second))
 		time.Sleep(10*time.Second + time.Millisecond)
 		got := f.snapshot()
 		if len(got) != 10 {
@@ -212,13 +221,8 @@ func TestRenewal_everyThirdOfTTL(t *testing.T) {
 
 func TestRenewal_unreachableLostBeforeTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake()
-		c := fakeClient(f)
-		defer c.Close()
-		start := time.Now()
 		ttl := 3 * time.Second
-		l := c.NewLock("k", WithTTL(ttl))
-		mustAcquire(t, l)
+		f, l, start := acquiredFake(t, WithTTL(ttl))
 		f.set(func(f *fakeBackend) { f.fail = errors.New("connection refused") })
 		at := lostAt(t, l, time.Minute).Sub(start)
 		deadline := ttl - safetyMargin(ttl)
@@ -236,13 +240,8 @@ func TestRenewal_unreachableLostBeforeTTL(t *testing.T) {
 
 func TestRenewal_hangingServerLostBeforeTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake()
-		c := fakeClient(f)
-		defer c.Close()
-		start := time.Now()
 		ttl := 3 * time.Second
-		l := c.NewLock("k", WithTTL(ttl))
-		mustAcquire(t, l)
+		f, l, start := acquiredFake(t, WithTTL(ttl))
 		f.set(func(f *fakeBackend) { f.hang = true })
 		at := lostAt(t, l, time.Minute).Sub(start)
 		if deadline := ttl - safetyMargin(ttl); at > deadline {
@@ -261,13 +260,8 @@ func TestRenewal_hangingServerLostBeforeTTL(t *testing.T) {
 // the hold is declared lost at the deadline all the same.
 func TestRenewal_callIgnoresDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake()
-		c := fakeClient(f)
-		defer c.Close()
-		start := time.Now()
 		ttl := time.Second
-		l := c.NewLock("k", WithTTL(ttl))
-		mustAcquire(t, l)
+		f, l, start := acquiredFake(t, WithTTL(ttl))
 		f.set(func(f *fakeBackend) { f.stall = 3 * time.Second })
 		at := lostAt(t, l, time.Minute).Sub(start)
 		if deadline := ttl - safetyMargin(ttl); at != deadline {
@@ -405,12 +399,7 @@ func TestRenewal_watchdogOff(t *testing.T) {
 
 func TestRenewal_maxHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake()
-		c := fakeClient(f)
-		defer c.Close()
-		start := time.Now()
-		l := c.NewLock("k", WithTTL(3*time.Second), WithMaxHold(2500*time.Millisecond))
-		mustAcquire(t, l)
+		f, l, start := acquiredFake(t, WithTTL(3*time.Second), WithMaxHold(2500*time.Millisecond))
 		at := lostAt(t, l, time.Minute).Sub(start)
 		if at != 2500*time.Millisecond || lossOf(l) != LossMaxHold {
 			t.Fatalf("lost at %v (%v), want at 2.5s (max hold)", at, lossOf(l))
