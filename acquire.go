@@ -90,7 +90,9 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	r, err := l.attempt(ctx, token)
 	switch {
 	case err != nil:
-		l.cleanup(token)
+		if sent(err) {
+			l.cleanup(token)
+		}
 		err = fmt.Errorf("lock: acquire %q: %w", l.k.user, err)
 		l.observe(Event{Kind: EventAcquire, Token: token, Duration: time.Since(start), Attempts: 1, Err: err})
 		return false, err
@@ -188,7 +190,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 			case aerr == nil:
 				pttl = r.pttl
 			case wctx.Err() != nil:
-				unknown = true
+				unknown = unknown || sent(aerr)
 			case !retryable(aerr):
 				l.cleanup(token)
 				return attempts, 0, fmt.Errorf("lock: acquire %q: %w", l.k.user, aerr)

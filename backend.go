@@ -85,6 +85,7 @@ var (
 // scripter is what the script backend needs of a go-redis client.
 type scripter interface {
 	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
 	Pipeline() redis.Pipeliner
 }
 
@@ -97,17 +98,19 @@ var (
 // scriptBackend runs each operation as one script call (ReleaseScript).
 type scriptBackend struct {
 	rdb       scripter
+	co        *coalescer // nil: every call is sent on its own (WithCoalescing(false))
 	reentrant bool
 	fencing   bool
 	// evaled marks the scripts this backend has sent whole once. Until then
 	// a call uses EVAL, which also caches the script on the server, so even
 	// the first acquire on a fresh server is one round trip; afterwards it
-	// is EVALSHA, with go-redis falling back to EVAL on NOSCRIPT (a restarted
+	// is EVALSHA, and EVAL again for a call that meets NOSCRIPT (a restarted
 	// server, another cluster node).
 	evaled [5]atomic.Bool
 }
 
-// Indexes into scriptBackend.evaled.
+// Indexes into scriptBackend.evaled and scriptText, in the order of
+// luascripts.All.
 const (
 	scriptAcquire = iota
 	scriptRelease
@@ -116,14 +119,49 @@ const (
 	scriptHandoff
 )
 
-func (b *scriptBackend) run(ctx context.Context, i int, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	if b.evaled[i].Load() {
-		return s.Run(ctx, b.rdb, keys, args...)
+// scriptText holds each script's source (for EVAL) and SHA1 (for EVALSHA),
+// boxed once: converting a string to an interface allocates.
+var scriptText = func() (t [5]struct{ src, sha any }) {
+	for i, s := range luascripts.All {
+		t[i].src, t[i].sha = luascripts.Sources[i], s.Hash()
 	}
-	cmd := s.Eval(ctx, b.rdb, keys, args...)
+	return t
+}()
+
+// run sends script i with keys and args and returns its reply.
+func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...any) *redis.Cmd {
+	if b.evaled[i].Load() {
+		cmd := b.send(ctx, i, false, keys, args)
+		if !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			return cmd
+		}
+	}
+	cmd := b.send(ctx, i, true, keys, args)
 	var rerr redis.Error
 	if err := cmd.Err(); err == nil || errors.Is(err, redis.Nil) || errors.As(err, &rerr) {
 		b.evaled[i].Store(true) // the server answered: it has the script now
+	}
+	return cmd
+}
+
+// send builds one EVAL or EVALSHA command in a single argument slice and
+// sends it, through the Client's coalescer unless coalescing is off.
+func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	if eval {
+		a = append(a, "eval", scriptText[i].src)
+	} else {
+		a = append(a, "evalsha", scriptText[i].sha)
+	}
+	a = append(a, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	if b.co != nil {
+		b.co.do(ctx, cmd)
+	} else {
+		_ = b.rdb.Process(ctx, cmd) // the error is in cmd
 	}
 	return cmd
 }
@@ -152,7 +190,7 @@ func ttlArg(d time.Duration) any {
 var defaultTTLArg any = ms(DefaultTTL)
 
 func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
-	v, err := b.run(ctx, scriptAcquire, luascripts.Acquire, k.acquireKeys(),
+	v, err := b.run(ctx, scriptAcquire, k.acquireKeys(),
 		token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Result()
 	if err != nil {
 		return acquireResult{}, err
@@ -179,7 +217,7 @@ func parseAcquire(v any) (acquireResult, error) {
 }
 
 func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
-	n, err := b.run(ctx, scriptRelease, luascripts.Release, k.releaseKeys(),
+	n, err := b.run(ctx, scriptRelease, k.releaseKeys(),
 		token, flag(b.reentrant)).Int64()
 	if n == 2 { // one re-entrant level dropped
 		n = 1
@@ -200,13 +238,13 @@ func checkStatus(op string, n int64, err error) (extendStatus, error) {
 }
 
 func (b *scriptBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
-	n, err := b.run(ctx, scriptExtend, luascripts.Extend, k.lockKeys(),
+	n, err := b.run(ctx, scriptExtend, k.lockKeys(),
 		token, ttlArg(ttl), flag(b.reentrant)).Int64()
 	return checkStatus("extend", n, err)
 }
 
 func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.Duration, error) {
-	n, err := b.run(ctx, scriptPTTL, luascripts.PTTL, k.lockKeys(), token, flag(b.reentrant)).Int64()
+	n, err := b.run(ctx, scriptPTTL, k.lockKeys(), token, flag(b.reentrant)).Int64()
 	switch {
 	case err != nil:
 		return 0, err

@@ -28,6 +28,7 @@ type Client struct {
 
 	beMu     sync.Mutex
 	backends map[backendKind]backend
+	co       *coalescer // shared by every backend that coalesces; made on first use
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,
@@ -90,6 +91,7 @@ type backendKind struct {
 	mode      ReleaseMode
 	reentrant bool
 	fencing   bool
+	coalesce  bool
 }
 
 func (c *Client) backend(k backendKind) backend {
@@ -102,7 +104,14 @@ func (c *Client) backend(k backendKind) backend {
 	if k.mode == ReleaseWatch {
 		b = &watchBackend{rdb: c.rdb, fencing: k.fencing}
 	} else {
-		b = &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing}
+		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing}
+		if k.coalesce {
+			if c.co == nil {
+				c.co = newCoalescer(c.rdb)
+			}
+			sb.co = c.co
+		}
+		b = sb
 	}
 	c.backends[k] = b
 	return b

@@ -3,8 +3,6 @@ package lock
 import (
 	"context"
 	"time"
-
-	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // maxHandoffs bounds the consecutive direct handoffs on one key within a
@@ -133,7 +131,7 @@ func (l *Lock) handoff(ctx context.Context, h *hold) (found bool, st extendStatu
 		return false, 0, nil
 	}
 	sent := time.Now()
-	n, err := sb.run(ctx, scriptHandoff, luascripts.Handoff, l.k.acquireKeys(),
+	n, err := sb.run(ctx, scriptHandoff, l.k.acquireKeys(),
 		h.token, w.token, ttlArg(w.l.cfg.ttl), flag(w.l.cfg.fencing)).Int64()
 	switch {
 	case err != nil:

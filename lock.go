@@ -56,7 +56,7 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 		l.err = fmt.Errorf("lock: key %q: %w", key, l.err)
 		return l
 	}
-	l.be = c.backend(backendKind{mode: l.cfg.mode, reentrant: l.cfg.ownerSet, fencing: l.cfg.fencing})
+	l.be = c.backend(backendKind{mode: l.cfg.mode, reentrant: l.cfg.ownerSet, fencing: l.cfg.fencing, coalesce: l.cfg.coalesce})
 	return l
 }
 

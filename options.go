@@ -60,6 +60,7 @@ type config struct {
 	maxHold    time.Duration
 	fencing    bool
 	acks       int           // WithReplicaAck: replicas that must confirm an acquire
+	coalesce   bool          // WithCoalescing
 	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block
 }
 
@@ -72,6 +73,7 @@ func defaultConfig() config {
 		notify:     true,
 		prefix:     DefaultPrefix,
 		fencing:    true,
+		coalesce:   true,
 	}
 }
 
@@ -192,6 +194,20 @@ func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = 
 // for locks over an unbounded set of keys whose holders do not need a fence.
 // Off, Fence returns 0.
 func WithFencing(on bool) Option { return func(c *config) { c.fencing = on } }
+
+// WithCoalescing sets whether a lock's calls may share round trips with
+// other calls of the same Client (default on). While a few calls are out at
+// once (at least 2, GOMAXPROCS when more), every further call waits for one
+// of them to come back and then goes out with the others queued meanwhile,
+// as one pipeline: under load, many acquires and releases share a round
+// trip and the system calls on both sides, which raises throughput; a lone
+// call is sent at once, as without coalescing. Calls in a shared pipeline
+// show in go-redis hooks as a pipeline, not as single commands. A call
+// whose ctx ends while it is queued returns at once, unsent; once sent it
+// waits for its reply, as a plain go-redis call does. Renewals are batched
+// by the renewal loop either way; ReleaseWatch and [WithReplicaAck] calls
+// are never coalesced.
+func WithCoalescing(on bool) Option { return func(c *config) { c.coalesce = on } }
 
 // WithReplicaAck makes an acquisition count only once n replicas have
 // confirmed it: right after the acquire, on the same connection, the lock

@@ -54,7 +54,9 @@ func reviewClient(be backend, opts ...Option) *Client {
 	for _, mode := range []ReleaseMode{ReleaseScript, ReleaseWatch} {
 		for _, re := range []bool{false, true} {
 			for _, fe := range []bool{false, true} {
-				c.backends[backendKind{mode, re, fe}] = be
+				for _, co := range []bool{false, true} {
+					c.backends[backendKind{mode, re, fe, co}] = be
+				}
 			}
 		}
 	}

@@ -145,7 +145,9 @@ func fakeClient(f *fakeBackend, opts ...Option) *Client {
 	for _, mode := range []ReleaseMode{ReleaseScript, ReleaseWatch} {
 		for _, re := range []bool{false, true} {
 			for _, fe := range []bool{false, true} {
-				c.backends[backendKind{mode, re, fe}] = f
+				for _, co := range []bool{false, true} {
+					c.backends[backendKind{mode, re, fe, co}] = f
+				}
 			}
 		}
 	}

@@ -21,6 +21,7 @@ func s1Impls() []impl {
 		agentlockImpl("al-watch", lock.WithReleaseMode(lock.ReleaseWatch)),
 		agentlockImpl("al-nofence", lock.WithFencing(false)),
 		agentlockImpl("al-observer", lock.WithObserver(&countingObserver{})),
+		agentlockImpl("al-nocoalesce", lock.WithCoalescing(false)),
 	}
 }
 
@@ -99,6 +100,8 @@ func (e *env) s1() error {
 		fmt.Sprintf("p50 %.1fµs vs floor %.1fµs", t.med("agentlock", "p50"), t.med("floor", "p50")))
 	e.check("S1", "ops/s / redislock ops/s", ratioOfRatios(t, "agentlock", "redislock", "ops"), ">=", 1.0,
 		fmt.Sprintf("%.0f vs %.0f ops/s", t.med("agentlock", "ops"), t.med("redislock", "ops")))
+	e.check("S2*", "stretch: S1 p50 with coalescing / without", ratioOfRatios(t, "agentlock", "al-nocoalesce", "p50"), "<=", 1.05,
+		fmt.Sprintf("p50 %.1fµs vs %.1fµs (al-nocoalesce)", t.med("agentlock", "p50"), t.med("al-nocoalesce", "p50")))
 	return nil
 }
 

@@ -21,6 +21,7 @@ func (e *env) s2() error {
 		redsyncImpl("redsync", 1),
 		agentlockImpl("agentlock"),
 		agentlockImpl("al-nofence", lock.WithFencing(false)),
+		agentlockImpl("al-nocoalesce", lock.WithCoalescing(false)),
 	}
 	ins, names, closeAll := e.openAll(impls, 1, settings{})
 	defer closeAll()

@@ -48,3 +48,7 @@ var Handoff = redis.NewScript(handoffSrc)
 
 // All lists every script, for loading them ahead of use.
 var All = []*redis.Script{Acquire, Release, Extend, PTTL, Handoff}
+
+// Sources holds the text of each script of All, in the same order, for
+// callers that build their own EVAL commands.
+var Sources = []string{acquireSrc, releaseSrc, extendSrc, pttlSrc, handoffSrc}

@@ -1,0 +1,146 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// coalescer sends the one-shot script calls of a Client (acquire, release,
+// extend, TTL, handoff). While fewer than limit sends are out, a call goes
+// at once, on its own, exactly as go-redis would send it. Calls that arrive
+// while limit sends are out wait in a queue, and when a send comes back the
+// whole queue goes out together as one pipeline, led by the first caller in
+// it. A lone caller never waits; under load many calls share one round trip
+// and one write and one read on each side, which is where a server and a
+// client spend most of their time on calls this small.
+//
+// A queued call whose ctx ends before it is sent leaves the queue with
+// ctx's error. Once sent, a call waits for its reply like any go-redis call
+// (a cancelled ctx does not stop a go-redis read either): the library must
+// learn what happened to a call that may have taken a lock.
+type coalescer struct {
+	rdb   scripter
+	limit int // sends out at once before calls queue up
+
+	mu    sync.Mutex
+	out   int       // sends out: single calls and pipelines
+	queue []*queued // calls waiting for a send to come back
+	spare []*queued // an emptied queue, kept for its capacity
+}
+
+// queued is one call waiting in the queue. ready receives the batch this
+// call leads (queue order, itself first), or nil once another leader has
+// sent it and its reply is in.
+type queued struct {
+	cmd   *redis.Cmd
+	ready chan []*queued
+}
+
+// maxBatch caps a pipeline: the rest of a longer queue goes in the next.
+const maxBatch = 256
+
+func newCoalescer(rdb scripter) *coalescer {
+	return &coalescer{rdb: rdb, limit: max(2, runtime.GOMAXPROCS(0))}
+}
+
+var queuedPool = sync.Pool{New: func() any { return &queued{ready: make(chan []*queued, 1)} }}
+
+// do sends cmd and returns when its reply (or error) is in cmd.
+func (c *coalescer) do(ctx context.Context, cmd *redis.Cmd) {
+	c.mu.Lock()
+	if c.out < c.limit {
+		c.out++
+		c.mu.Unlock()
+		_ = c.rdb.Process(ctx, cmd) // the error is in cmd
+		c.next()
+		return
+	}
+	q := queuedPool.Get().(*queued)
+	q.cmd = cmd
+	c.queue = append(c.queue, q)
+	c.mu.Unlock()
+
+	var batch []*queued
+	select {
+	case batch = <-q.ready:
+	case <-ctx.Done():
+		c.mu.Lock()
+		if i := slices.Index(c.queue, q); i >= 0 {
+			c.queue = slices.Delete(c.queue, i, i+1)
+			c.mu.Unlock()
+			cmd.SetErr(unsentError{context.Cause(ctx)})
+			c.put(q)
+			return
+		}
+		c.mu.Unlock()
+		batch = <-q.ready // already taken into a batch: see it through
+	}
+	if batch != nil {
+		c.send(ctx, batch)
+	}
+	c.put(q)
+}
+
+// unsentError is the error of a call that left the queue unsent: Redis
+// never saw it, so there is nothing to undo.
+type unsentError struct{ cause error }
+
+func (e unsentError) Error() string { return "lock: call not sent: " + e.cause.Error() }
+func (e unsentError) Unwrap() error { return e.cause }
+
+// sent reports whether a call that failed with err may have reached Redis.
+func sent(err error) bool {
+	var u unsentError
+	return !errors.As(err, &u)
+}
+
+func (c *coalescer) put(q *queued) {
+	q.cmd = nil
+	queuedPool.Put(q)
+}
+
+// send pipelines batch, wakes its followers and passes the send slot on.
+// The pipeline runs without the leader's cancellation: the followers'
+// calls ride on it.
+func (c *coalescer) send(ctx context.Context, batch []*queued) {
+	ctx = context.WithoutCancel(ctx)
+	pipe := c.rdb.Pipeline()
+	for _, q := range batch {
+		_ = pipe.Process(ctx, q.cmd)
+	}
+	_, _ = pipe.Exec(ctx) // every command carries its own reply or error
+	for _, q := range batch[1:] {
+		q.ready <- nil
+	}
+	c.mu.Lock()
+	c.spare = batch[:0]
+	c.mu.Unlock()
+	c.next()
+}
+
+// next ends one send. When calls are queued, the slot goes straight to the
+// first of them, which leads the queue (up to maxBatch calls) as the next
+// send; otherwise it is freed.
+func (c *coalescer) next() {
+	c.mu.Lock()
+	if len(c.queue) == 0 {
+		c.out--
+		c.mu.Unlock()
+		return
+	}
+	batch := c.queue
+	if len(batch) > maxBatch {
+		batch = batch[:maxBatch:maxBatch]
+		c.queue = append(c.spare, c.queue[maxBatch:]...)
+	} else {
+		c.queue = c.spare
+	}
+	c.spare = nil
+	c.mu.Unlock()
+	batch[0].ready <- batch
+}

@@ -1,0 +1,211 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
+)
+
+// gateHook holds every single-command call at a gate until it opens and
+// records how many EVALSHA calls each pipeline carries, so a test can pile
+// calls up behind the coalescer's sends and see how they go out. (go-redis
+// sends a new connection's handshake as a pipeline; EVAL replays after
+// NOSCRIPT are not counted either.)
+type gateHook struct {
+	open  chan struct{}
+	mu    sync.Mutex
+	pipes []int
+}
+
+func newGateHook() *gateHook { return &gateHook{open: make(chan struct{})} }
+
+func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		<-h.open
+		return next(ctx, cmd)
+	}
+}
+
+func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, c := range cmds {
+			if c.Name() == "evalsha" {
+				n++
+			}
+		}
+		if n > 0 {
+			h.mu.Lock()
+			h.pipes = append(h.pipes, n)
+			h.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *gateHook) pipelines() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.pipes)
+}
+
+// waitLoad waits until the Client's coalescer has n calls out or queued.
+func waitLoad(t *testing.T, c *lock.Client, n int) (out, queued int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, queued = lock.CoalescerLoad(c)
+		if out+queued == n {
+			return out, queued
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("coalescer has %d out and %d queued, want %d in all", out, queued, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCoalescing piles acquires up behind the coalescer's sends and checks
+// that every queued call goes out in one pipeline (two past maxBatch), that
+// each gets its own correct reply, and that pipelined EVALSHA calls meeting
+// an emptied script cache are replayed by EVAL.
+func TestCoalescing(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		for _, n := range []int{24, 300} {
+			t.Run(fmt.Sprint(n), func(t *testing.T) {
+				ctx := context.Background()
+				rdb, c := warmClient(t, tg)
+				// Empty the script cache: the pipelined EVALSHAs below meet
+				// NOSCRIPT.
+				must(t, "SCRIPT FLUSH", rdb.ScriptFlush(ctx).Err())
+				h := newGateHook()
+				rdb.AddHook(h)
+				locks := make([]*lock.Lock, n)
+				errs := make([]error, n)
+				var wg sync.WaitGroup
+				for i := range n {
+					locks[i] = c.NewLock(fmt.Sprintf("%s:%d", keyFor(t), i))
+					wg.Go(func() { errs[i] = tryOK(ctx, locks[i]) })
+				}
+				out, queued := waitLoad(t, c, n)
+				close(h.open)
+				wg.Wait()
+				for i, err := range errs {
+					must(t, fmt.Sprintf("TryAcquire(%d)", i), err)
+				}
+				pipes := h.pipelines()
+				// The queue goes out at the first send's return, in chunks of
+				// at most 256; each call meeting NOSCRIPT is then replayed
+				// by EVAL.
+				var want []int
+				for left := queued; left > 0; left -= min(left, 256) {
+					want = append(want, min(left, 256))
+				}
+				if !slices.Equal(pipes, want) {
+					t.Fatalf("%d out, %d queued: pipelines %v, want %v", out, queued, pipes, want)
+				}
+				for i, l := range locks {
+					got, err := rdb.Get(ctx, lockKey(l.Key())).Result()
+					if err != nil || got != l.Token() {
+						t.Fatalf("lock %d holds %q, %v; want its token %q", i, got, err, l.Token())
+					}
+					must(t, fmt.Sprintf("Release(%d)", i), l.Release(ctx))
+				}
+			})
+		}
+	})
+}
+
+// warmClient returns a new go-redis client and a lock Client over it that
+// has acquired and released once: the scripts have been sent whole, and no
+// hold is left for the renewal loop.
+func warmClient(t *testing.T, tg *target) (*redis.Client, *lock.Client) {
+	t.Helper()
+	ctx := context.Background()
+	rdb := tg.newRDB(t)
+	c := newClient(t, rdb)
+	warm := c.NewLock(keyFor(t) + ":warm")
+	must(t, "warm-up TryAcquire()", tryOK(ctx, warm))
+	must(t, "warm-up Release()", warm.Release(ctx))
+	return rdb, c
+}
+
+// tryOK is TryAcquire that counts a lock held by someone else as an error.
+func tryOK(ctx context.Context, l *lock.Lock) error {
+	ok, err := l.TryAcquire(ctx)
+	if err == nil && !ok {
+		err = errors.New("not acquired")
+	}
+	return err
+}
+
+// TestCoalescingQueuedCancel: a call whose ctx ends while it waits in the
+// queue returns at once with ctx's cause, and is never sent.
+func TestCoalescingQueuedCancel(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		rdb, c := warmClient(t, tg)
+		h := newGateHook()
+		rdb.AddHook(h)
+
+		// Fill every send slot with calls held at the gate, and queue one.
+		var wg sync.WaitGroup
+		out := 0
+		for n := 0; ; n++ {
+			wg.Go(func() { _ = tryOK(ctx, c.NewLock(fmt.Sprintf("%s:%d", keyFor(t), n))) })
+			o, q := waitLoad(t, c, n+1)
+			if q > 0 {
+				out = o
+				break
+			}
+		}
+
+		cause := errors.New("caller gave up")
+		cctx, cancel := context.WithCancelCause(ctx)
+		l := c.NewLock(keyFor(t) + ":cancelled")
+		done := make(chan error, 1)
+		go func() {
+			ok, err := l.TryAcquire(cctx)
+			if ok {
+				err = errors.New("acquired")
+			}
+			done <- err
+		}()
+		waitLoad(t, c, out+2)
+		cancel(cause)
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(3 * time.Second):
+			// An undo of the unsent call would wait in the queue for its
+			// own timeout (5s): nothing must be sent for a call never sent.
+			t.Fatal("TryAcquire did not return within 3s of its ctx's end while every send was held")
+		}
+		if !errors.Is(err, cause) {
+			t.Fatalf("TryAcquire with a cancelled ctx = %v, want %v", err, cause)
+		}
+		if _, q := lock.CoalescerLoad(c); q != 1 {
+			t.Fatalf("%d calls queued after the cancelled one left, want 1", q)
+		}
+		close(h.open)
+		wg.Wait()
+		// Only the other queued call went out: the cancelled one was not
+		// sent, nor was an undo of it.
+		if pipes := h.pipelines(); !slices.Equal(pipes, []int{1}) {
+			t.Fatalf("pipelines %v, want [1]", pipes)
+		}
+		if n, err := rdb.Exists(ctx, lockKey(l.Key())).Result(); err != nil || n != 0 {
+			t.Fatalf("EXISTS of the cancelled lock = %d, %v; want 0", n, err)
+		}
+	})
+}
