@@ -12,8 +12,9 @@ import (
 
 // Client creates quorum locks over N independent Redis nodes (not replicas
 // of one another) and owns their background work: one renewal goroutine per
-// held lock, one pub/sub subscription per node for waiters, each started on
-// first need, and the goroutines that carry the per-node calls (reused, and
+// held lock (started when its first renewal is due, so a lock released
+// sooner costs none), one pub/sub subscription per node for waiters, started
+// on first need, and the goroutines that carry the per-node calls (reused, and
 // ended after a second idle). Create one per process and share it; it is
 // safe for concurrent use.
 type Client struct {

@@ -30,6 +30,8 @@ type hold struct {
 	cause      *lock.LostError
 	onLost     []func(error)
 	afterFn    *time.Timer // reports the loss at validUntil once renewal stopped
+	starter    *time.Timer // starts the renewal goroutine when it is first due
+	renewing   bool        // the renewal goroutine was started (or refused by Close)
 }
 
 func newHold(l *Lock, token string, fence int64, sent, validUntil time.Time) *hold {
@@ -84,6 +86,9 @@ func (h *hold) stopRenewal() {
 	}
 	if h.afterFn != nil {
 		h.afterFn.Stop()
+	}
+	if h.starter != nil {
+		h.starter.Stop()
 	}
 }
 

@@ -130,14 +130,13 @@ func newToken(key string) (string, error) {
 	return u.String(), nil
 }
 
-// install makes h the current hold and starts its renewal.
+// install schedules h's renewal, then makes h the current hold (so that an
+// Extend or Release on it finds the schedule in place).
 func (l *Lock) install(h *hold) {
+	h.scheduleRenewal()
 	l.mu.Lock()
 	l.h = h
 	l.mu.Unlock()
-	if !l.c.goBackground(func() { l.renew(h) }) {
-		h.abandon()
-	}
 }
 
 // TryAcquire makes one attempt on every node. It returns (true, nil) when

@@ -303,6 +303,30 @@ func TestLock_Extend(t *testing.T) {
 	wantIs(t, "Extend(released)", l.Extend(ctx, time.Minute), lock.ErrNotHeld)
 }
 
+// An Extend to a TTL shorter than the first one makes renewal due before
+// the renewal goroutine was scheduled to start: it must start at once.
+func TestLock_Extend_shorterTTL_renews(t *testing.T) {
+	ms, nodes := miniNodes(t, 3)
+	c := newClient(t, nodes)
+	key := keyFor(t)
+	l := c.NewLock(key) // TTL 30s: the first renewal is due after 10s
+	ctx := context.Background()
+	must(t, "Acquire()", l.Acquire(ctx))
+	must(t, "Extend()", l.Extend(ctx, 600*time.Millisecond))
+	// Without renewal the validity would run out after 600ms.
+	time.Sleep(1500 * time.Millisecond)
+	if isClosed(l.Lost()) {
+		t.Fatalf("Lost() closed: %v", l.LostErr())
+	}
+	if v := l.Validity(); v <= 0 || v > 600*time.Millisecond {
+		t.Fatalf("Validity() = %v, want in (0, 600ms]", v)
+	}
+	if d := ms[0].TTL(lockKey(key)); d != 600*time.Millisecond {
+		t.Fatalf("node TTL = %v, want 600ms", d)
+	}
+	must(t, "Release()", l.Release(ctx))
+}
+
 func TestLock_Acquire_wokenByRelease(t *testing.T) {
 	_, nodes := miniNodes(t, 5)
 	// A long backoff: only a release message can wake the waiter early.

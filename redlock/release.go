@@ -164,6 +164,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	switch {
 	case t.ok >= l.quorum:
 		h.confirmed(start, ttl)
+		h.startRenewal() // the new TTL may make renewal due before the starter fires
 		select {
 		case h.kick <- struct{}{}:
 		default:

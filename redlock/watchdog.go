@@ -15,6 +15,39 @@ func retryInterval(ttl time.Duration) time.Duration {
 	return min(max(ttl/12, time.Millisecond), time.Second)
 }
 
+// scheduleRenewal arms the timer that starts h's renewal goroutine when the
+// first renewal is due (TTL/3 after the acquire was sent; without the
+// watchdog, when the validity runs out). A hold released before then, the
+// usual short critical section, costs a timer instead of a goroutine that
+// would be started and woken again only to return.
+func (h *hold) scheduleRenewal() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := h.validUntil
+	if h.l.cfg.watchdog {
+		next = lockutil.MinTime(next, h.sentAt.Add(h.ttl/3))
+	}
+	h.starter = time.AfterFunc(time.Until(next), h.startRenewal)
+}
+
+// startRenewal starts h's renewal goroutine unless it was started already or
+// h has ended; once Close has begun, it arms the loss at the end of validity
+// instead. Extend calls it too, since it may move the first renewal earlier
+// than the starter's timer.
+func (h *hold) startRenewal() {
+	h.mu.Lock()
+	if h.renewing || h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	h.renewing = true
+	h.starter.Stop()
+	h.mu.Unlock()
+	if !h.l.c.goBackground(func() { h.l.renew(h) }) {
+		h.abandon()
+	}
+}
+
 // renew is the renewal goroutine of one hold, owned by the Client. With the
 // watchdog on it extends the hold on every node at TTL/3, counting from when
 // the last confirmed round was sent; a round confirmed by a quorum moves the
