@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
 )
 
 // gateHook holds every single-command call at a gate until it opens and
@@ -83,47 +84,66 @@ func TestCoalescing(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		for _, n := range []int{24, 300} {
 			t.Run(fmt.Sprint(n), func(t *testing.T) {
-				ctx := context.Background()
 				rdb, c := warmClient(t, tg)
 				// Empty the script cache: the pipelined EVALSHAs below meet
 				// NOSCRIPT.
-				must(t, "SCRIPT FLUSH", rdb.ScriptFlush(ctx).Err())
-				h := newGateHook()
-				rdb.AddHook(h)
-				locks := make([]*lock.Lock, n)
-				errs := make([]error, n)
-				var wg sync.WaitGroup
-				for i := range n {
-					locks[i] = c.NewLock(fmt.Sprintf("%s:%d", keyFor(t), i))
-					wg.Go(func() { errs[i] = tryOK(ctx, locks[i]) })
-				}
-				out, queued := waitLoad(t, c, n)
-				close(h.open)
-				wg.Wait()
-				for i, err := range errs {
-					must(t, fmt.Sprintf("TryAcquire(%d)", i), err)
-				}
-				pipes := h.pipelines()
-				// The queue goes out at the first send's return, in chunks of
-				// at most 256; each call meeting NOSCRIPT is then replayed
-				// by EVAL.
-				var want []int
-				for left := queued; left > 0; left -= min(left, 256) {
-					want = append(want, min(left, 256))
-				}
-				if !slices.Equal(pipes, want) {
-					t.Fatalf("%d out, %d queued: pipelines %v, want %v", out, queued, pipes, want)
-				}
-				for i, l := range locks {
-					got, err := rdb.Get(ctx, lockKey(l.Key())).Result()
-					if err != nil || got != l.Token() {
-						t.Fatalf("lock %d holds %q, %v; want its token %q", i, got, err, l.Token())
-					}
-					must(t, fmt.Sprintf("Release(%d)", i), l.Release(ctx))
-				}
+				must(t, "SCRIPT FLUSH", rdb.ScriptFlush(context.Background()).Err())
+				pileUp(t, rdb, c, n)
 			})
 		}
 	})
+}
+
+// TestClusterCoalescing: on a real 3-master Redis Cluster a pipeline of
+// queued calls is split by node (each new to the script after the first,
+// so replayed by EVAL) and every call gets its own reply.
+func TestClusterCoalescing(t *testing.T) {
+	rdb := redistest.StartCluster(t, 3, 0).Client(t)
+	c := newClient(t, rdb)
+	warm := c.NewLock(keyFor(t) + ":warm")
+	must(t, "warm-up TryAcquire()", tryOK(context.Background(), warm))
+	must(t, "warm-up Release()", warm.Release(context.Background()))
+	pileUp(t, rdb, c, 48)
+}
+
+// pileUp starts n TryAcquires on distinct keys while every single call is
+// held at a gate, opens it once all n are out or queued, and checks that
+// the queue went out in pipelines of at most 256 and that each lock holds
+// its own token.
+func pileUp(t *testing.T, rdb redis.UniversalClient, c *lock.Client, n int) {
+	t.Helper()
+	ctx := context.Background()
+	h := newGateHook()
+	rdb.AddHook(h)
+	locks := make([]*lock.Lock, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		locks[i] = c.NewLock(fmt.Sprintf("%s:%d", keyFor(t), i))
+		wg.Go(func() { errs[i] = tryOK(ctx, locks[i]) })
+	}
+	out, queued := waitLoad(t, c, n)
+	close(h.open)
+	wg.Wait()
+	for i, err := range errs {
+		must(t, fmt.Sprintf("TryAcquire(%d)", i), err)
+	}
+	// The queue goes out when the first send returns, in chunks of at most
+	// 256; each call meeting NOSCRIPT is then replayed by EVAL.
+	var want []int
+	for left := queued; left > 0; left -= min(left, 256) {
+		want = append(want, min(left, 256))
+	}
+	if pipes := h.pipelines(); !slices.Equal(pipes, want) {
+		t.Fatalf("%d out, %d queued: pipelines %v, want %v", out, queued, pipes, want)
+	}
+	for i, l := range locks {
+		got, err := rdb.Get(ctx, lockKey(l.Key())).Result()
+		if err != nil || got != l.Token() {
+			t.Fatalf("lock %d holds %q, %v; want its token %q", i, got, err, l.Token())
+		}
+		must(t, fmt.Sprintf("Release(%d)", i), l.Release(ctx))
+	}
 }
 
 // warmClient returns a new go-redis client and a lock Client over it that
