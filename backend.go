@@ -98,7 +98,7 @@ var (
 // scriptBackend runs each operation as one script call (ReleaseScript).
 type scriptBackend struct {
 	rdb       scripter
-	co        *coalescer // nil: every call is sent on its own (WithCoalescing(false))
+	co        *lanes // nil: every call is sent on its own (WithCoalescing(false))
 	reentrant bool
 	fencing   bool
 	// evaled marks the scripts this backend has sent whole once. Until then
@@ -159,7 +159,7 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 	}
 	cmd := redis.NewCmd(ctx, append(a, args...)...)
 	if b.co != nil {
-		b.co.do(ctx, cmd)
+		b.co.lane(ctx, keys[0]).do(ctx, cmd)
 	} else {
 		_ = b.rdb.Process(ctx, cmd) // the error is in cmd
 	}

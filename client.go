@@ -28,7 +28,7 @@ type Client struct {
 
 	beMu     sync.Mutex
 	backends map[backendKind]backend
-	co       *coalescer // shared by every backend that coalesces; made on first use
+	co       *lanes // shared by every backend that coalesces; made on first use
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,
@@ -107,7 +107,7 @@ func (c *Client) backend(k backendKind) backend {
 		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing}
 		if k.coalesce {
 			if c.co == nil {
-				c.co = newCoalescer(c.rdb)
+				c.co = newLanes(c.rdb)
 			}
 			sb.co = c.co
 		}

@@ -48,6 +48,63 @@ func newCoalescer(rdb scripter) *coalescer {
 	return &coalescer{rdb: rdb, limit: max(2, runtime.GOMAXPROCS(0))}
 }
 
+// lanes gives each Redis node its own coalescer on a cluster, so that a
+// shared pipeline never waits for a node other than its own (a slow or dead
+// master would otherwise hold up calls to the healthy ones), and one
+// coalescer for everything elsewhere.
+type lanes struct {
+	rdb     scripter
+	cluster *redis.ClusterClient // nil unless rdb is one
+
+	mu     sync.Mutex
+	byNode map[string]*coalescer // by master address, on a cluster
+	one    *coalescer
+}
+
+func newLanes(rdb redis.UniversalClient) *lanes {
+	ls := &lanes{rdb: rdb}
+	if cl, ok := rdb.(*redis.ClusterClient); ok {
+		ls.cluster, ls.byNode = cl, map[string]*coalescer{}
+	} else {
+		ls.one = newCoalescer(rdb)
+	}
+	return ls
+}
+
+// lane returns the coalescer for the node serving key. When the cluster's
+// slot map is not at hand, calls share one lane: go-redis routes each
+// command of a pipeline by itself either way.
+func (ls *lanes) lane(ctx context.Context, key string) *coalescer {
+	if ls.cluster == nil {
+		return ls.one
+	}
+	addr := ""
+	if node, err := ls.cluster.MasterForKey(ctx, key); err == nil {
+		addr = node.Options().Addr
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	co := ls.byNode[addr]
+	if co == nil {
+		co = newCoalescer(ls.rdb)
+		ls.byNode[addr] = co
+	}
+	return co
+}
+
+// each calls fn with every lane made so far.
+func (ls *lanes) each(fn func(*coalescer)) {
+	if ls.one != nil {
+		fn(ls.one)
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, co := range ls.byNode {
+		fn(co)
+	}
+}
+
 var queuedPool = sync.Pool{New: func() any { return &queued{ready: make(chan []*queued, 1)} }}
 
 // do sends cmd and returns when its reply (or error) is in cmd.

@@ -24,6 +24,7 @@ type gateHook struct {
 	open  chan struct{}
 	mu    sync.Mutex
 	pipes []int
+	keys  [][]string // by pipeline: the first key of each EVALSHA
 }
 
 func newGateHook() *gateHook { return &gateHook{open: make(chan struct{})} }
@@ -39,15 +40,16 @@ func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		n := 0
+		var keys []string
 		for _, c := range cmds {
 			if c.Name() == "evalsha" {
-				n++
+				keys = append(keys, fmt.Sprint(c.Args()[3]))
 			}
 		}
-		if n > 0 {
+		if len(keys) > 0 {
 			h.mu.Lock()
-			h.pipes = append(h.pipes, n)
+			h.pipes = append(h.pipes, len(keys))
+			h.keys = append(h.keys, keys)
 			h.mu.Unlock()
 		}
 		return next(ctx, cmds)
@@ -60,14 +62,15 @@ func (h *gateHook) pipelines() []int {
 	return slices.Clone(h.pipes)
 }
 
-// waitLoad waits until the Client's coalescer has n calls out or queued.
-func waitLoad(t *testing.T, c *lock.Client, n int) (out, queued int) {
+// waitLoad waits until the Client's coalescers have n calls out or queued,
+// and returns the lengths of the queues that are not empty.
+func waitLoad(t *testing.T, c *lock.Client, n int) (out int, queues []int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, queued = lock.CoalescerLoad(c)
+		out, queued, queues := lock.CoalescerLoad(c)
 		if out+queued == n {
-			return out, queued
+			return out, queues
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("coalescer has %d out and %d queued, want %d in all", out, queued, n)
@@ -103,14 +106,28 @@ func TestClusterCoalescing(t *testing.T) {
 	warm := c.NewLock(keyFor(t) + ":warm")
 	must(t, "warm-up TryAcquire()", tryOK(context.Background(), warm))
 	must(t, "warm-up Release()", warm.Release(context.Background()))
-	pileUp(t, rdb, c, 48)
+	h, queues := pileUp(t, rdb, c, 48)
+	if len(queues) != 3 {
+		t.Fatalf("queues %v: want one per master", queues)
+	}
+	for i, keys := range h.keys {
+		nodes := map[string]bool{}
+		for _, k := range keys {
+			node, err := rdb.MasterForKey(context.Background(), k)
+			must(t, "MasterForKey()", err)
+			nodes[node.Options().Addr] = true
+		}
+		if len(nodes) != 1 {
+			t.Fatalf("pipeline %d went to %d masters, want 1", i, len(nodes))
+		}
+	}
 }
 
 // pileUp starts n TryAcquires on distinct keys while every single call is
 // held at a gate, opens it once all n are out or queued, and checks that
 // the queue went out in pipelines of at most 256 and that each lock holds
-// its own token.
-func pileUp(t *testing.T, rdb redis.UniversalClient, c *lock.Client, n int) {
+// its own token. It returns the hook and the queues' lengths.
+func pileUp(t *testing.T, rdb redis.UniversalClient, c *lock.Client, n int) (*gateHook, []int) {
 	t.Helper()
 	ctx := context.Background()
 	h := newGateHook()
@@ -122,20 +139,26 @@ func pileUp(t *testing.T, rdb redis.UniversalClient, c *lock.Client, n int) {
 		locks[i] = c.NewLock(fmt.Sprintf("%s:%d", keyFor(t), i))
 		wg.Go(func() { errs[i] = tryOK(ctx, locks[i]) })
 	}
-	out, queued := waitLoad(t, c, n)
+	out, queues := waitLoad(t, c, n)
 	close(h.open)
 	wg.Wait()
 	for i, err := range errs {
 		must(t, fmt.Sprintf("TryAcquire(%d)", i), err)
 	}
-	// The queue goes out when the first send returns, in chunks of at most
-	// 256; each call meeting NOSCRIPT is then replayed by EVAL.
+	// Each queue (one per node on a cluster) goes out when the first send
+	// of its lane returns, in chunks of at most 256; each call meeting
+	// NOSCRIPT is then replayed by EVAL.
 	var want []int
-	for left := queued; left > 0; left -= min(left, 256) {
-		want = append(want, min(left, 256))
+	for _, q := range queues {
+		for left := q; left > 0; left -= min(left, 256) {
+			want = append(want, min(left, 256))
+		}
 	}
-	if pipes := h.pipelines(); !slices.Equal(pipes, want) {
-		t.Fatalf("%d out, %d queued: pipelines %v, want %v", out, queued, pipes, want)
+	pipes := h.pipelines()
+	slices.Sort(pipes)
+	slices.Sort(want)
+	if !slices.Equal(pipes, want) {
+		t.Fatalf("%d out, queues %v: pipelines %v, want %v", out, queues, pipes, want)
 	}
 	for i, l := range locks {
 		got, err := rdb.Get(ctx, lockKey(l.Key())).Result()
@@ -144,6 +167,7 @@ func pileUp(t *testing.T, rdb redis.UniversalClient, c *lock.Client, n int) {
 		}
 		must(t, fmt.Sprintf("Release(%d)", i), l.Release(ctx))
 	}
+	return h, queues
 }
 
 // warmClient returns a new go-redis client and a lock Client over it that
@@ -184,7 +208,7 @@ func TestCoalescingQueuedCancel(t *testing.T) {
 		for n := 0; ; n++ {
 			wg.Go(func() { _ = tryOK(ctx, c.NewLock(fmt.Sprintf("%s:%d", keyFor(t), n))) })
 			o, q := waitLoad(t, c, n+1)
-			if q > 0 {
+			if len(q) > 0 {
 				out = o
 				break
 			}
@@ -214,7 +238,7 @@ func TestCoalescingQueuedCancel(t *testing.T) {
 		if !errors.Is(err, cause) {
 			t.Fatalf("TryAcquire with a cancelled ctx = %v, want %v", err, cause)
 		}
-		if _, q := lock.CoalescerLoad(c); q != 1 {
+		if _, q, _ := lock.CoalescerLoad(c); q != 1 {
 			t.Fatalf("%d calls queued after the cancelled one left, want 1", q)
 		}
 		close(h.open)

@@ -1,15 +1,24 @@
 package lock
 
-// CoalescerLoad reports, for tests, how many sends the Client's coalescer
-// has out and how many calls wait in its queue (0, 0 before first use).
-func CoalescerLoad(c *Client) (out, queued int) {
+// CoalescerLoad reports, for tests, how many sends the Client's coalescers
+// have out and how many calls wait in their queues, summed over the lanes
+// (one per node on a cluster), and the lengths of the queues that are not
+// empty.
+func CoalescerLoad(c *Client) (out, queued int, queues []int) {
 	c.beMu.Lock()
-	co := c.co
+	ls := c.co
 	c.beMu.Unlock()
-	if co == nil {
-		return 0, 0
+	if ls == nil {
+		return 0, 0, nil
 	}
-	co.mu.Lock()
-	defer co.mu.Unlock()
-	return co.out, len(co.queue)
+	ls.each(func(co *coalescer) {
+		co.mu.Lock()
+		defer co.mu.Unlock()
+		out += co.out
+		queued += len(co.queue)
+		if len(co.queue) > 0 {
+			queues = append(queues, len(co.queue))
+		}
+	})
+	return out, queued, queues
 }
