@@ -34,7 +34,7 @@ func (l *Lock) attempt(ctx context.Context, token string) (acquireResult, error)
 // handle's current hold and puts it into renewal.
 func (l *Lock) install(token string, fence int64, sent time.Time) error {
 	h := newHold(l, token, fence, sent)
-	if !time.Now().Before(h.deadline) {
+	if h.pastDeadline(time.Now()) {
 		// The reply came so late that the lease may already have run out in
 		// Redis: someone else may hold the lock. Undo and report a failed
 		// attempt rather than return a hold we cannot trust.
