@@ -48,11 +48,11 @@ func (f *fakeBackend) live(k string) (fakeKey, bool) {
 
 func (f *fakeBackend) acquire(_ context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
 	f.mu.Lock()
-	if v, ok := f.live(k.lock); ok && v.token != token {
+	if v, ok := f.live(k.lockName()); ok && v.token != token {
 		f.mu.Unlock()
 		return acquireResult{pttl: time.Until(v.exp)}, nil
 	}
-	f.keys[k.lock] = fakeKey{token, time.Now().Add(ttl)}
+	f.keys[k.lockName()] = fakeKey{token, time.Now().Add(ttl)}
 	delay := f.delay
 	f.mu.Unlock()
 	time.Sleep(delay)
@@ -60,7 +60,7 @@ func (f *fakeBackend) acquire(_ context.Context, k *keys, token string, ttl time
 }
 
 func (f *fakeBackend) status(k *keys, token string) extendStatus {
-	v, ok := f.live(k.lock)
+	v, ok := f.live(k.lockName())
 	switch {
 	case !ok:
 		return extendGone
@@ -75,7 +75,7 @@ func (f *fakeBackend) release(_ context.Context, k *keys, token string) (extendS
 	defer f.mu.Unlock()
 	st := f.status(k, token)
 	if st == extendOK {
-		delete(f.keys, k.lock)
+		delete(f.keys, k.lockName())
 	}
 	return st, nil
 }
@@ -85,7 +85,7 @@ func (f *fakeBackend) extend(_ context.Context, k *keys, token string, ttl time.
 	defer f.mu.Unlock()
 	st := f.status(k, token)
 	if st == extendOK {
-		f.keys[k.lock] = fakeKey{token, time.Now().Add(ttl)}
+		f.keys[k.lockName()] = fakeKey{token, time.Now().Add(ttl)}
 	}
 	return st, nil
 }
@@ -96,7 +96,7 @@ func (f *fakeBackend) pttl(_ context.Context, k *keys, token string) (time.Durat
 	if f.status(k, token) != extendOK {
 		return 0, errNotOurs
 	}
-	return time.Until(f.keys[k.lock].exp), nil
+	return time.Until(f.keys[k.lockName()].exp), nil
 }
 
 func (f *fakeBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
@@ -317,9 +317,9 @@ func TestRenewal_keyGoneOrStolen(t *testing.T) {
 				time.Sleep(1500 * time.Millisecond)
 				f.set(func(f *fakeBackend) {
 					if tt.token == "" {
-						delete(f.keys, l.k.lock)
+						delete(f.keys, l.k.lockName())
 					} else {
-						f.keys[l.k.lock] = fakeKey{tt.token, time.Now().Add(time.Hour)}
+						f.keys[l.k.lockName()] = fakeKey{tt.token, time.Now().Add(time.Hour)}
 					}
 				})
 				at := lostAt(t, l, time.Minute).Sub(start)
