@@ -34,7 +34,7 @@ func (l *Lock) attempt(ctx context.Context, token string) (acquireResult, error)
 // handle's current hold and puts it into renewal.
 func (l *Lock) install(token string, fence int64, sent time.Time) error {
 	h := newHold(l, token, fence, sent)
-	if !time.Now().Before(h.deadline) {
+	if h.pastDeadline(time.Now()) {
 		// The reply came so late that the lease may already have run out in
 		// Redis: someone else may hold the lock. Undo and report a failed
 		// attempt rather than return a hold we cannot trust.
@@ -153,10 +153,10 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 	}
 	var w *waiter
 	defer func() { w.leave() }()
-	if l.cfg.notify && l.c.notifier.queued(l.k.notify) {
+	if l.cfg.notify && l.c.notifier.queued(l.k.notifyName()) {
 		// Others in this process already wait for this key: queue behind
 		// them instead of racing the one a release is about to wake.
-		w, _ = l.c.notifier.join(l.k.notify, l, token)
+		w, _ = l.c.notifier.join(l.k.notifyName(), l, token)
 	}
 
 	var (
@@ -203,7 +203,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 		}
 		if w == nil && l.cfg.notify {
 			var ready bool
-			w, ready = l.c.notifier.join(l.k.notify, l, token)
+			w, ready = l.c.notifier.join(l.k.notifyName(), l, token)
 			if ready && pttl > 0 {
 				// We joined after our failed attempt: a release in between
 				// would be missed, so look once more now that we listen.

@@ -16,12 +16,11 @@ import (
 // keys names the Redis keys of one lock. They share the hash tag {K}, so
 // every script and transaction stays in one cluster slot.
 type keys struct {
-	user   string // the caller's key K
-	lock   string // P{K}
-	fence  string // P{K}:fence
-	notify string // P{K}:notify
-	// The scripts' KEYS, built once per Lock rather than once per call:
-	// names[0:2] is {lock, fence}, names[2:4] {lock, notify}, names[0:1] {lock}.
+	user string // the caller's key K
+	// The Redis keys {lock P{K}, fence P{K}:fence, lock, notify P{K}:notify},
+	// laid out so that the scripts' KEYS are slices of it, built once per
+	// Lock rather than once per call: names[0:2] is {lock, fence}, names[2:4]
+	// {lock, notify}, names[0:1] {lock}.
 	names [4]string
 }
 
@@ -29,10 +28,12 @@ func makeKeys(prefix, key string) keys {
 	// One allocation for all three names: "P{K}:fenceP{K}:notify", sliced.
 	n := len(prefix) + len(key) + 2
 	s := prefix + "{" + key + "}:fence" + prefix + "{" + key + "}:notify"
-	k := keys{user: key, lock: s[:n], fence: s[:n+6], notify: s[n+6:]}
-	k.names = [4]string{k.lock, k.fence, k.lock, k.notify}
-	return k
+	return keys{user: key, names: [4]string{s[:n], s[:n+6], s[:n], s[n+6:]}}
 }
+
+func (k *keys) lockName() string   { return k.names[0] }
+func (k *keys) fenceName() string  { return k.names[1] }
+func (k *keys) notifyName() string { return k.names[3] }
 
 func (k *keys) acquireKeys() []string { return k.names[0:2] }
 func (k *keys) releaseKeys() []string { return k.names[2:4] }

@@ -29,14 +29,14 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 		pttlc *redis.DurationCmd
 	)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		set = p.SetNX(ctx, k.lock, token, ttl)
+		set = p.SetNX(ctx, k.lockName(), token, ttl)
 		if b.fencing {
 			// INCR runs even when SET NX fails, so fences leave gaps, but the
 			// successful SET and its INCR are still one atomic step.
-			incr = p.Incr(ctx, k.fence)
+			incr = p.Incr(ctx, k.fenceName())
 		}
-		get = p.Get(ctx, k.lock)
-		pttlc = p.PTTL(ctx, k.lock)
+		get = p.Get(ctx, k.lockName())
+		pttlc = p.PTTL(ctx, k.lockName())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
@@ -74,7 +74,7 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, fn func(redis.Pipeliner)) (extendStatus, error) {
 	status := extendOK
 	txf := func(tx *redis.Tx) error {
-		v, err := tx.Get(ctx, k.lock).Result()
+		v, err := tx.Get(ctx, k.lockName()).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
 			status = extendGone
@@ -95,7 +95,7 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 		return err
 	}
 	for range watchRetries {
-		err := b.rdb.Watch(ctx, txf, k.lock)
+		err := b.rdb.Watch(ctx, txf, k.lockName())
 		if errors.Is(err, redis.TxFailedErr) {
 			continue
 		}
@@ -112,14 +112,14 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 
 func (b *watchBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
-		p.Del(ctx, k.lock)
-		p.Publish(ctx, k.notify, "released")
+		p.Del(ctx, k.lockName())
+		p.Publish(ctx, k.notifyName(), "released")
 	})
 }
 
 func (b *watchBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
-		p.PExpire(ctx, k.lock, ttl)
+		p.PExpire(ctx, k.lockName(), ttl)
 	})
 }
 
@@ -129,8 +129,8 @@ func (b *watchBackend) pttl(ctx context.Context, k *keys, token string) (time.Du
 		pttlc *redis.DurationCmd
 	)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, k.lock)
-		pttlc = p.PTTL(ctx, k.lock)
+		get = p.Get(ctx, k.lockName())
+		pttlc = p.PTTL(ctx, k.lockName())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {

@@ -126,7 +126,7 @@ func (l *Lock) handoff(ctx context.Context, h *hold) (found bool, st extendStatu
 	if !ok || sb.reentrant || l.c.closed.Load() {
 		return false, 0, nil
 	}
-	w := l.c.notifier.claim(l.k.notify)
+	w := l.c.notifier.claim(l.k.notifyName())
 	if w == nil {
 		return false, 0, nil
 	}

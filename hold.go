@@ -2,6 +2,7 @@ package lock
 
 import (
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 )
@@ -23,18 +24,61 @@ type hold struct {
 	onLost    []func(error) // called once with the *LostError
 	afterFn   *time.Timer   // the deadline timer a Close leaves behind
 
-	// Renewal bookkeeping, guarded by the Client's renewal.mu.
+	// Renewal bookkeeping, guarded by the Client's renewal.mu. Times are
+	// clock readings (see mono).
 	ttl         time.Duration
-	sentAt      time.Time // when the last confirmed acquire or renewal was sent
-	deadline    time.Time // sentAt + ttl - margin: lost if not confirmed by then
-	next        time.Time // when the renewal loop looks at this hold again
-	capAt       time.Time // WithMaxHold: no renewal past this; zero = no cap
-	index       int       // position in the renewal heap; -1 when not in it
-	inFlight    bool      // a renewal call for it is under way
-	registered  bool      // known to the renewal loop
-	lastErr     error     // the last renewal error, cleared by a success
-	extDeadline time.Time // deadline of an Extend made while a renewal was out
+	sentAt      int64 // when the last confirmed acquire or renewal was sent
+	deadline    int64 // sentAt + ttl - margin: lost if not confirmed by then
+	next        int64 // when the renewal loop looks at this hold again
+	capAt       int64 // WithMaxHold: no renewal past this; never = no cap
+	index       int   // position in the renewal heap; -1 when not in it
+	inFlight    bool  // a renewal call for it is under way
+	registered  bool  // known to the renewal loop
+	lastErr     error // the last renewal error, cleared by a success
+	extDeadline int64 // deadline of an Extend made while a renewal was out; never = none
 }
+
+// epoch is the origin of the clock holds keep their times on: nanoseconds
+// since epoch, a third of a time.Time's size. Readings come from the
+// monotonic clock, so a step of the wall clock moves no deadline.
+var epoch = time.Now()
+
+// never is a reading the clock does not reach: an unset capAt or extDeadline.
+const never = math.MaxInt64
+
+// mono returns t, a time.Now result, as a reading of the holds' clock.
+// Inside a testing/synctest bubble time.Now has no monotonic reading, so the
+// result is a wall-clock difference to the real epoch, possibly negative;
+// differences between readings taken in one bubble are still exact.
+func mono(t time.Time) int64 { return int64(t.Sub(epoch)) }
+
+// monoNow is the clock's reading now.
+func monoNow() int64 { return mono(time.Now()) }
+
+// later returns reading m moved on by d >= 0, at most never: a TTL or a
+// WithMaxHold cap may be as long as a Duration goes.
+func later(m int64, d time.Duration) int64 {
+	if n := m + int64(d); n >= m {
+		return n
+	}
+	return never
+}
+
+// between returns the time from reading a to reading b, saturating as
+// time.Time.Sub does (never minus a reading would overflow).
+func between(a, b int64) time.Duration {
+	d := time.Duration(b - a)
+	switch {
+	case b > a && d < 0:
+		return math.MaxInt64
+	case b < a && d > 0:
+		return math.MinInt64
+	}
+	return d
+}
+
+// untilMono is the time from now until reading m; negative once m has passed.
+func untilMono(m int64) time.Duration { return between(monoNow(), m) }
 
 // safetyMargin is how long before its TTL would run out (counted from when
 // the confirming call was sent) a hold that renewal could not confirm is
@@ -49,19 +93,24 @@ func safetyMargin(ttl time.Duration) time.Duration {
 
 func newHold(l *Lock, token string, fence int64, sent time.Time) *hold {
 	h := &hold{
-		l:      l,
-		token:  token,
-		fence:  fence,
-		ttl:    l.cfg.ttl,
-		sentAt: sent,
-		index:  -1,
+		l:           l,
+		token:       token,
+		fence:       fence,
+		ttl:         l.cfg.ttl,
+		sentAt:      mono(sent),
+		capAt:       never,
+		extDeadline: never,
+		index:       -1,
 	}
-	h.deadline = sent.Add(h.ttl - safetyMargin(h.ttl))
+	h.deadline = later(h.sentAt, h.ttl-safetyMargin(h.ttl))
 	if l.cfg.maxHold > 0 {
-		h.capAt = sent.Add(l.cfg.maxHold)
+		h.capAt = later(h.sentAt, l.cfg.maxHold)
 	}
 	return h
 }
+
+// pastDeadline reports whether now is at or past h's safety deadline.
+func (h *hold) pastDeadline(now time.Time) bool { return mono(now) >= h.deadline }
 
 // closedChan is what Lost returns for a hold lost before anyone asked.
 var closedChan = func() chan struct{} {
@@ -175,11 +224,11 @@ func (h *hold) lose(reason LossReason, err error, byRelease bool) {
 // lossReason names why Redis no longer has our hold: someone else's token,
 // or no key at all (expired by our clock, or removed while it should have
 // been valid).
-func lossReason(st extendStatus, now time.Time, ttl time.Duration, sentAt time.Time) LossReason {
+func lossReason(st extendStatus, now int64, ttl time.Duration, sentAt int64) LossReason {
 	if st == extendStolen {
 		return LossStolen
 	}
-	if now.Sub(sentAt) >= ttl {
+	if between(sentAt, now) >= ttl {
 		return LossExpired
 	}
 	return LossForceReleased

@@ -4,7 +4,7 @@ package lock
 type holdHeap []*hold
 
 func (q holdHeap) Len() int           { return len(q) }
-func (q holdHeap) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
+func (q holdHeap) Less(i, j int) bool { return q[i].next < q[j].next }
 func (q holdHeap) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
 	q[i].index, q[j].index = i, j

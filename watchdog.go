@@ -5,10 +5,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
-
-	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // renewChunk caps the renewals sent in one pipeline: one round trip renews
@@ -26,7 +25,7 @@ type renewal struct {
 	mu        sync.Mutex
 	q         holdHeap
 	kick      chan struct{} // wakes the loop when an earlier event arrives
-	armed     time.Time     // when the loop's timer fires next
+	armed     int64         // when the loop's timer fires next (see mono)
 	started   bool
 	abandoned bool // Close has run: holds only get deadline timers
 }
@@ -34,6 +33,7 @@ type renewal struct {
 func (r *renewal) init(c *Client) {
 	r.c = c
 	r.kick = make(chan struct{}, 1)
+	r.armed = math.MinInt64 // no timer yet: the loop looks at the heap when it starts
 }
 
 // retryInterval is the wait after a failed renewal before the next try:
@@ -43,15 +43,12 @@ func retryInterval(ttl time.Duration) time.Duration {
 }
 
 // nextFor is when the loop must next look at h. Callers hold r.mu.
-func nextFor(h *hold, renewAt time.Time) time.Time {
+func nextFor(h *hold, renewAt int64) int64 {
 	n := h.deadline
-	if h.l.cfg.watchdog && renewAt.Before(n) {
-		n = renewAt
+	if h.l.cfg.watchdog {
+		n = min(n, renewAt)
 	}
-	if !h.capAt.IsZero() && h.capAt.Before(n) {
-		n = h.capAt
-	}
-	return n
+	return min(n, h.capAt)
 }
 
 // add puts a new hold into the loop, starting the loop on first use.
@@ -65,7 +62,7 @@ func (r *renewal) add(h *hold) {
 		return
 	}
 	h.registered = true
-	h.next = nextFor(h, h.sentAt.Add(h.ttl/3))
+	h.next = nextFor(h, later(h.sentAt, h.ttl/3))
 	heap.Push(&r.q, h)
 	if !r.started {
 		r.started = true
@@ -74,7 +71,7 @@ func (r *renewal) add(h *hold) {
 	}
 	// Wake the loop only if it would sleep past this hold's time: waking a
 	// goroutine on every acquire costs more than the acquire's own work.
-	early := h.next.Before(r.armed)
+	early := h.next < r.armed
 	r.mu.Unlock()
 	if early {
 		r.wake()
@@ -102,15 +99,16 @@ func (r *renewal) remove(h *hold) {
 func (r *renewal) reason(h *hold, st extendStatus) LossReason {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return lossReason(st, time.Now(), h.ttl, h.sentAt)
+	return lossReason(st, monoNow(), h.ttl, h.sentAt)
 }
 
-// extended records a successful Extend sent at sent with a new ttl, which
+// extended records a successful Extend sent at sentAt with a new ttl, which
 // later renewals keep.
-func (r *renewal) extended(h *hold, ttl time.Duration, sent time.Time) {
+func (r *renewal) extended(h *hold, ttl time.Duration, sentAt time.Time) {
+	sent := mono(sentAt)
 	r.mu.Lock()
 	h.ttl = ttl
-	dl := sent.Add(ttl - safetyMargin(ttl))
+	dl := later(sent, ttl-safetyMargin(ttl))
 	if !h.registered {
 		r.mu.Unlock()
 		return
@@ -118,26 +116,24 @@ func (r *renewal) extended(h *hold, ttl time.Duration, sent time.Time) {
 	if h.inFlight {
 		// A renewal sent with the old TTL may reach Redis before or after
 		// this extend: trust neither alone (see apply).
-		if h.extDeadline.IsZero() || dl.Before(h.extDeadline) {
-			h.extDeadline = dl
-		}
+		h.extDeadline = min(h.extDeadline, dl)
 		r.mu.Unlock()
 		return
 	}
-	if h.sentAt.After(sent) {
+	if h.sentAt > sent {
 		// A renewal sent after this extend, with the old TTL, was confirmed
 		// first: it may have reached Redis last. Keep the earlier deadline
 		// and renew at once with the new TTL.
-		h.deadline = lockutil.MinTime(h.deadline, dl)
-		h.next = nextFor(h, time.Now())
+		h.deadline = min(h.deadline, dl)
+		h.next = nextFor(h, monoNow())
 	} else {
 		h.sentAt, h.deadline, h.lastErr = sent, dl, nil
-		h.next = nextFor(h, sent.Add(ttl/3))
+		h.next = nextFor(h, later(sent, ttl/3))
 	}
 	if h.index >= 0 {
 		heap.Fix(&r.q, h.index)
 	}
-	early := h.next.Before(r.armed)
+	early := h.next < r.armed
 	r.mu.Unlock()
 	if early {
 		r.wake()
@@ -150,11 +146,12 @@ func (r *renewal) run() {
 	defer t.Stop()
 	for {
 		r.mu.Lock()
+		now := monoNow()
 		wait := time.Hour
 		if len(r.q) > 0 {
-			wait = max(time.Until(r.q[0].next), 0)
+			wait = max(between(now, r.q[0].next), 0)
 		}
-		r.armed = time.Now().Add(wait)
+		r.armed = later(now, wait)
 		r.mu.Unlock()
 		t.Reset(wait)
 		select {
@@ -179,25 +176,25 @@ type lossNote struct {
 // or cap, and renewals due now or soon (a renewal due within TTL/12 is sent
 // early, so that holds acquired close together share round trips).
 func (r *renewal) tick() {
-	now := time.Now()
+	now := monoNow()
 	var lost []lossNote
 	batches := map[backend][]*hold{}
 	r.mu.Lock()
 	for len(r.q) > 0 {
 		h := r.q[0]
-		if h.next.After(now) && !(r.renewalDue(h) && h.next.Sub(now) <= h.ttl/12) {
+		if h.next > now && !(r.renewalDue(h) && between(now, h.next) <= h.ttl/12) {
 			break
 		}
 		heap.Pop(&r.q)
 		switch {
-		case !now.Before(h.deadline):
+		case now >= h.deadline:
 			h.registered = false
 			reason := LossExpired
 			if h.lastErr != nil {
 				reason = LossUnreachable
 			}
 			lost = append(lost, lossNote{h, reason, h.lastErr})
-		case !h.capAt.IsZero() && !now.Before(h.capAt):
+		case now >= h.capAt:
 			h.registered = false
 			lost = append(lost, lossNote{h, LossMaxHold, nil})
 		default:
@@ -223,7 +220,7 @@ func (r *renewal) tick() {
 // renewalDue reports whether h's next event is a renewal (not its deadline
 // or cap). Callers hold r.mu.
 func (r *renewal) renewalDue(h *hold) bool {
-	return h.l.cfg.watchdog && h.next.Before(h.deadline) && (h.capAt.IsZero() || h.next.Before(h.capAt))
+	return h.l.cfg.watchdog && h.next < h.deadline && h.next < h.capAt
 }
 
 // renew sends one batch. Its call must end before the earliest deadline in
@@ -239,20 +236,20 @@ func (r *renewal) renew(be backend, hs []*hold) {
 	dl := hs[0].deadline
 	for i, h := range hs {
 		items[i] = renewItem{k: &h.l.k, token: h.token, ttl: h.ttl}
-		dl = lockutil.MinTime(dl, h.deadline)
+		dl = min(dl, h.deadline)
 	}
 	r.mu.Unlock()
-	ctx, cancel := context.WithDeadline(r.c.ctx, dl.Add(-time.Millisecond))
+	ctx, cancel := context.WithTimeout(r.c.ctx, untilMono(dl)-time.Millisecond)
 	defer cancel()
 	st := make([]extendStatus, len(items))
 	errs := make([]error, len(items))
-	sent := time.Now()
+	sent := monoNow()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		be.renew(ctx, items, st, errs)
 	}()
-	t := time.NewTimer(time.Until(dl))
+	t := time.NewTimer(untilMono(dl))
 	defer t.Stop()
 	for waiting := true; waiting; {
 		select {
@@ -265,7 +262,7 @@ func (r *renewal) renew(be backend, hs []*hold) {
 				waiting = false
 				break
 			}
-			t.Reset(time.Until(next))
+			t.Reset(untilMono(next))
 		}
 	}
 	r.apply(hs, items, sent, st, errs)
@@ -273,20 +270,20 @@ func (r *renewal) renew(be backend, hs []*hold) {
 
 // expireInFlight declares lost the holds of an unanswered batch whose
 // deadline has come, and returns the earliest deadline left, if any.
-func (r *renewal) expireInFlight(hs []*hold) (next time.Time, ok bool) {
-	now := time.Now()
+func (r *renewal) expireInFlight(hs []*hold) (next int64, ok bool) {
+	now := monoNow()
 	var lost []*hold
 	r.mu.Lock()
 	for _, h := range hs {
 		if !h.registered {
 			continue
 		}
-		if !now.Before(h.deadline) {
+		if now >= h.deadline {
 			h.registered = false
 			lost = append(lost, h)
 			continue
 		}
-		if !ok || h.deadline.Before(next) {
+		if !ok || h.deadline < next {
 			next, ok = h.deadline, true
 		}
 	}
@@ -304,8 +301,8 @@ var errRenewalTimeout = errors.New("lock: renewal unanswered at the safety deadl
 // apply records what a batch found: confirmed holds get a new deadline and
 // their next renewal; holds Redis no longer has are lost; failed ones are
 // retried soon, or lost once their deadline is too close.
-func (r *renewal) apply(hs []*hold, items []renewItem, sent time.Time, st []extendStatus, errs []error) {
-	now := time.Now()
+func (r *renewal) apply(hs []*hold, items []renewItem, sent int64, st []extendStatus, errs []error) {
+	now := monoNow()
 	closing := r.c.ctx.Err() != nil
 	var lost []lossNote
 	var failed []int
@@ -318,14 +315,14 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sent time.Time, st []exte
 		ttl := items[i].ttl
 		switch {
 		case errs[i] == nil && st[i] == extendOK:
-			dl := sent.Add(ttl - safetyMargin(ttl))
-			renewAt := sent.Add(h.ttl / 3)
-			if !h.extDeadline.IsZero() {
+			dl := later(sent, ttl-safetyMargin(ttl))
+			renewAt := later(sent, h.ttl/3)
+			if h.extDeadline != never {
 				// An Extend ran while this renewal was out; either may have
 				// reached Redis last. Keep the earlier deadline and renew at
 				// once with the extended TTL.
-				dl, renewAt = lockutil.MinTime(dl, h.extDeadline), now
-				h.extDeadline = time.Time{}
+				dl, renewAt = min(dl, h.extDeadline), now
+				h.extDeadline = never
 			}
 			h.sentAt, h.deadline, h.lastErr = sent, dl, nil
 			h.next = nextFor(h, renewAt)
@@ -339,12 +336,12 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sent time.Time, st []exte
 		default:
 			h.lastErr = errs[i]
 			failed = append(failed, i)
-			if !now.Before(h.deadline.Add(-time.Millisecond)) {
+			if now >= h.deadline-int64(time.Millisecond) {
 				h.registered = false
 				lost = append(lost, lossNote{h, LossUnreachable, errs[i]})
 				continue
 			}
-			h.next = nextFor(h, lockutil.MinTime(now.Add(retryInterval(h.ttl)), h.deadline))
+			h.next = nextFor(h, min(later(now, retryInterval(h.ttl)), h.deadline))
 			heap.Push(&r.q, h)
 		}
 	}
@@ -389,7 +386,7 @@ func (h *hold) abandon() {
 	if h.ended {
 		return
 	}
-	h.afterFn = time.AfterFunc(time.Until(h.deadline), func() {
+	h.afterFn = time.AfterFunc(untilMono(h.deadline), func() {
 		h.markLost(LossExpired, ErrClosed)
 	})
 }

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -47,11 +48,11 @@ func (f *fakeBackend) live(k string) (fakeKey, bool) {
 
 func (f *fakeBackend) acquire(_ context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
 	f.mu.Lock()
-	if v, ok := f.live(k.lock); ok && v.token != token {
+	if v, ok := f.live(k.lockName()); ok && v.token != token {
 		f.mu.Unlock()
 		return acquireResult{pttl: time.Until(v.exp)}, nil
 	}
-	f.keys[k.lock] = fakeKey{token, time.Now().Add(ttl)}
+	f.keys[k.lockName()] = fakeKey{token, time.Now().Add(ttl)}
 	delay := f.delay
 	f.mu.Unlock()
 	time.Sleep(delay)
@@ -59,7 +60,7 @@ func (f *fakeBackend) acquire(_ context.Context, k *keys, token string, ttl time
 }
 
 func (f *fakeBackend) status(k *keys, token string) extendStatus {
-	v, ok := f.live(k.lock)
+	v, ok := f.live(k.lockName())
 	switch {
 	case !ok:
 		return extendGone
@@ -74,7 +75,7 @@ func (f *fakeBackend) release(_ context.Context, k *keys, token string) (extendS
 	defer f.mu.Unlock()
 	st := f.status(k, token)
 	if st == extendOK {
-		delete(f.keys, k.lock)
+		delete(f.keys, k.lockName())
 	}
 	return st, nil
 }
@@ -84,7 +85,7 @@ func (f *fakeBackend) extend(_ context.Context, k *keys, token string, ttl time.
 	defer f.mu.Unlock()
 	st := f.status(k, token)
 	if st == extendOK {
-		f.keys[k.lock] = fakeKey{token, time.Now().Add(ttl)}
+		f.keys[k.lockName()] = fakeKey{token, time.Now().Add(ttl)}
 	}
 	return st, nil
 }
@@ -95,7 +96,7 @@ func (f *fakeBackend) pttl(_ context.Context, k *keys, token string) (time.Durat
 	if f.status(k, token) != extendOK {
 		return 0, errNotOurs
 	}
-	return time.Until(f.keys[k.lock].exp), nil
+	return time.Until(f.keys[k.lockName()].exp), nil
 }
 
 func (f *fakeBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
@@ -318,9 +319,9 @@ func TestRenewal_keyGoneOrStolen(t *testing.T) {
 				time.Sleep(1500 * time.Millisecond)
 				f.set(func(f *fakeBackend) {
 					if tt.token == "" {
-						delete(f.keys, l.k.lock)
+						delete(f.keys, l.k.lockName())
 					} else {
-						f.keys[l.k.lock] = fakeKey{tt.token, time.Now().Add(time.Hour)}
+						f.keys[l.k.lockName()] = fakeKey{tt.token, time.Now().Add(time.Hour)}
 					}
 				})
 				at := lostAt(t, l, time.Minute).Sub(start)
@@ -410,6 +411,28 @@ func TestRenewal_maxHold(t *testing.T) {
 			t.Fatalf("%d renewals, want 2 (at 1s and 2s)", n)
 		}
 	})
+}
+
+// TestRenewal_clockSaturates: a TTL or WithMaxHold cap as long as a
+// Duration goes must not wrap a hold's clock readings into the past (outside
+// a synctest bubble readings are positive, so sentAt + max overflows).
+func TestRenewal_clockSaturates(t *testing.T) {
+	now := monoNow()
+	if got := later(now, math.MaxInt64); got != never {
+		t.Fatalf("later(now, max) = %d, want never", got)
+	}
+	if got := later(now, time.Second); got != now+int64(time.Second) {
+		t.Fatalf("later(now, 1s) = %d, want %d", got, now+int64(time.Second))
+	}
+	if got := between(-int64(time.Hour), never); got != math.MaxInt64 {
+		t.Fatalf("between(-1h, never) = %v, want the longest Duration", got)
+	}
+	if got := between(never, -int64(time.Hour)); got != math.MinInt64 {
+		t.Fatalf("between(never, -1h) = %v, want the most negative Duration", got)
+	}
+	if got := between(now, now+int64(time.Second)); got != time.Second {
+		t.Fatalf("between(now, now+1s) = %v, want 1s", got)
+	}
 }
 
 func TestRenewal_closeLeavesDeadlineTimers(t *testing.T) {
