@@ -22,3 +22,23 @@ func CoalescerLoad(c *Client) (out, queued int, queues []int) {
 	})
 	return out, queued, queues
 }
+
+// IdleWaiters reports, for tests, how many waiters of c wait on key (under
+// the default prefix) between attempts: those a release can hand over to.
+func IdleWaiters(c *Client, key string) int {
+	k := makeKeys(DefaultPrefix, key)
+	n := &c.notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.chans[k.notifyName()]
+	if cs == nil {
+		return 0
+	}
+	idle := 0
+	for _, w := range cs.waiters {
+		if w.state == waiterIdle {
+			idle++
+		}
+	}
+	return idle
+}

@@ -19,10 +19,11 @@ func TestLock_Acquire_wokenByPublish(t *testing.T) {
 		key := keyFor(t)
 		holder := newClient(t, tg.rdb).NewLock(key)
 		must(t, "Acquire()", holder.Acquire(ctx))
-		waiter := newClient(t, tg.newRDB(t)).NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+		wc := newClient(t, tg.newRDB(t))
+		waiter := wc.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
 		done := make(chan error, 1)
 		go func() { done <- waiter.Acquire(ctx) }()
-		time.Sleep(100 * time.Millisecond) // let the waiter fail once and listen
+		waitIdle(t, wc, key, 1) // the waiter failed once and listens
 		released := time.Now()
 		must(t, "Release()", holder.Release(ctx))
 		select {
@@ -56,7 +57,7 @@ func TestLock_handoff(t *testing.T) {
 			next := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
 			done := make(chan error, 1)
 			go func() { done <- next.Acquire(ctx) }()
-			time.Sleep(30 * time.Millisecond) // let the waiter queue
+			waitIdle(t, c, key, 1) // a release now hands over
 			must(t, "Release()", cur.Release(ctx))
 			select {
 			case err := <-done:
@@ -148,4 +149,16 @@ func TestLock_handoffChurn(t *testing.T) {
 				ok, err, tg.rdb.Get(ctx, lockKey(key)).Val())
 		}
 	})
+}
+
+// waitIdle waits until n waiters of c on key sit between attempts.
+func waitIdle(t *testing.T, c *lock.Client, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for lock.IdleWaiters(c, key) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle waiters on %q, want %d", lock.IdleWaiters(c, key), key, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
