@@ -21,10 +21,11 @@ import (
 // sends a new connection's handshake as a pipeline; EVAL replays after
 // NOSCRIPT are not counted either.)
 type gateHook struct {
-	open  chan struct{}
-	mu    sync.Mutex
-	pipes []int
-	keys  [][]string // by pipeline: the first key of each EVALSHA
+	open    chan struct{}
+	mu      sync.Mutex
+	pipes   []int
+	keys    [][]string // by pipeline: the first key of each EVALSHA
+	waiting int        // single calls held at the gate now
 }
 
 func newGateHook() *gateHook { return &gateHook{open: make(chan struct{})} }
@@ -33,7 +34,13 @@ func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		h.waiting++
+		h.mu.Unlock()
 		<-h.open
+		h.mu.Lock()
+		h.waiting--
+		h.mu.Unlock()
 		return next(ctx, cmd)
 	}
 }
@@ -191,6 +198,57 @@ func tryOK(ctx context.Context, l *lock.Lock) error {
 		err = errors.New("not acquired")
 	}
 	return err
+}
+
+// TestCoalescingOff: with WithCoalescing(false), on the Client or on one
+// lock, every call goes out on its own at once, however many are out.
+func TestCoalescingOff(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		for _, perLock := range []bool{false, true} {
+			t.Run(fmt.Sprintf("perLock=%v", perLock), func(t *testing.T) {
+				ctx := context.Background()
+				rdb := tg.newRDB(t)
+				var c *lock.Client
+				var opts []lock.Option
+				if perLock {
+					c = newClient(t, rdb)
+					opts = append(opts, lock.WithCoalescing(false))
+				} else {
+					c = newClient(t, rdb, lock.WithCoalescing(false))
+				}
+				h := newGateHook()
+				rdb.AddHook(h)
+				const n = 16
+				var wg sync.WaitGroup
+				errs := make([]error, n)
+				for i := range n {
+					l := c.NewLock(fmt.Sprintf("%s:%d", keyFor(t), i), opts...)
+					wg.Go(func() { errs[i] = tryOK(ctx, l) })
+				}
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					h.mu.Lock()
+					waiting := h.waiting
+					h.mu.Unlock()
+					if waiting == n {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%d calls at the gate, want all %d sent at once", waiting, n)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				close(h.open)
+				wg.Wait()
+				for i, err := range errs {
+					must(t, fmt.Sprintf("TryAcquire(%d)", i), err)
+				}
+				if pipes := h.pipelines(); len(pipes) != 0 {
+					t.Fatalf("pipelines %v, want none", pipes)
+				}
+			})
+		}
+	})
 }
 
 // TestCoalescingQueuedCancel: a call whose ctx ends while it waits in the

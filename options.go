@@ -199,14 +199,14 @@ func WithFencing(on bool) Option { return func(c *config) { c.fencing = on } }
 // other calls of the same Client (default on). While a few calls are out at
 // once (at least 2, GOMAXPROCS when more), every further call waits for one
 // of them to come back and then goes out with the others queued meanwhile,
-// as one pipeline: under load, many acquires and releases share a round
-// trip and the system calls on both sides, which raises throughput; a lone
-// call is sent at once, as without coalescing. Calls in a shared pipeline
-// show in go-redis hooks as a pipeline, not as single commands. A call
-// whose ctx ends while it is queued returns at once, unsent; once sent it
-// waits for its reply, as a plain go-redis call does. Renewals are batched
-// by the renewal loop either way; ReleaseWatch and [WithReplicaAck] calls
-// are never coalesced.
+// as one pipeline (on a Redis Cluster, per master): under load, many
+// acquires and releases share a round trip and the system calls on both
+// sides, which raises throughput; a lone call is sent at once, as without
+// coalescing. Calls in a shared pipeline show in go-redis hooks as a
+// pipeline, not as single commands. A call whose ctx ends while it is
+// queued returns at once, unsent; once sent it waits for its reply, as a
+// plain go-redis call does. Renewals are batched by the renewal loop either
+// way; ReleaseWatch and [WithReplicaAck] calls are never coalesced.
 func WithCoalescing(on bool) Option { return func(c *config) { c.coalesce = on } }
 
 // WithReplicaAck makes an acquisition count only once n replicas have
