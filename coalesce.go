@@ -92,19 +92,6 @@ func (ls *lanes) lane(ctx context.Context, key string) *coalescer {
 	return co
 }
 
-// each calls fn with every lane made so far.
-func (ls *lanes) each(fn func(*coalescer)) {
-	if ls.one != nil {
-		fn(ls.one)
-		return
-	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	for _, co := range ls.byNode {
-		fn(co)
-	}
-}
-
 var queuedPool = sync.Pool{New: func() any { return &queued{ready: make(chan []*queued, 1)} }}
 
 // do sends cmd and returns when its reply (or error) is in cmd.

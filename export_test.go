@@ -42,3 +42,16 @@ func IdleWaiters(c *Client, key string) int {
 	}
 	return idle
 }
+
+// each calls fn with every lane made so far.
+func (ls *lanes) each(fn func(*coalescer)) {
+	if ls.one != nil {
+		fn(ls.one)
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, co := range ls.byNode {
+		fn(co)
+	}
+}
