@@ -83,9 +83,9 @@ var (
 	errGone    = errors.New("lock: hold gone")
 )
 
-// scripter is what the script backend needs of a go-redis client.
+// scripter is what the script backend needs of a go-redis client: it
+// builds its own EVAL and EVALSHA commands, so sending them is enough.
 type scripter interface {
-	redis.Scripter
 	Process(ctx context.Context, cmd redis.Cmder) error
 	Pipeline() redis.Pipeliner
 }
