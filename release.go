@@ -109,15 +109,16 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
 	}
 	d, err := l.be.pttl(ctx, &l.k, h.token)
-	var st extendStatus
+	// A flag, not st != 0: extendGone is the zero extendStatus.
+	notOurs, st := false, extendOK
 	switch {
 	case errors.Is(err, errGone):
-		st = extendGone
+		notOurs, st = true, extendGone
 	case errors.Is(err, errNotOurs):
-		st = extendStolen
+		notOurs, st = true, extendStolen
 	}
 	switch {
-	case st != 0:
+	case notOurs:
 		l.c.renewal.remove(h)
 		h.markLost(l.c.renewal.reason(h, st), nil)
 		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)

@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -106,4 +107,29 @@ func TestLock_reentrant(t *testing.T) {
 		}
 		must(t, "plain Release()", plain.Release(ctx))
 	})
+}
+
+// TestLock_TTL_keyGone: TTL on a hold whose key is gone asks Redis, returns
+// an error matching ErrNotHeld, and reports the hold lost, in both modes.
+func TestLock_TTL_keyGone(t *testing.T) {
+	for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
+		t.Run(mode.String(), func(t *testing.T) {
+			eachTarget(t, func(t *testing.T, tg *target) {
+				ctx := context.Background()
+				c := newClient(t, tg.rdb, lock.WithReleaseMode(mode))
+				key := keyFor(t)
+				l := c.NewLock(key)
+				must(t, "Acquire()", l.Acquire(ctx))
+				tg.expire(t, key)
+
+				_, err := l.TTL(ctx)
+				wantErr(t, "TTL() on a deleted key", err, lock.ErrNotHeld)
+				waitClosed(t, l.Lost(), time.Second, "Lost() after TTL() found the key gone")
+				var lost *lock.LostError
+				if !errors.As(l.LostErr(), &lost) || lost.Reason != lock.LossForceReleased {
+					t.Fatalf("LostErr() = %v, want reason %v", l.LostErr(), lock.LossForceReleased)
+				}
+			})
+		})
+	}
 }
