@@ -78,10 +78,7 @@ func (ls *lanes) lane(ctx context.Context, key string) *coalescer {
 	if ls.cluster == nil {
 		return ls.one
 	}
-	addr := ""
-	if node, err := ls.cluster.MasterForKey(ctx, key); err == nil {
-		addr = node.Options().Addr
-	}
+	addr := masterAddr(ctx, ls.cluster, key)
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	co := ls.byNode[addr]

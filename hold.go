@@ -25,17 +25,24 @@ type hold struct {
 	afterFn   *time.Timer   // the deadline timer a Close leaves behind
 
 	// Renewal bookkeeping, guarded by the Client's renewal.mu. Times are
-	// clock readings (see mono).
-	ttl         time.Duration
-	sentAt      int64 // when the last confirmed acquire or renewal was sent
-	deadline    int64 // sentAt + ttl - margin: lost if not confirmed by then
-	next        int64 // when the renewal loop looks at this hold again
-	capAt       int64 // WithMaxHold: no renewal past this; never = no cap
-	index       int   // position in the renewal heap; -1 when not in it
-	inFlight    bool  // a renewal call for it is under way
-	registered  bool  // known to the renewal loop
-	lastErr     error // the last renewal error, cleared by a success
-	extDeadline int64 // deadline of an Extend made while a renewal was out; never = none
+	// clock readings (see mono). A write is an acquire, renewal or Extend
+	// call; see renewal.extending for the rules that keep deadline safe
+	// while writes with different TTLs overlap.
+	ttl        time.Duration
+	sentAt     int64 // when the write that set deadline was sent
+	deadline   int64 // lost if no write confirms the hold again by then
+	settledAt  int64 // when the last renewal or Extend reply (or failure) came
+	next       int64 // when the renewal loop looks at this hold again
+	capAt      int64 // WithMaxHold: no renewal past this; never = no cap
+	index      int   // position in the renewal heap; -1 when not in it
+	inFlight   bool  // a renewal call for it is under way
+	registered bool  // known to the renewal loop
+	extending  int32 // Extend calls out
+	lastErr    error // the last renewal error, cleared by a success
+	// extDeadline is the earliest deadline of the Extends that may still
+	// land after the renewal in flight (or the next one): those out, and
+	// those answered while it was out. never = none.
+	extDeadline int64
 }
 
 // epoch is the origin of the clock holds keep their times on: nanoseconds
@@ -98,6 +105,7 @@ func newHold(l *Lock, token string, fence int64, sent time.Time) *hold {
 		fence:       fence,
 		ttl:         l.cfg.ttl,
 		sentAt:      mono(sent),
+		settledAt:   math.MinInt64, // the acquire's reply came before any other call
 		capAt:       never,
 		extDeadline: never,
 		index:       -1,

@@ -56,9 +56,12 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 // Extend sets the hold's TTL to ttl, counted from now, if Redis still has
-// our hold; later renewals keep the new TTL. It returns an error wrapping
-// [ErrNotHeld] when the hold is gone or someone else's (reporting it lost),
-// [ErrInvalid] for ttl < 1ms, [ErrClosed] after Close, or the Redis error.
+// our hold; later renewals keep the new TTL. A shorter TTL brings the hold's
+// safety deadline forward before the call is sent, and keeps it there if
+// the call fails. It returns an error wrapping [ErrNotHeld] when the hold
+// is gone or someone else's (reporting it lost) or was reported lost before
+// the reply came, [ErrInvalid] for ttl < 1ms, [ErrClosed] after Close, or
+// the Redis error.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.usable(); err != nil {
 		return err
@@ -81,16 +84,24 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
 	}
 	start := time.Now()
+	l.c.renewal.extending(h, ttl, start)
 	st, err := l.be.extend(ctx, &l.k, h.token, ttl)
 	switch {
 	case err != nil:
+		l.c.renewal.extended(h, ttl, start, false)
 		err = fmt.Errorf("lock: extend %q: %w", l.k.user, err)
 	case st != extendOK:
 		l.c.renewal.remove(h)
 		h.markLost(l.c.renewal.reason(h, st), nil)
 		err = fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
 	default:
-		l.c.renewal.extended(h, ttl, start)
+		l.c.renewal.extended(h, ttl, start, true)
+		if lost := h.lostErr(); lost != nil {
+			// Answered after the hold was given up: its deadline, lowered
+			// when this call went out, passed first, and nothing renews
+			// the hold now.
+			err = fmt.Errorf("lock: extend %q: %w: %w", l.k.user, ErrNotHeld, lost)
+		}
 	}
 	l.observe(Event{Kind: EventExtend, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
 	return err

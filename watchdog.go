@@ -2,24 +2,18 @@ package lock
 
 import (
 	"container/heap"
-	"context"
-	"errors"
-	"log/slog"
 	"math"
 	"sync"
 	"time"
 )
 
-// renewChunk caps the renewals sent in one pipeline: one round trip renews
-// up to this many holds (per node, on a cluster).
-const renewChunk = 500
-
 // renewal is the Client's one renewal loop. Every hold of the Client is in
 // it, from acquisition to release or loss, in a heap ordered by when the
 // loop must next look at it: its renewal (every TTL/3, with the watchdog
 // on), its WithMaxHold cap, or its safety deadline. Due renewals are sent
-// together in pipelined batches; a hold not confirmed by its deadline is
-// declared lost then, before Redis could let anyone else in.
+// together in pipelined batches, one per backend and cluster master (see
+// renew.go); a hold not confirmed by its deadline is declared lost then,
+// before Redis could let anyone else in.
 type renewal struct {
 	c         *Client
 	mu        sync.Mutex
@@ -28,11 +22,15 @@ type renewal struct {
 	armed     int64         // when the loop's timer fires next (see mono)
 	started   bool
 	abandoned bool // Close has run: holds only get deadline timers
+	// lowered is closed, and replaced, when the deadline of a hold in a
+	// renewal call is brought forward, so the call's watch looks again.
+	lowered chan struct{}
 }
 
 func (r *renewal) init(c *Client) {
 	r.c = c
 	r.kick = make(chan struct{}, 1)
+	r.lowered = make(chan struct{})
 	r.armed = math.MinInt64 // no timer yet: the loop looks at the heap when it starts
 }
 
@@ -102,40 +100,87 @@ func (r *renewal) reason(h *hold, st extendStatus) LossReason {
 	return lossReason(st, monoNow(), h.ttl, h.sentAt)
 }
 
-// extended records a successful Extend sent at sentAt with a new ttl, which
-// later renewals keep.
-func (r *renewal) extended(h *hold, ttl time.Duration, sentAt time.Time) {
-	sent := mono(sentAt)
+// extending records an Extend to ttl, sent at sentAt, before it goes out.
+//
+// While calls that set different TTLs overlap, Redis keeps the TTL of
+// whichever landed last, and a reply does not say which that was. So a
+// write (acquire, renewal or Extend) confirmed by its reply moves the
+// deadline to its own (sent + ttl - margin) only when it was sent after
+// every other write was answered and none is out; otherwise the hold keeps
+// the earliest deadline any of them could have set and renews at once, with
+// the current TTL, once all are answered: that renewal lands last.
+// An Extend's deadline counts from the moment it is sent: a shorter TTL
+// lowers the hold's deadline before the call goes out, whatever the
+// renewal in flight or the Extend's own reply later say, and wakes the
+// watch over the renewal in flight (see renew).
+//
+// A write whose call failed is taken to have landed, if at all, before its
+// failure was reported: a write sent afterwards overrides it.
+func (r *renewal) extending(h *hold, ttl time.Duration, sentAt time.Time) {
+	dl := later(mono(sentAt), ttl-safetyMargin(ttl))
 	r.mu.Lock()
-	h.ttl = ttl
-	dl := later(sent, ttl-safetyMargin(ttl))
+	defer r.mu.Unlock()
 	if !h.registered {
-		r.mu.Unlock()
 		return
 	}
-	if h.inFlight {
-		// A renewal sent with the old TTL may reach Redis before or after
-		// this extend: trust neither alone (see apply).
-		h.extDeadline = min(h.extDeadline, dl)
-		r.mu.Unlock()
+	h.extending++
+	h.extDeadline = min(h.extDeadline, dl)
+	r.lower(h, dl)
+}
+
+// lower brings h's deadline down to dl if it is later, and makes whatever
+// watches h look again. Callers hold r.mu.
+func (r *renewal) lower(h *hold, dl int64) {
+	if dl >= h.deadline {
 		return
 	}
-	if h.sentAt > sent {
-		// A renewal sent after this extend, with the old TTL, was confirmed
-		// first: it may have reached Redis last. Keep the earlier deadline
-		// and renew at once with the new TTL.
-		h.deadline = min(h.deadline, dl)
-		h.next = nextFor(h, monoNow())
-	} else {
-		h.sentAt, h.deadline, h.lastErr = sent, dl, nil
+	h.deadline = dl
+	switch {
+	case h.inFlight:
+		close(r.lowered) // every renewal in flight looks at its deadlines again
+		r.lowered = make(chan struct{})
+	case h.index >= 0:
+		h.next = min(h.next, dl)
+		heap.Fix(&r.q, h.index)
+		if dl < r.armed {
+			r.wake()
+		}
+	}
+}
+
+// extended records the answer to an Extend to ttl sent at sentAt: ok if
+// Redis confirmed it, which later renewals then keep; otherwise the call
+// failed and the TTL stays as it was. See extending.
+func (r *renewal) extended(h *hold, ttl time.Duration, sentAt time.Time, ok bool) {
+	sent, now := mono(sentAt), monoNow()
+	dl := later(sent, ttl-safetyMargin(ttl))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !h.registered {
+		return
+	}
+	h.extending--
+	alone := h.settledAt < sent && !h.inFlight && h.extending == 0
+	h.settledAt = max(h.settledAt, now)
+	if ok {
+		h.ttl = ttl
+	}
+	if ok && alone {
+		// Sent after every other write was answered, and none is out: this
+		// one landed last.
+		h.sentAt, h.deadline, h.lastErr, h.extDeadline = sent, dl, nil, never
 		h.next = nextFor(h, later(sent, ttl/3))
+	} else {
+		r.lower(h, dl)
+		if h.inFlight || h.extending > 0 {
+			return // the last answer to come renews (see apply)
+		}
+		h.next = nextFor(h, now)
 	}
 	if h.index >= 0 {
 		heap.Fix(&r.q, h.index)
 	}
-	early := h.next < r.armed
-	r.mu.Unlock()
-	if early {
+	if h.next < r.armed {
 		r.wake()
 	}
 }
@@ -178,7 +223,7 @@ type lossNote struct {
 func (r *renewal) tick() {
 	now := monoNow()
 	var lost []lossNote
-	batches := map[backend][]*hold{}
+	var due []*hold
 	r.mu.Lock()
 	for len(r.q) > 0 {
 		h := r.q[0]
@@ -199,166 +244,25 @@ func (r *renewal) tick() {
 			lost = append(lost, lossNote{h, LossMaxHold, nil})
 		default:
 			h.inFlight = true
-			batches[h.l.be] = append(batches[h.l.be], h)
+			if h.extending == 0 {
+				// Every Extend is answered: this renewal is sent after them
+				// all, so none can land after it (see extending).
+				h.extDeadline = never
+			}
+			due = append(due, h)
 		}
 	}
 	r.mu.Unlock()
 	for _, n := range lost {
 		n.h.markLost(n.reason, n.err)
 	}
-	for be, hs := range batches {
-		for len(hs) > 0 {
-			n := min(len(hs), renewChunk)
-			chunk := hs[:n:n]
-			hs = hs[n:]
-			r.c.wg.Add(1)
-			go r.renew(be, chunk)
-		}
-	}
+	r.send(due)
 }
 
 // renewalDue reports whether h's next event is a renewal (not its deadline
 // or cap). Callers hold r.mu.
 func (r *renewal) renewalDue(h *hold) bool {
 	return h.l.cfg.watchdog && h.next < h.deadline && h.next < h.capAt
-}
-
-// renew sends one batch. Its call must end before the earliest deadline in
-// the batch, or a dead server could hold it past the point where the hold
-// has to be given up. The call carries that deadline in its context, but
-// go-redis ignores context deadlines unless ContextTimeoutEnabled is set, so
-// renew also watches the deadlines itself while the call is out: a hold whose
-// deadline passes is declared lost then, whatever the call is doing.
-func (r *renewal) renew(be backend, hs []*hold) {
-	defer r.c.wg.Done()
-	items := make([]renewItem, len(hs))
-	r.mu.Lock()
-	dl := hs[0].deadline
-	for i, h := range hs {
-		items[i] = renewItem{k: &h.l.k, token: h.token, ttl: h.ttl}
-		dl = min(dl, h.deadline)
-	}
-	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(r.c.ctx, untilMono(dl)-time.Millisecond)
-	defer cancel()
-	st := make([]extendStatus, len(items))
-	errs := make([]error, len(items))
-	sent := monoNow()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		be.renew(ctx, items, st, errs)
-	}()
-	t := time.NewTimer(untilMono(dl))
-	defer t.Stop()
-	for waiting := true; waiting; {
-		select {
-		case <-done:
-			waiting = false
-		case <-t.C:
-			next, ok := r.expireInFlight(hs)
-			if !ok {
-				<-done // every hold of the batch is lost: only the call is left
-				waiting = false
-				break
-			}
-			t.Reset(untilMono(next))
-		}
-	}
-	r.apply(hs, items, sent, st, errs)
-}
-
-// expireInFlight declares lost the holds of an unanswered batch whose
-// deadline has come, and returns the earliest deadline left, if any.
-func (r *renewal) expireInFlight(hs []*hold) (next int64, ok bool) {
-	now := monoNow()
-	var lost []*hold
-	r.mu.Lock()
-	for _, h := range hs {
-		if !h.registered {
-			continue
-		}
-		if now >= h.deadline {
-			h.registered = false
-			lost = append(lost, h)
-			continue
-		}
-		if !ok || h.deadline < next {
-			next, ok = h.deadline, true
-		}
-	}
-	r.mu.Unlock()
-	for _, h := range lost {
-		h.markLost(LossUnreachable, errRenewalTimeout)
-	}
-	return next, ok
-}
-
-// errRenewalTimeout is the error behind a loss whose renewal call was still
-// unanswered at the hold's safety deadline.
-var errRenewalTimeout = errors.New("lock: renewal unanswered at the safety deadline")
-
-// apply records what a batch found: confirmed holds get a new deadline and
-// their next renewal; holds Redis no longer has are lost; failed ones are
-// retried soon, or lost once their deadline is too close.
-func (r *renewal) apply(hs []*hold, items []renewItem, sent int64, st []extendStatus, errs []error) {
-	now := monoNow()
-	closing := r.c.ctx.Err() != nil
-	var lost []lossNote
-	var failed []int
-	r.mu.Lock()
-	for i, h := range hs {
-		h.inFlight = false
-		if !h.registered {
-			continue // released while the batch was out
-		}
-		ttl := items[i].ttl
-		switch {
-		case errs[i] == nil && st[i] == extendOK:
-			dl := later(sent, ttl-safetyMargin(ttl))
-			renewAt := later(sent, h.ttl/3)
-			if h.extDeadline != never {
-				// An Extend ran while this renewal was out; either may have
-				// reached Redis last. Keep the earlier deadline and renew at
-				// once with the extended TTL.
-				dl, renewAt = min(dl, h.extDeadline), now
-				h.extDeadline = never
-			}
-			h.sentAt, h.deadline, h.lastErr = sent, dl, nil
-			h.next = nextFor(h, renewAt)
-			heap.Push(&r.q, h)
-		case errs[i] == nil:
-			h.registered = false
-			lost = append(lost, lossNote{h, lossReason(st[i], now, h.ttl, h.sentAt), nil})
-		case closing:
-			h.next = h.deadline
-			heap.Push(&r.q, h)
-		default:
-			h.lastErr = errs[i]
-			failed = append(failed, i)
-			if now >= h.deadline-int64(time.Millisecond) {
-				h.registered = false
-				lost = append(lost, lossNote{h, LossUnreachable, errs[i]})
-				continue
-			}
-			h.next = nextFor(h, min(later(now, retryInterval(h.ttl)), h.deadline))
-			heap.Push(&r.q, h)
-		}
-	}
-	r.mu.Unlock()
-	r.wake()
-	for _, i := range failed {
-		h := hs[i]
-		if o := h.l.cfg.observer; o != nil {
-			o.Observe(Event{Kind: EventRenewalFailed, Key: h.l.k.user, Token: h.token, Fence: h.fence, Err: errs[i]})
-		}
-		if lg := h.l.cfg.logger; lg != nil {
-			lg.Warn("lock renewal failed", slog.String("key", h.l.k.user), slog.Any("err", errs[i]))
-		}
-	}
-	for _, n := range lost {
-		n.h.markLost(n.reason, n.err)
-	}
 }
 
 // abandon runs at Close, after the loop has stopped: every hold left is no

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -473,4 +474,176 @@ func itoa(i int) string {
 		b = append([]byte{byte('0' + i%10)}, b...)
 	}
 	return string(b)
+}
+
+// plannedCall says when a call lands in the fake Redis and when its reply
+// comes, counted from the acquire; notYet for either means not before the
+// test ends. A failed call reports an error when its reply is due.
+type plannedCall struct {
+	send, land, answer time.Duration // send: Extend only; the loop sends renewals
+	fail               bool
+}
+
+const notYet time.Duration = -1
+
+// plannedBackend is a fakeBackend whose first renewal and first Extend keep
+// to a plan, so that a test can put them in any order.
+type plannedBackend struct {
+	*fakeBackend
+	start        time.Time
+	renewal, ext plannedCall
+	renews       int
+	stop         chan struct{} // ends calls that are never answered
+}
+
+// run carries out one planned call: apply lands it.
+func (b *plannedBackend) run(p plannedCall, apply func()) error {
+	wait := func(at time.Duration) bool {
+		if at == notYet {
+			<-b.stop
+			return false
+		}
+		time.Sleep(time.Until(b.start.Add(at)))
+		return true
+	}
+	landed := wait(p.land)
+	if landed {
+		apply()
+	}
+	if !landed || !wait(p.answer) || p.fail {
+		return errors.New("i/o timeout")
+	}
+	return nil
+}
+
+func (b *plannedBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
+	b.mu.Lock()
+	b.renews++
+	first := b.renews == 1
+	b.mu.Unlock()
+	if !first {
+		b.fakeBackend.renew(ctx, items, st, errs)
+		return
+	}
+	if err := b.run(b.renewal, func() { b.fakeBackend.renew(ctx, items, st, errs) }); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+}
+
+func (b *plannedBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
+	var st extendStatus
+	err := b.run(b.ext, func() { st, _ = b.fakeBackend.extend(ctx, k, token, ttl) })
+	return st, err
+}
+
+// ours reports whether the fake Redis has k with token now.
+func (f *fakeBackend) ours(k *keys, token string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.status(k, token) == extendOK
+}
+
+// TestRenewal_extendDuringRenewal puts one renewal (TTL 3s, sent at 1s) and
+// one Extend in every order of sending, landing and answering, the renewal
+// confirmed, failed or never answered, the Extend shorter (600ms) or longer
+// (30s), and checks every millisecond that while Lost() is open the key is
+// ours in Redis: the hold is lost before it could expire, never after. Holds
+// that can be kept must be kept.
+func TestRenewal_extendDuringRenewal(t *testing.T) {
+	// Times in milliseconds from the acquire; never: not before the test ends.
+	const never = -1
+	ms := func(n int) time.Duration {
+		if n == never {
+			return notYet
+		}
+		return time.Duration(n) * time.Millisecond
+	}
+	r := func(land, answer int) plannedCall { return plannedCall{land: ms(land), answer: ms(answer)} }
+	x := func(send, land, answer int) plannedCall {
+		return plannedCall{send: ms(send), land: ms(land), answer: ms(answer)}
+	}
+	failed := func(p plannedCall) plannedCall { p.fail = true; return p }
+	for _, tt := range []struct {
+		name    string
+		renewal plannedCall
+		ext     plannedCall
+		// lost: whether the hold must end lost, with the shorter and the
+		// longer Extend.
+		lostShort, lostLong bool
+	}{
+		{"renewal out, extend answered, renewal confirmed", r(1000, 1300), x(1100, 1100, 1100), false, false},
+		{"renewal lands after the extend, confirmed", r(1200, 1300), x(1100, 1100, 1100), false, false},
+		{"renewal out, extend answered, renewal failed", failed(r(1000, 1300)), x(1100, 1100, 1100), false, false},
+		{"renewal lands after the extend, failed", failed(r(1200, 1300)), x(1100, 1100, 1100), false, false},
+		{"renewal never lands nor is answered", r(never, never), x(1100, 1100, 1100), true, true},
+		{"renewal out, extend answered, renewal unanswered", r(1000, never), x(1100, 1100, 1100), true, true},
+		{"renewal lands after the extend, unanswered", r(1200, never), x(1100, 1100, 1100), true, true},
+		{"extend sent first, renewal answered last", r(1000, 1200), x(900, 900, 1100), false, false},
+		{"extend sent first, lands after the renewal, renewal answered last", r(1000, 1200), x(900, 1050, 1100), false, false},
+		{"extend sent first, renewal answered first", r(1000, 1050), x(900, 900, 1100), false, false},
+		{"extend sent first, lands after the renewal answered first", r(1000, 1050), x(900, 1020, 1100), false, false},
+		{"extend sent first, renewal unanswered", r(1000, never), x(900, 1050, 1100), true, true},
+		{"renewal answered after the extend was sent", r(1000, 1100), x(1050, 1050, 1200), false, false},
+		{"renewal lands after the extend, answered before it", r(1080, 1100), x(1050, 1050, 1200), false, false},
+		{"extend failed while the renewal is out", r(1000, 1300), failed(x(1100, 1100, 1200)), false, false},
+		{"extend failed after landing, no renewal out", r(1000, 1000), failed(x(1200, 1200, 1300)), false, false},
+		{"extend answered past its deadline", r(1000, 1000), x(1500, 1500, 2200), true, false},
+		{"extend unanswered, lands after the next renewal", r(1000, 1000), x(1500, 2050, never), true, false},
+	} {
+		for _, ttl := range []time.Duration{600 * time.Millisecond, 30 * time.Second} {
+			t.Run(fmt.Sprintf("%s/%v", tt.name, ttl), func(t *testing.T) {
+				wantLost := tt.lostLong
+				if ttl < time.Second {
+					wantLost = tt.lostShort
+				}
+				synctest.Test(t, func(t *testing.T) {
+					checkExtendDuringRenewal(t, tt.renewal, tt.ext, ttl, wantLost)
+				})
+			})
+		}
+	}
+}
+
+func checkExtendDuringRenewal(t *testing.T, renewal, ext plannedCall, ttl time.Duration, wantLost bool) {
+	t.Helper()
+	b := &plannedBackend{fakeBackend: newFake(), start: time.Now(), renewal: renewal, ext: ext, stop: make(chan struct{})}
+	c := reviewClient(b)
+	defer c.Close()
+	defer close(b.stop) // before Close, which waits for the renewal call
+	l := c.NewLock("k", WithTTL(3*time.Second))
+	mustAcquire(t, l)
+	token := l.Token()
+	done := make(chan error, 1)
+	lostAt := notYet
+	for at := time.Duration(0); at <= 6*time.Second; at += time.Millisecond {
+		time.Sleep(time.Until(b.start.Add(at)))
+		if at == ext.send {
+			go func() { done <- l.Extend(context.Background(), ttl) }()
+		}
+		lost := isClosedCh(l.Lost())
+		if lost && lostAt == notYet {
+			lostAt = at
+		}
+		if !lost && !b.ours(&l.k, token) {
+			t.Fatalf("at %v the key is no longer ours in Redis, but Lost() is open", at)
+		}
+	}
+	if lost := lostAt != notYet; lost != wantLost {
+		t.Fatalf("at 6s Lost() closed = %v (%v), want %v", lost, l.LostErr(), wantLost)
+	}
+	if ext.answer == notYet {
+		return
+	}
+	// A confirmed Extend reports a hold lost before its reply came.
+	err := <-done
+	switch lostFirst := lostAt != notYet && lostAt < ext.answer; {
+	case ext.fail && (err == nil || errors.Is(err, ErrNotHeld)):
+		t.Fatalf("failed Extend() error = %v, want the call's error", err)
+	case !ext.fail && lostFirst && !errors.Is(err, ErrNotHeld):
+		t.Fatalf("Extend() answered at %v, the hold lost at %v: error = %v, want ErrNotHeld", ext.answer, lostAt, err)
+	case !ext.fail && !lostFirst && err != nil:
+		t.Fatalf("Extend() error = %v, want nil", err)
+	}
 }

@@ -1,0 +1,236 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
+)
+
+// replyGate is a go-redis hook that, once armed, holds back the reply of the
+// next script pipeline (a renewal: one-shot calls go alone) until the test
+// opens the gate. The commands reach Redis at once; only the reply waits.
+type replyGate struct {
+	mu    sync.Mutex
+	armed bool
+	held  chan struct{} // closed when a reply is held
+	open  chan struct{}
+	once  sync.Once
+}
+
+func newReplyGate() *replyGate {
+	return &replyGate{held: make(chan struct{}), open: make(chan struct{})}
+}
+
+func (g *replyGate) arm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed = true
+}
+
+// release lets the held reply, if any, through; it is idempotent.
+func (g *replyGate) release() { g.once.Do(func() { close(g.open) }) }
+
+func (g *replyGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *replyGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (g *replyGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if !scriptPipeline(cmds) {
+			return err
+		}
+		g.mu.Lock()
+		hold := g.armed
+		g.armed = false
+		g.mu.Unlock()
+		if hold {
+			close(g.held)
+			<-g.open
+		}
+		return err
+	}
+}
+
+// scriptPipeline reports whether cmds carry a script call (go-redis also
+// pipelines a new connection's handshake).
+func scriptPipeline(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		if n := strings.ToLower(c.Name()); n == "evalsha" || n == "eval" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestExtend_shorterDuringRenewalLowersDeadline: a renewal (TTL 3s) reaches
+// Redis and its reply is held; meanwhile Extend(600ms) is confirmed. Redis
+// now lets the key go 600ms after the Extend, so Lost() must close by then,
+// before another client could take the key, whether the renewal's reply
+// never comes or comes late.
+func TestExtend_shorterDuringRenewalLowersDeadline(t *testing.T) {
+	const ttl, short = 3 * time.Second, 600 * time.Millisecond
+	ctx := context.Background()
+	t.Run("renewal unanswered", func(t *testing.T) {
+		l, g := renewalHeld(t, ttl)
+		sent := time.Now()
+		must(t, "Extend()", l.Extend(ctx, short))
+		select {
+		case <-l.Lost():
+		case <-time.After(time.Until(sent.Add(short))):
+			t.Fatalf("Lost() still open %v after Extend(%v) was sent, the renewal unanswered: the hold outlives its key", time.Since(sent), short)
+		}
+		t.Logf("lost %v after Extend(%v) was sent", time.Since(sent), short)
+		var le *lock.LostError
+		if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnreachable {
+			t.Fatalf("LostErr() = %v, want unreachable", l.LostErr())
+		}
+		g.release()
+	})
+	t.Run("renewal answered late", func(t *testing.T) {
+		l, g := renewalHeld(t, ttl)
+		must(t, "Extend()", l.Extend(ctx, short))
+		g.release()
+		// Renewed at once with the short TTL, the hold lives on: watch it
+		// for several of those TTLs.
+		select {
+		case <-l.Lost():
+			t.Fatalf("Lost() closed: %v", l.LostErr())
+		case <-time.After(5 * short):
+		}
+		d, err := l.TTL(ctx)
+		must(t, "TTL()", err)
+		if d > short {
+			t.Fatalf("TTL() = %v after Extend(%v), want the short TTL kept by renewals", d, short)
+		}
+	})
+}
+
+// renewalHeld acquires a lock with ttl on a real server and returns once its
+// first renewal has reached Redis with its reply held at the gate, which
+// t.Cleanup opens before the Client closes.
+func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *replyGate) {
+	t.Helper()
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	g := newReplyGate()
+	rdb.AddHook(g)
+	l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(ttl))
+	t.Cleanup(g.release)
+	must(t, "Acquire()", l.Acquire(context.Background()))
+	g.arm()
+	select {
+	case <-g.held:
+	case <-time.After(ttl):
+		t.Fatalf("no renewal within the TTL %v", ttl)
+	}
+	return l, g
+}
+
+// TestRenewal_clusterStalledMasterSparesOthers: on a 3-master cluster one
+// master is stopped with SIGSTOP (its connections stay open, nothing
+// answers). Its holds are reported lost by their deadline; the holds on the
+// other masters are renewed on their own and stay held, in Lost() and in
+// Redis, for several renewal periods past that. Every renewal pipeline goes
+// to one master.
+func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
+	const ttl = 1500 * time.Millisecond
+	ctx := context.Background()
+	// Without full coverage the healthy masters keep serving their slots
+	// once the cluster marks the stopped one failed.
+	cl := redistest.StartCluster(t, 3, 0, "--cluster-require-full-coverage", "no")
+	opt := cl.ClusterOptions()
+	// A call to the stopped master hangs for the whole test (until SIGCONT
+	// at cleanup) rather than time out and be retried: only the renewal
+	// loop's own watch ends it.
+	opt.ReadTimeout, opt.MaxRedirects = time.Minute, -1
+	rdb := redis.NewClusterClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	pipes := newGateHook() // records the keys of each renewal pipeline
+	close(pipes.open)
+	rdb.AddHook(pipes)
+	c := newClient(t, rdb)
+
+	// Three holds on each master.
+	master := map[string]*redistest.Server{} // by lock key
+	locks := map[*redistest.Server][]*lock.Lock{}
+	for i := 0; len(master) < 9; i++ {
+		if i == 1000 {
+			t.Fatalf("1000 keys cover %d masters, want 3", len(locks))
+		}
+		key := fmt.Sprintf("%s:%d", keyFor(t), i)
+		srv, err := cl.MasterForKey(ctx, lockKey(key))
+		must(t, "MasterForKey()", err)
+		if len(locks[srv]) == 3 {
+			continue
+		}
+		l := c.NewLock(key, lock.WithTTL(ttl))
+		must(t, "Acquire()", l.Acquire(ctx))
+		master[lockKey(key)] = srv
+		locks[srv] = append(locks[srv], l)
+	}
+
+	var stalled *redistest.Server
+	for srv := range locks {
+		stalled = srv
+		break
+	}
+	must(t, "SIGSTOP", stalled.Pause())
+	stoppedAt := time.Now()
+	t.Cleanup(func() { _ = stalled.Resume() }) // before Close, which waits for the hung calls
+
+	// The stalled master's holds: lost by their deadline, at most a TTL
+	// after their last renewal was sent, before the stop.
+	for _, l := range locks[stalled] {
+		select {
+		case <-l.Lost():
+		case <-time.After(time.Until(stoppedAt.Add(ttl))):
+			t.Fatalf("hold on the stopped master: Lost() still open %v after SIGSTOP (TTL %v)", time.Since(stoppedAt), ttl)
+		}
+		var le *lock.LostError
+		if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnreachable {
+			t.Fatalf("hold on the stopped master: LostErr() = %v, want unreachable", l.LostErr())
+		}
+	}
+	// The healthy masters' holds: still held, in Lost() and in Redis, three
+	// TTLs after the stop.
+	over := make(chan struct{})
+	time.AfterFunc(time.Until(stoppedAt.Add(3*ttl)), func() { close(over) })
+	for srv, ls := range locks {
+		for _, l := range ls {
+			if srv == stalled {
+				continue
+			}
+			select {
+			case <-l.Lost():
+			case <-over:
+			}
+			if isClosed(l.Lost()) {
+				t.Fatalf("hold on healthy master %s lost %v after another master stopped: %v", srv.Addr(), time.Since(stoppedAt), l.LostErr())
+			}
+			got, err := rdb.Get(ctx, lockKey(l.Key())).Result()
+			if err != nil || got != l.Token() {
+				t.Fatalf("GET %s = %q, %v; want our token %q", lockKey(l.Key()), got, err, l.Token())
+			}
+		}
+	}
+	pipes.mu.Lock()
+	defer pipes.mu.Unlock()
+	for i, keys := range pipes.keys {
+		to := map[*redistest.Server]bool{}
+		for _, k := range keys {
+			to[master[k]] = true
+		}
+		if len(to) != 1 {
+			t.Fatalf("renewal pipeline %d went to %d masters, want 1: %v", i, len(to), keys)
+		}
+	}
+}
