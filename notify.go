@@ -22,6 +22,10 @@ type notifier struct {
 	ps      *redis.PubSub
 	started bool
 	chans   map[string]*channelState
+
+	// giftTaken, set only by tests (export_test.go), runs on a waiter's
+	// goroutine after it took a handed-over hold, before it installs it.
+	giftTaken func()
 }
 
 type channelState struct {
@@ -130,7 +134,7 @@ func (w *waiter) leave() {
 	w.leaveLocked()
 	n.mu.Unlock()
 	if undo {
-		w.l.cleanup(w.token)
+		w.undo()
 	}
 }
 
