@@ -62,17 +62,22 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	return c
 }
 
+// zero reports whether c is a zero (or nil) Client, not made by NewClient:
+// it has no configuration, backends or background work to lend a lock.
+func (c *Client) zero() bool { return c == nil || c.cancel == nil }
+
 // Close stops the renewal loop and the wake-up subscription and waits for
 // them to return: if a renewal call is out to a server that does not answer,
 // that wait lasts until go-redis gives the call up (its read and dial
-// timeouts). It is idempotent and always returns nil. Locks still held
+// timeouts). It is idempotent and always returns nil, also on a zero or nil
+// Client. Locks still held
 // are no longer renewed: their Lost channels close at their safety
 // deadlines. Afterwards Acquire, TryAcquire, Extend and WithLock return
 // [ErrClosed]; Release still deletes a hold, so shutdown order strands
 // nothing. Close does not close the redis client.
 func (c *Client) Close() error {
-	if c.cancel == nil {
-		return nil // a zero Client: nothing was started
+	if c.zero() {
+		return nil // nothing was started
 	}
 	if c.closed.Swap(true) {
 		return nil
