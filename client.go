@@ -32,8 +32,11 @@ type Client struct {
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,
-// failover client or any other redis.UniversalClient). opts are the defaults
-// of every lock it makes. A nil rdb or an invalid option is reported, wrapping
+// failover client, *redis.Ring or any other redis.UniversalClient). opts are
+// the defaults of every lock it makes. On a Ring, every Redis key of one
+// lock lives on the shard of its hash tag, and wake-ups subscribe on that
+// shard; a shard the Ring marks down moves its locks to another shard, which
+// grants them afresh (see SAFETY.md). A nil rdb or an invalid option is reported, wrapping
 // [ErrInvalid], by every later call; NewClient itself never fails. It starts
 // no goroutine; see [Client.Close].
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
