@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentlock/lock"
 )
 
@@ -164,11 +166,12 @@ func waitIdle(t *testing.T, c *lock.Client, key string, n int) {
 	}
 }
 
-// holdGiftWindow makes the first waiter of c that takes a handed-over hold
-// stop before installing it, until the returned release function is called;
+// newGiftWindowClient returns a Client over rdb whose first waiter to take
+// a handed-over hold stops before installing it, until release is called;
 // taken closes once a waiter is stopped there.
-func holdGiftWindow(t *testing.T, c *lock.Client) (taken <-chan struct{}, release func()) {
+func newGiftWindowClient(t *testing.T, rdb redis.UniversalClient) (c *lock.Client, taken <-chan struct{}, release func()) {
 	t.Helper()
+	c = newClient(t, rdb)
 	tk, proceed := make(chan struct{}), make(chan struct{})
 	var first, done sync.Once
 	lock.OnGiftTaken(c, func() {
@@ -179,7 +182,7 @@ func holdGiftWindow(t *testing.T, c *lock.Client) (taken <-chan struct{}, releas
 	})
 	release = func() { done.Do(func() { close(proceed) }) }
 	t.Cleanup(release)
-	return tk, release
+	return c, tk, release
 }
 
 // startAcquire runs l.Acquire on its own goroutine and waits until c has n
@@ -204,6 +207,14 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
+// wantHeldBy fails the test unless Redis (rdb) holds l's key with l's token.
+func wantHeldBy(t *testing.T, rdb redis.Cmdable, l *lock.Lock, when string) {
+	t.Helper()
+	if got := rdb.Get(context.Background(), lockKey(l.Key())).Val(); got != l.Token() {
+		t.Fatalf("%s: key holds %q, want %q", when, got, l.Token())
+	}
+}
+
 // TestRelease_secondReleaseKeepsHandedOverHold: the common
 // "defer l.Release(ctx)" after an early explicit Release, with a waiter of
 // the same Client. The first Release hands the hold to the waiter; the
@@ -213,8 +224,7 @@ func TestRelease_secondReleaseKeepsHandedOverHold(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	c := newClient(t, tg.rdb)
-	taken, proceed := holdGiftWindow(t, c)
+	c, taken, proceed := newGiftWindowClient(t, tg.rdb)
 	a := c.NewLock(key)
 	must(t, "Acquire()", a.Acquire(ctx))
 	w := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
@@ -226,9 +236,7 @@ func TestRelease_secondReleaseKeepsHandedOverHold(t *testing.T) {
 	proceed()
 	must(t, "waiter Acquire()", recv(t, done, "waiter Acquire"))
 
-	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != w.Token() {
-		t.Fatalf("key holds %q after the second Release, want the waiter's token %q", got, w.Token())
-	}
+	wantHeldBy(t, tg.rdb, w, "after the second Release, the waiter's hold")
 	if isClosed(w.Lost()) {
 		t.Fatalf("waiter's Lost() closed: %v", w.LostErr())
 	}
@@ -243,8 +251,7 @@ func TestRelease_staleHandleLetsNoWaiterInBesideHolder(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	c := newClient(t, tg.rdb)
-	taken, proceed := holdGiftWindow(t, c)
+	c, taken, proceed := newGiftWindowClient(t, tg.rdb)
 	stale := c.NewLock(key)
 	must(t, "stale Acquire()", stale.Acquire(ctx))
 	tg.expire(t, key) // unknown to stale: its renewal is 10s away
@@ -263,9 +270,7 @@ func TestRelease_staleHandleLetsNoWaiterInBesideHolder(t *testing.T) {
 	proceed()
 	must(t, "w1 Acquire()", recv(t, done1, "w1 Acquire"))
 
-	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != w1.Token() {
-		t.Fatalf("key holds %q, want w1's token %q", got, w1.Token())
-	}
+	wantHeldBy(t, tg.rdb, w1, "after the stale Releases, w1's hold")
 	if ok, err := newClient(t, tg.newRDB(t)).NewLock(key).TryAcquire(ctx); ok || err != nil {
 		t.Fatalf("TryAcquire() beside w1 = %v, %v, want false, nil", ok, err)
 	}
@@ -276,8 +281,6 @@ func TestRelease_staleHandleLetsNoWaiterInBesideHolder(t *testing.T) {
 	}
 	must(t, "w1 Release()", w1.Release(ctx)) // hands over to w2
 	must(t, "w2 Acquire()", recv(t, done2, "w2 Acquire"))
-	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != w2.Token() {
-		t.Fatalf("key holds %q after w1's release, want w2's token %q", got, w2.Token())
-	}
+	wantHeldBy(t, tg.rdb, w2, "after w1's Release, w2's hold")
 	must(t, "w2 Release()", w2.Release(ctx))
 }

@@ -62,11 +62,8 @@ func TestNotify_ringWakesWaiters(t *testing.T) {
 		must(t, "Release()", holder.Release(ctx))
 		must(t, "other Client's waiter Acquire()", recv(t, done, "waiter woken by the publish"))
 		direct := redis.NewClient(&redis.Options{Addr: addr})
-		got := direct.Get(ctx, lockKey(key)).Val()
-		direct.Close()
-		if got != waiter.Token() {
-			t.Fatalf("%s holds %q for %q, want the waiter's token %q", addr, got, key, waiter.Token())
-		}
+		t.Cleanup(func() { direct.Close() })
+		wantHeldBy(t, direct, waiter, "the key's shard "+addr)
 
 		// Handed over to a waiter of the same Client.
 		next := others.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))

@@ -171,9 +171,7 @@ func TestRelease_endedHoldHandsNothingOver(t *testing.T) {
 	if n := handoffs.n.Load(); n != 0 {
 		t.Fatalf("second Release() sent %d handoff calls, want 0: a released hold has nothing to hand over", n)
 	}
-	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != b.Token() {
-		t.Fatalf("key holds %q after the second Release, want the holder's token %q", got, b.Token())
-	}
+	wantHeldBy(t, tg.rdb, b, "after the second Release, the holder's hold")
 	must(t, "other Client's Release()", b.Release(ctx))
 	must(t, "waiter Acquire()", recv(t, done, "waiter Acquire"))
 	must(t, "waiter Release()", w.Release(ctx))
