@@ -33,12 +33,15 @@ type Client struct {
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,
 // failover client, *redis.Ring or any other redis.UniversalClient). opts are
-// the defaults of every lock it makes. On a Ring, every Redis key of one
-// lock lives on the shard of its hash tag, and wake-ups subscribe on that
-// shard; a shard the Ring marks down moves its locks to another shard, which
-// grants them afresh (see SAFETY.md). A nil rdb or an invalid option is reported, wrapping
-// [ErrInvalid], by every later call; NewClient itself never fails. It starts
-// no goroutine; see [Client.Close].
+// the defaults of every lock it makes. A nil rdb or an invalid option is
+// reported, wrapping [ErrInvalid], by every later call; NewClient itself
+// never fails. It starts no goroutine; see [Client.Close].
+//
+// On a Ring, every Redis key of one lock lives on the shard of its hash tag
+// and wake-ups subscribe on that shard. Each process's Ring routes by its
+// own view of which shards are up: while a shard is marked down, its locks
+// are granted afresh by another shard, and processes that disagree about
+// it can hold one lock at once, one per shard (see SAFETY.md).
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, cfg: defaultConfig().with(opts), backends: map[backendKind]backend{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -73,9 +76,8 @@ func (c *Client) zero() bool { return c == nil || c.cancel == nil }
 // them to return: if a renewal call is out to a server that does not answer,
 // that wait lasts until go-redis gives the call up (its read and dial
 // timeouts). It is idempotent and always returns nil, also on a zero or nil
-// Client. Locks still held
-// are no longer renewed: their Lost channels close at their safety
-// deadlines. Afterwards Acquire, TryAcquire, Extend and WithLock return
+// Client. Locks still held are no longer renewed: their Lost channels close
+// at their safety deadlines. Afterwards Acquire, TryAcquire, Extend and WithLock return
 // [ErrClosed]; Release still deletes a hold, so shutdown order strands
 // nothing. Close does not close the redis client.
 func (c *Client) Close() error {

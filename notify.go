@@ -166,15 +166,17 @@ func (n *notifier) subscription(channel string) *subscription {
 }
 
 // open returns a pub/sub connection subscribed to nothing yet (go-redis
-// dials on the first SUBSCRIBE): on shard when it is a Ring's. A client
-// that panics here (a *redis.Ring does when asked for no channel) leaves
-// waiters to their backoff instead of crashing their Acquire.
+// dials on the first SUBSCRIBE), to shard when it is not nil (a Ring's) and
+// through the Client's redis client otherwise. A client that panics here (a
+// *redis.Ring does when asked for no channel) leaves waiters to their
+// backoff instead of crashing their Acquire.
 func (n *notifier) open(shard *redis.Client) (ps *redis.PubSub) {
 	defer func() {
 		if r := recover(); r != nil {
 			ps = nil
 			if lg := n.c.cfg.logger; lg != nil {
-				lg.Warn("lock: wake-ups off: subscribe panicked", slog.String("client", fmt.Sprintf("%T", n.c.rdb)), slog.Any("panic", r))
+				lg.Warn("wake-ups off: subscribe panicked",
+					slog.String("client", fmt.Sprintf("%T", n.c.rdb)), slog.Any("panic", r))
 			}
 		}
 	}()
