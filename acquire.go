@@ -175,6 +175,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 			if err == nil {
 				return attempts, g.fence, nil
 			}
+			w.endAttempt() // install undid it: claimable again
 			unknown, lastErr = true, err
 		}
 		var pttl time.Duration

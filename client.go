@@ -32,10 +32,16 @@ type Client struct {
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,
-// failover client or any other redis.UniversalClient). opts are the defaults
-// of every lock it makes. A nil rdb or an invalid option is reported, wrapping
-// [ErrInvalid], by every later call; NewClient itself never fails. It starts
-// no goroutine; see [Client.Close].
+// failover client, *redis.Ring or any other redis.UniversalClient). opts are
+// the defaults of every lock it makes. A nil rdb or an invalid option is
+// reported, wrapping [ErrInvalid], by every later call; NewClient itself
+// never fails. It starts no goroutine; see [Client.Close].
+//
+// On a Ring, every Redis key of one lock lives on the shard of its hash tag
+// and wake-ups subscribe on that shard. Each process's Ring routes by its
+// own view of which shards are up: while a shard is marked down, its locks
+// are granted afresh by another shard, and processes that disagree about
+// it can hold one lock at once, one per shard (see SAFETY.md).
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, cfg: defaultConfig().with(opts), backends: map[backendKind]backend{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -62,17 +68,21 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	return c
 }
 
+// zero reports whether c is a zero (or nil) Client, not made by NewClient:
+// it has no configuration, backends or background work to lend a lock.
+func (c *Client) zero() bool { return c == nil || c.cancel == nil }
+
 // Close stops the renewal loop and the wake-up subscription and waits for
 // them to return: if a renewal call is out to a server that does not answer,
 // that wait lasts until go-redis gives the call up (its read and dial
-// timeouts). It is idempotent and always returns nil. Locks still held
-// are no longer renewed: their Lost channels close at their safety
-// deadlines. Afterwards Acquire, TryAcquire, Extend and WithLock return
+// timeouts). It is idempotent and always returns nil, also on a zero or nil
+// Client. Locks still held are no longer renewed: their Lost channels close
+// at their safety deadlines. Afterwards Acquire, TryAcquire, Extend and WithLock return
 // [ErrClosed]; Release still deletes a hold, so shutdown order strands
 // nothing. Close does not close the redis client.
 func (c *Client) Close() error {
-	if c.cancel == nil {
-		return nil // a zero Client: nothing was started
+	if c.zero() {
+		return nil // nothing was started
 	}
 	if c.closed.Swap(true) {
 		return nil

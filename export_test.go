@@ -55,3 +55,12 @@ func (ls *lanes) each(fn func(*coalescer)) {
 		fn(co)
 	}
 }
+
+// OnGiftTaken makes every waiter of c call fn after it takes a hold a
+// release handed to it and before it installs that hold, so a test can hold
+// that window open. Set it before any waiter of c starts.
+func OnGiftTaken(c *Client, fn func()) {
+	c.notifier.mu.Lock()
+	c.notifier.giftTaken = fn
+	c.notifier.mu.Unlock()
+}

@@ -12,10 +12,14 @@ import (
 const maxHandoffs = 16
 
 // Waiter states, guarded by notifier.mu. A waiter is claimable only while
-// idle, so a hold is never handed to a waiter whose own attempt is out.
+// idle, so a hold is never handed to a waiter whose own attempt is out, nor
+// to one that already holds the lock: a waiter that won its attempt or took
+// a handed-over hold stays attempting until it leaves, and only a claimed
+// or gifted waiter, which cannot hold the lock with its token, is ever
+// cleaned up after.
 const (
 	waiterIdle       = iota // sleeping or about to: a release may claim it
-	waiterAttempting        // its own acquire attempt is out
+	waiterAttempting        // its own attempt is out, or it installs a handed-over hold
 	waiterClaimed           // a release is handing it the hold
 	waiterGifted            // the handoff's outcome is waiting in gift
 	waiterGone              // it left while claimed: the release cleans up
@@ -65,7 +69,7 @@ func (n *notifier) settle(w *waiter, g gift) {
 	n.mu.Lock()
 	if w.state == waiterGone {
 		n.mu.Unlock()
-		w.l.cleanup(w.token)
+		w.undo()
 		return
 	}
 	if g.retry {
@@ -103,19 +107,40 @@ func (w *waiter) endAttempt() {
 	}
 }
 
-// takeGift returns the gift delivered to w, if any, and makes w idle again.
+// takeGift returns the gift delivered to w, if any. A retry leaves w idle; a
+// handed-over hold leaves it attempting, so no release can claim it while it
+// installs the hold or after: the waiter calls endAttempt if that fails.
 func (w *waiter) takeGift() (gift, bool) {
 	if w == nil {
 		return gift{}, false
 	}
 	w.n.mu.Lock()
-	defer w.n.mu.Unlock()
 	if w.state != waiterGifted {
+		w.n.mu.Unlock()
 		return gift{}, false
 	}
 	g := w.gift
 	w.gift, w.state = gift{}, waiterIdle
+	if !g.retry {
+		w.state = waiterAttempting
+	}
+	hook := w.n.giftTaken
+	w.n.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	return g, true
+}
+
+// undo releases what a handoff to w may have set, with w's token: w left
+// without taking it. The state machine guarantees that w never installed a
+// hold with that token; the check on the handle's hold makes sure a slip
+// there could never delete a hold its owner trusts.
+func (w *waiter) undo() {
+	if h := w.l.hold(); h != nil && h.token == w.token {
+		return
+	}
+	w.l.cleanup(w.token)
 }
 
 // handoff tries to pass h straight to a waiter of this Client on the same

@@ -3,10 +3,13 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
 )
@@ -161,4 +164,123 @@ func waitIdle(t *testing.T, c *lock.Client, key string, n int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// newGiftWindowClient returns a Client over rdb whose first waiter to take
+// a handed-over hold stops before installing it, until release is called;
+// taken closes once a waiter is stopped there.
+func newGiftWindowClient(t *testing.T, rdb redis.UniversalClient) (c *lock.Client, taken <-chan struct{}, release func()) {
+	t.Helper()
+	c = newClient(t, rdb)
+	tk, proceed := make(chan struct{}), make(chan struct{})
+	var first, done sync.Once
+	lock.OnGiftTaken(c, func() {
+		first.Do(func() {
+			close(tk)
+			<-proceed
+		})
+	})
+	release = func() { done.Do(func() { close(proceed) }) }
+	t.Cleanup(release)
+	return c, tk, release
+}
+
+// startAcquire runs l.Acquire on its own goroutine and waits until c has n
+// idle waiters on key.
+func startAcquire(t *testing.T, c *lock.Client, l *lock.Lock, n int) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(context.Background()) }()
+	waitIdle(t, c, l.Key(), n)
+	return done
+}
+
+// recv returns what ch delivers within 10s, failing the test otherwise.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: nothing within 10s", what)
+		panic("unreachable")
+	}
+}
+
+// wantHeldBy fails the test unless Redis (rdb) holds l's key with l's token.
+func wantHeldBy(t *testing.T, rdb redis.Cmdable, l *lock.Lock, when string) {
+	t.Helper()
+	if got := rdb.Get(context.Background(), lockKey(l.Key())).Val(); got != l.Token() {
+		t.Fatalf("%s: key holds %q, want %q", when, got, l.Token())
+	}
+}
+
+// TestRelease_secondReleaseKeepsHandedOverHold: the common
+// "defer l.Release(ctx)" after an early explicit Release, with a waiter of
+// the same Client. The first Release hands the hold to the waiter; the
+// second, arriving while the waiter installs it, must leave it alone: Redis
+// keeps the waiter's token and its Lost() stays open.
+func TestRelease_secondReleaseKeepsHandedOverHold(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	c, taken, proceed := newGiftWindowClient(t, tg.rdb)
+	a := c.NewLock(key)
+	must(t, "Acquire()", a.Acquire(ctx))
+	w := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+	done := startAcquire(t, c, w, 1)
+
+	must(t, "first Release()", a.Release(ctx))
+	recv(t, taken, "waiter taking the handed-over hold")
+	wantErr(t, "second Release()", a.Release(ctx), lock.ErrNotHeld)
+	proceed()
+	must(t, "waiter Acquire()", recv(t, done, "waiter Acquire"))
+
+	wantHeldBy(t, tg.rdb, w, "after the second Release, the waiter's hold")
+	if isClosed(w.Lost()) {
+		t.Fatalf("waiter's Lost() closed: %v", w.LostErr())
+	}
+	must(t, "waiter Release()", w.Release(ctx))
+}
+
+// TestRelease_staleHandleLetsNoWaiterInBesideHolder: a handle whose hold
+// was deleted behind its back, releasing again and again while the current
+// holder's hold is being handed to a waiter of the same Client, must not
+// undo that hold nor let the next waiter in beside it.
+func TestRelease_staleHandleLetsNoWaiterInBesideHolder(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	c, taken, proceed := newGiftWindowClient(t, tg.rdb)
+	stale := c.NewLock(key)
+	must(t, "stale Acquire()", stale.Acquire(ctx))
+	tg.expire(t, key) // unknown to stale: its renewal is 10s away
+	a := c.NewLock(key)
+	must(t, "Acquire()", a.Acquire(ctx))
+	w1 := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+	done1 := startAcquire(t, c, w1, 1)
+	w2 := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+	done2 := startAcquire(t, c, w2, 2)
+
+	must(t, "Release()", a.Release(ctx)) // handed to w1, the longest waiting
+	recv(t, taken, "w1 taking the handed-over hold")
+	for i := range 5 {
+		wantErr(t, fmt.Sprintf("stale Release() #%d", i+1), stale.Release(ctx), lock.ErrNotHeld)
+	}
+	proceed()
+	must(t, "w1 Acquire()", recv(t, done1, "w1 Acquire"))
+
+	wantHeldBy(t, tg.rdb, w1, "after the stale Releases, w1's hold")
+	if ok, err := newClient(t, tg.newRDB(t)).NewLock(key).TryAcquire(ctx); ok || err != nil {
+		t.Fatalf("TryAcquire() beside w1 = %v, %v, want false, nil", ok, err)
+	}
+	select {
+	case err := <-done2:
+		t.Fatalf("w2 Acquire() = %v while w1 holds the lock, want it still waiting", err)
+	default:
+	}
+	must(t, "w1 Release()", w1.Release(ctx)) // hands over to w2
+	must(t, "w2 Acquire()", recv(t, done2, "w2 Acquire"))
+	wantHeldBy(t, tg.rdb, w2, "after w1's Release, w2's hold")
+	must(t, "w2 Release()", w2.Release(ctx))
 }

@@ -28,10 +28,13 @@ type Lock struct {
 
 // NewLock returns a handle on the lock named key, configured by the Client's
 // options and then opts. Any bytes make a key; distinct keys never exclude
-// each other. An empty key or an invalid option is reported, wrapping
-// [ErrInvalid], by every verb of the handle. NewLock talks to no server and
-// starts nothing.
+// each other. An empty key, an invalid option or a Client not made by
+// [NewClient] (a zero or nil one) is reported, wrapping [ErrInvalid], by
+// every verb of the handle. NewLock talks to no server and starts nothing.
 func (c *Client) NewLock(key string, opts ...Option) *Lock {
+	if c.zero() {
+		return &Lock{k: keys{user: key}, err: fmt.Errorf("lock: key %q: %w", key, errZeroClient)}
+	}
 	l := &Lock{c: c, cfg: &c.cfg}
 	if len(opts) > 0 {
 		cfg := c.cfg.with(opts)
@@ -60,8 +63,13 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 	return l
 }
 
-// Key returns the caller's key, as given to NewLock.
-func (l *Lock) Key() string { return l.k.user }
+// Key returns the caller's key, as given to NewLock; "" on a zero Lock.
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.k.user
+}
 
 // Token returns the token of the current or last hold: a random UUID v4, or
 // the owner id for a re-entrant lock ([WithOwner]). "" before the first
@@ -106,6 +114,9 @@ func (l *Lock) LostErr() error {
 }
 
 func (l *Lock) hold() *hold {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.h
@@ -127,12 +138,23 @@ func (l *Lock) newToken() (string, error) {
 	return u.String(), nil
 }
 
-// usable returns the handle's configuration error, if any.
+var (
+	errZeroClient = invalidf("zero Client: make clients with NewClient")
+	errZeroLock   = invalidf("zero Lock: make locks with Client.NewLock")
+)
+
+// usable returns the handle's configuration error, if any: every verb asks
+// first, so a zero or nil Lock, or one from a zero Client, touches nothing.
 func (l *Lock) usable() error {
-	if l.c == nil {
-		return invalidf("zero Lock: make locks with Client.NewLock")
+	switch {
+	case l == nil:
+		return errZeroLock
+	case l.err != nil:
+		return l.err
+	case l.c == nil:
+		return errZeroLock
 	}
-	return l.err
+	return nil
 }
 
 // begin checks that an acquisition may start and marks the handle busy.

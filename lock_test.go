@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
@@ -328,4 +329,117 @@ func TestClient_Close_wakesWaiters(t *testing.T) {
 		}
 		must(t, "Release()", holder.Release(ctx))
 	})
+}
+
+// TestZeroValues_returnErrInvalid: every verb of every exported type's zero
+// value (and of a nil *Client or *Lock) returns an error wrapping ErrInvalid
+// or a harmless zero result, never a panic; Close of a zero Client returns
+// nil, and a nil Option is ignored.
+func TestZeroValues_returnErrInvalid(t *testing.T) {
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	// lockVerbs are the verbs of *Lock that report an error.
+	lockVerbs := func(l func() *lock.Lock) map[string]func() error {
+		return map[string]func() error{
+			"Acquire":    func() error { return l().Acquire(ctx) },
+			"TryAcquire": func() error { _, err := l().TryAcquire(ctx); return err },
+			"Release":    func() error { return l().Release(ctx) },
+			"Extend":     func() error { return l().Extend(ctx, time.Second) },
+			"TTL":        func() error { _, err := l().TTL(ctx); return err },
+		}
+	}
+	// accessors are the verbs of *Lock that report no error: zero results.
+	accessors := func(l func() *lock.Lock, key string) map[string]func() error {
+		return map[string]func() error{
+			"Key": func() error {
+				if got := l().Key(); got != key {
+					return fmt.Errorf("= %q, want %q", got, key)
+				}
+				return nil
+			},
+			"Token": func() error {
+				if got := l().Token(); got != "" {
+					return fmt.Errorf("= %q, want \"\"", got)
+				}
+				return nil
+			},
+			"Fence": func() error {
+				if got := l().Fence(); got != 0 {
+					return fmt.Errorf("= %d, want 0", got)
+				}
+				return nil
+			},
+			"Lost": func() error {
+				if got := l().Lost(); got != nil {
+					return fmt.Errorf("= %v, want nil", got)
+				}
+				return nil
+			},
+			"LostErr": func() error { return l().LostErr() },
+		}
+	}
+	var nilClient *lock.Client
+	var nilLock *lock.Lock
+	wantInvalid := map[string]func() error{
+		"Client{}.WithLock":       func() error { return new(lock.Client).WithLock(ctx, "k", fn) },
+		"(*Client)(nil).WithLock": func() error { return nilClient.WithLock(ctx, "k", fn) },
+	}
+	wantNil := map[string]func() error{
+		"Client{}.Close":            func() error { return new(lock.Client).Close() },
+		"(*Client)(nil).Close":      func() error { return nilClient.Close() },
+		"ObserverFunc(nil).Observe": func() error { lock.ObserverFunc(nil).Observe(lock.Event{}); return nil },
+		"LostError{}.Error":         func() error { _ = new(lock.LostError).Error(); return nil },
+		"LostError{}.Unwrap": func() error {
+			if !errors.Is(new(lock.LostError), lock.ErrLockLost) {
+				return errors.New("does not match ErrLockLost")
+			}
+			return nil
+		},
+		"LossReason(0).String":  func() error { _ = lock.LossReason(0).String(); return nil },
+		"EventKind(0).String":   func() error { _ = lock.EventKind(0).String(); return nil },
+		"ReleaseMode(0).String": func() error { _ = lock.ReleaseMode(0).String(); return nil },
+	}
+	handles := map[string]struct {
+		l   func() *lock.Lock
+		key string
+	}{
+		"Client{}.NewLock":       {func() *lock.Lock { return new(lock.Client).NewLock("k") }, "k"},
+		"Client{}.NewLock(opts)": {func() *lock.Lock { return new(lock.Client).NewLock("k", lock.WithTTL(time.Second)) }, "k"},
+		"(*Client)(nil).NewLock": {func() *lock.Lock { return nilClient.NewLock("k") }, "k"},
+		"Lock{}":                 {func() *lock.Lock { return new(lock.Lock) }, ""},
+		"(*Lock)(nil)":           {func() *lock.Lock { return nilLock }, ""},
+	}
+	for hname, h := range handles {
+		for v, call := range lockVerbs(h.l) {
+			wantInvalid[hname+"."+v] = call
+		}
+		for v, call := range accessors(h.l, h.key) {
+			wantNil[hname+"."+v] = call
+		}
+	}
+	run := func(t *testing.T, name string, call func() error) (err error) {
+		t.Helper()
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("%s panicked: %v", name, r)
+			}
+		}()
+		return call()
+	}
+	for name, call := range wantInvalid {
+		if err := run(t, name, call); !errors.Is(err, lock.ErrInvalid) {
+			t.Errorf("%s error = %v, want %v", name, err, lock.ErrInvalid)
+		}
+	}
+	for name, call := range wantNil {
+		if err := run(t, name, call); err != nil {
+			t.Errorf("%s: %v, want nil", name, err)
+		}
+	}
+
+	// A nil Option is skipped, on NewClient and on NewLock.
+	tg := realTarget(t)
+	l := newClient(t, tg.rdb, nil).NewLock(keyFor(t), nil)
+	must(t, "Acquire() with nil Options", run(t, "Acquire() with nil Options", func() error { return l.Acquire(ctx) }))
+	must(t, "Release()", l.Release(ctx))
 }

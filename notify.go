@@ -2,6 +2,8 @@ package lock
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -12,22 +14,42 @@ import (
 // key that is waited on again and again is not subscribed afresh each time.
 const notifyIdle = 30 * time.Second
 
-// notifier is the Client's one pub/sub subscription. Waiters of a key join
-// its channel (P{K}:notify); a release message wakes the longest-waiting of
+// notifier is the Client's pub/sub subscription. Waiters of a key join its
+// channel (P{K}:notify); a release message wakes the longest-waiting of
 // them, so each process sends one attempt per release instead of a herd.
 // A waiter that gives up passes an unused wake-up on.
+//
+// A *redis.Ring gets one subscription per shard: a release publishes on the
+// shard of its key, which is the shard of the channel's hash tag, and a
+// Ring's shards pass no messages between them. Everything else shares one.
+//
+// No notifier lock is held across a go-redis call: one that blocks on the
+// network or panics must not stall every release and Close.
 type notifier struct {
-	c       *Client
-	mu      sync.Mutex
-	ps      *redis.PubSub
-	started bool
-	chans   map[string]*channelState
+	c     *Client
+	mu    sync.Mutex
+	subs  map[*redis.Client]*subscription // by Ring shard; under nil otherwise
+	chans map[string]*channelState
+
+	// giftTaken, set only by tests (export_test.go), runs on a waiter's
+	// goroutine after it took a handed-over hold, before it installs it.
+	giftTaken func()
+}
+
+// subscription is one pub/sub connection, read by its own goroutine (run).
+type subscription struct {
+	ps *redis.PubSub
+	// order serializes SUBSCRIBE and UNSUBSCRIBE on ps, so a channel swept
+	// as idle and joined again at once is subscribed after it was
+	// unsubscribed. It is taken before n.mu, never while n.mu is held.
+	order sync.Mutex
 }
 
 type channelState struct {
 	name       string
-	ready      bool // Redis confirmed the subscription
-	subscribed bool // SUBSCRIBE sent
+	sub        *subscription // the one it is subscribed on; nil before
+	ready      bool          // Redis confirmed the subscription
+	subscribed bool          // SUBSCRIBE sent or about to be
 	waiters    []*waiter
 	idleSince  time.Time
 	handoffs   int // consecutive direct handoffs (handoff.go)
@@ -50,6 +72,7 @@ type waiter struct {
 func (n *notifier) init(c *Client) {
 	n.c = c
 	n.chans = map[string]*channelState{}
+	n.subs = map[*redis.Client]*subscription{}
 }
 
 // queued reports whether this process already has waiters on channel.
@@ -69,12 +92,6 @@ func (n *notifier) join(channel string, l *Lock, token string) (w *waiter, ready
 		n.mu.Unlock()
 		return nil, false
 	}
-	if !n.started {
-		n.started = true
-		n.ps = n.c.rdb.Subscribe(n.c.ctx)
-		n.c.wg.Add(1)
-		go n.run(n.ps)
-	}
 	cs := n.chans[channel]
 	if cs == nil {
 		cs = &channelState{name: channel}
@@ -88,16 +105,85 @@ func (n *notifier) join(channel string, l *Lock, token string) (w *waiter, ready
 	subscribe := !cs.subscribed
 	cs.subscribed = true
 	ready = cs.ready
-	ps := n.ps
 	n.mu.Unlock()
-	if subscribe {
-		if err := ps.Subscribe(n.c.ctx, channel); err != nil {
-			n.mu.Lock()
-			cs.subscribed = false // the next join tries again
-			n.mu.Unlock()
-		}
+	if subscribe && !n.subscribe(cs) {
+		n.mu.Lock()
+		cs.subscribed = false // the next join tries again
+		n.mu.Unlock()
 	}
 	return w, ready
+}
+
+// subscribe sends SUBSCRIBE for cs's channel on the subscription of its
+// shard, reporting whether it went out.
+func (n *notifier) subscribe(cs *channelState) bool {
+	s := n.subscription(cs.name)
+	if s == nil {
+		return false
+	}
+	n.mu.Lock()
+	cs.sub = s
+	n.mu.Unlock()
+	s.order.Lock()
+	defer s.order.Unlock()
+	return s.ps.Subscribe(n.c.ctx, cs.name) == nil
+}
+
+// subscription returns the subscription channel's messages arrive on,
+// opening it and starting its goroutine on first need; nil when there is
+// none to be had (every Ring shard down, the Client closed).
+func (n *notifier) subscription(channel string) *subscription {
+	var shard *redis.Client // nil but on a Ring
+	if ring, ok := n.c.rdb.(*redis.Ring); ok {
+		var err error
+		if shard, err = ring.GetShardClientForKey(channel); err != nil {
+			return nil
+		}
+	}
+	n.mu.Lock()
+	s := n.subs[shard]
+	n.mu.Unlock()
+	if s != nil {
+		return s
+	}
+	ps := n.open(shard)
+	if ps == nil {
+		return nil
+	}
+	n.mu.Lock()
+	if s = n.subs[shard]; s != nil || n.c.closed.Load() {
+		// Another join opened one first, or Close came: ps never connected.
+		n.mu.Unlock()
+		_ = ps.Close()
+		return s
+	}
+	s = &subscription{ps: ps}
+	n.subs[shard] = s
+	n.c.wg.Add(1) // under n.mu, so close either sees s or we saw closed
+	n.mu.Unlock()
+	go n.run(s)
+	return s
+}
+
+// open returns a pub/sub connection subscribed to nothing yet (go-redis
+// dials on the first SUBSCRIBE), to shard when it is not nil (a Ring's) and
+// through the Client's redis client otherwise. A client that panics here (a
+// *redis.Ring does when asked for no channel) leaves waiters to their
+// backoff instead of crashing their Acquire.
+func (n *notifier) open(shard *redis.Client) (ps *redis.PubSub) {
+	defer func() {
+		if r := recover(); r != nil {
+			ps = nil
+			if lg := n.c.cfg.logger; lg != nil {
+				lg.Warn("wake-ups off: subscribe panicked",
+					slog.String("client", fmt.Sprintf("%T", n.c.rdb)), slog.Any("panic", r))
+			}
+		}
+	}()
+	if shard != nil {
+		return shard.Subscribe(n.c.ctx)
+	}
+	return n.c.rdb.Subscribe(n.c.ctx)
 }
 
 // wake returns the channel that fires when the waiter should try again; nil
@@ -130,7 +216,7 @@ func (w *waiter) leave() {
 	w.leaveLocked()
 	n.mu.Unlock()
 	if undo {
-		w.l.cleanup(w.token)
+		w.undo()
 	}
 }
 
@@ -166,11 +252,14 @@ func (cs *channelState) signalHead() {
 	}
 }
 
-// run receives messages until Close. go-redis reconnects and resubscribes by
-// itself after a broken connection; the fresh confirmations wake every waiter
-// of those channels, since a release may have been missed meanwhile.
-func (n *notifier) run(ps *redis.PubSub) {
+// run receives the messages of s until Close. go-redis reconnects and
+// resubscribes by itself after a broken connection; the fresh confirmations
+// wake every waiter of those channels, since a release may have been missed
+// meanwhile. A connection go-redis closed for good (a Ring shard removed,
+// the redis client closed) is dropped.
+func (n *notifier) run(s *subscription) {
 	defer n.c.wg.Done()
+	ps := s.ps
 	pause := time.NewTimer(0)
 	defer pause.Stop()
 	<-pause.C
@@ -182,12 +271,16 @@ func (n *notifier) run(ps *redis.PubSub) {
 			return
 		}
 		if time.Since(lastSweep) >= notifyIdle/3 {
-			n.sweep(ps)
+			n.sweep(s)
 			lastSweep = time.Now()
 		}
 		if err != nil {
 			if isTimeout(err) {
 				continue
+			}
+			if errors.Is(err, redis.ErrClosed) {
+				n.drop(s)
+				return
 			}
 			// The connection is down: wait before go-redis redials.
 			failures++
@@ -230,31 +323,56 @@ func (n *notifier) confirmed(channel string) {
 	}
 }
 
-// sweep unsubscribes channels nobody has waited on for notifyIdle. It
-// sends UNSUBSCRIBE under n.mu, so a join cannot subscribe the same channel
-// afresh in between and have its subscription undone.
-func (n *notifier) sweep(ps *redis.PubSub) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// sweep forgets the channels of s (or of none) that nobody has waited on
+// for notifyIdle, and unsubscribes them. It holds s.order throughout, so a
+// join that subscribes one of them afresh sends its SUBSCRIBE after the
+// UNSUBSCRIBE, never before.
+func (n *notifier) sweep(s *subscription) {
+	s.order.Lock()
+	defer s.order.Unlock()
 	var idle []string
+	n.mu.Lock()
 	for name, cs := range n.chans {
-		if len(cs.waiters) == 0 && time.Since(cs.idleSince) >= notifyIdle {
-			idle = append(idle, name)
+		if (cs.sub == s || cs.sub == nil) && len(cs.waiters) == 0 && time.Since(cs.idleSince) >= notifyIdle {
+			if cs.sub == s {
+				idle = append(idle, name)
+			}
 			delete(n.chans, name)
 		}
 	}
+	n.mu.Unlock()
 	if len(idle) > 0 {
-		_ = ps.Unsubscribe(n.c.ctx, idle...)
+		_ = s.ps.Unsubscribe(n.c.ctx, idle...)
 	}
 }
 
-// close ends the subscription, which unblocks run.
+// drop forgets s, closed for good: its channels are subscribed afresh by
+// their next join; until then their waiters rely on their backoff.
+func (n *notifier) drop(s *subscription) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, x := range n.subs {
+		if x == s {
+			delete(n.subs, k)
+		}
+	}
+	for _, cs := range n.chans {
+		if cs.sub == s {
+			cs.sub, cs.subscribed, cs.ready = nil, false, false
+		}
+	}
+}
+
+// close ends every subscription, which unblocks their goroutines.
 func (n *notifier) close() {
 	n.mu.Lock()
-	ps := n.ps
+	subs := make([]*subscription, 0, len(n.subs))
+	for _, s := range n.subs {
+		subs = append(subs, s)
+	}
 	n.mu.Unlock()
-	if ps != nil {
-		_ = ps.Close()
+	for _, s := range subs {
+		_ = s.ps.Close()
 	}
 }
 

@@ -19,11 +19,16 @@ type Observer interface {
 	Observe(Event)
 }
 
-// ObserverFunc adapts a function to [Observer].
+// ObserverFunc adapts a function to [Observer]. A nil ObserverFunc
+// observes nothing.
 type ObserverFunc func(Event)
 
-// Observe calls f(e).
-func (f ObserverFunc) Observe(e Event) { f(e) }
+// Observe calls f(e), unless f is nil.
+func (f ObserverFunc) Observe(e Event) {
+	if f != nil {
+		f(e)
+	}
+}
 
 // EventKind says what an [Event] reports.
 type EventKind int

@@ -39,7 +39,17 @@ func (l *Lock) Release(ctx context.Context) error {
 		h.finish()
 		return fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
 	}
-	found, st, err := l.handoff(ctx, h)
+	var (
+		found bool
+		st    extendStatus
+		err   error
+	)
+	if !ended {
+		// Only a live hold is handed over: once released (or lost) here,
+		// the key may be a waiter's by now, and a handoff would claim a
+		// waiter for nothing.
+		found, st, err = l.handoff(ctx, h)
+	}
 	if !found {
 		st, err = l.be.release(ctx, &l.k, h.token)
 	}

@@ -3,10 +3,15 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // TestReleaseModes runs the lock's life cycle in both release modes, on both
@@ -132,4 +137,68 @@ func TestLock_TTL_keyGone(t *testing.T) {
 			})
 		})
 	}
+}
+
+// scriptCalls is a go-redis hook counting the calls (EVAL or EVALSHA, alone
+// or in a pipeline) of one script.
+type scriptCalls struct {
+	script *redis.Script
+	src    string
+	n      atomic.Int32
+}
+
+func (h *scriptCalls) count(cmd redis.Cmder) {
+	if args := cmd.Args(); len(args) > 1 {
+		if s := fmt.Sprint(args[1]); s == h.script.Hash() || s == h.src {
+			h.n.Add(1)
+		}
+	}
+}
+
+func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestRelease_endedHoldHandsNothingOver: a Release of a hold this handle
+// already released asks Redis with a plain release: it hands nothing to the
+// waiter of the same Client that now waits on the key (someone else's hold),
+// and that waiter gets the lock when the real holder lets go.
+func TestRelease_endedHoldHandsNothingOver(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	rdb := tg.newRDB(t)
+	handoffs := &scriptCalls{script: luascripts.Handoff, src: luascripts.Sources[4]}
+	rdb.AddHook(handoffs)
+	c := newClient(t, rdb)
+	a := c.NewLock(key)
+	must(t, "Acquire()", a.Acquire(ctx))
+	must(t, "Release()", a.Release(ctx))
+	b := newClient(t, tg.rdb).NewLock(key)
+	must(t, "other Client's Acquire()", b.Acquire(ctx))
+	w := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+	done := startAcquire(t, c, w, 1)
+
+	wantErr(t, "second Release()", a.Release(ctx), lock.ErrNotHeld)
+	if n := handoffs.n.Load(); n != 0 {
+		t.Fatalf("second Release() sent %d handoff calls, want 0: a released hold has nothing to hand over", n)
+	}
+	wantHeldBy(t, tg.rdb, b, "after the second Release, the holder's hold")
+	must(t, "other Client's Release()", b.Release(ctx))
+	must(t, "waiter Acquire()", recv(t, done, "waiter Acquire"))
+	must(t, "waiter Release()", w.Release(ctx))
 }

@@ -601,29 +601,6 @@ func TestReview_closeFromObserver(t *testing.T) {
 	waitClosed(t, closed, 2*time.Second, "Close() called from the Observer")
 }
 
-// TestReview_zeroValues: a zero Lock or Client (a misuse, but "never a
-// panic") panics in Acquire, TryAcquire, Extend and Close.
-func TestReview_zeroValues(t *testing.T) {
-	ctx := context.Background()
-	calls := map[string]func() error{
-		"Lock.Acquire":    func() error { return new(lock.Lock).Acquire(ctx) },
-		"Lock.TryAcquire": func() error { _, err := new(lock.Lock).TryAcquire(ctx); return err },
-		"Lock.Extend":     func() error { return new(lock.Lock).Extend(ctx, time.Second) },
-		"Lock.Release":    func() error { return new(lock.Lock).Release(ctx) },
-		"Client.Close":    func() error { return new(lock.Client).Close() },
-	}
-	for name, call := range calls {
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					t.Errorf("%s on a zero value panicked: %v", name, r)
-				}
-			}()
-			_ = call()
-		}()
-	}
-}
-
 // TestReview_closeRacingFirstAcquire: the first hold of a Client starts the
 // renewal loop with wg.Add(1) from the acquiring goroutine, unsynchronized
 // with Close's wg.Wait: the race detector reports it, and an Add landing
