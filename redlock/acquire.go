@@ -171,10 +171,12 @@ func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fen
 	return qe
 }
 
-// cleanup releases token on every node that did not refuse us, on a fresh
-// context bounded by the node timeout, so that a failed attempt leaves
-// nothing behind even when the caller's ctx is done. Each node's release
-// waits for that node's acquire in round acq (see releaseCall).
+// cleanup undoes a failed attempt: it deletes token on every node that did
+// not refuse us, including those that failed or did not answer, since their
+// call may still have taken effect. Each node's delete waits for that
+// node's acquire call in acq (see drop); cleanup waits for the replies up to
+// a node timeout past acq's deadline, and the deletes run on even when the
+// caller's ctx is done.
 func (l *Lock) cleanup(token string, states []uint8, acq *round) {
 	var which []int
 	for i, st := range states {
@@ -185,20 +187,17 @@ func (l *Lock) cleanup(token string, states []uint8, acq *round) {
 	if len(which) == 0 {
 		return
 	}
-	deadline := time.Now().Add(l.nodeTimeout)
-	if d, _ := acq.ctx.Deadline(); d.After(time.Now()) {
-		deadline = d.Add(l.nodeTimeout)
-	}
-	r := l.c.fan(context.Background(), deadline, which, l.releaseCall(token, acq))
-	r.all(context.Background(), len(l.c.nodes), which)
+	l.drop(token, which, acq, l.dropDeadline(acq))
 }
 
 // Acquire waits until the lock is held on a quorum of nodes, ctx is done, or
 // the wait timeout ([WithWaitTimeout]) passes. Between attempts it sleeps
 // with jittered exponential backoff ([WithBackoff]), never past the
 // holders' shortest remaining TTL, and wakes at once when any node publishes
-// a release ([WithNotify]). Every attempt of one Acquire carries the same
-// token on every node.
+// a release ([WithNotify]). Each attempt carries a fresh random token, the
+// same on every node; [Lock.Token] is the token of the attempt that won.
+// (The core lock reuses one token across the attempts of an Acquire; here a
+// late undo of a failed attempt must not delete a later attempt's grant.)
 //
 // It returns nil when held; an error wrapping [lock.ErrNotAcquired] when the
 // wait ended (also matching context.Cause(ctx) when ctx ended it, and the
@@ -211,13 +210,9 @@ func (l *Lock) Acquire(ctx context.Context) error {
 		return err
 	}
 	defer l.done()
-	token, err := newToken(l.key)
-	if err != nil {
-		return err
-	}
 	start := time.Now()
 	l.observe(lock.Event{Kind: lock.EventAcquireStart})
-	attempts, h, err := l.wait(ctx, token)
+	attempts, h, token, err := l.wait(ctx)
 	if err != nil {
 		l.observe(lock.Event{Kind: lock.EventAcquire, Token: token, Duration: time.Since(start), Attempts: attempts, Err: err})
 		return err
@@ -226,8 +221,8 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	return nil
 }
 
-// wait is Acquire's loop.
-func (l *Lock) wait(ctx context.Context, token string) (attempts int, h *hold, err error) {
+// wait is Acquire's loop. It returns the token of the last attempt.
+func (l *Lock) wait(ctx context.Context) (attempts int, h *hold, token string, err error) {
 	wctx := ctx
 	if l.cfg.wait > 0 {
 		var cancel context.CancelFunc
@@ -240,12 +235,18 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, h *hold, e
 	var timer *time.Timer
 	for n := 0; ; n++ {
 		if l.c.closed.Load() {
-			return attempts, nil, fmt.Errorf("redlock: acquire %q: %w", l.key, lock.ErrClosed)
+			return attempts, nil, token, fmt.Errorf("redlock: acquire %q: %w", l.key, lock.ErrClosed)
+		}
+		// A fresh token per attempt: the undo of an earlier attempt may
+		// still be on its way to a node, and it must not delete what this
+		// attempt wins there.
+		if token, err = newToken(l.key); err != nil {
+			return attempts, nil, token, err
 		}
 		attempts++
 		o := l.attempt(wctx, token)
 		if o.h != nil {
-			return attempts, o.h, nil
+			return attempts, o.h, token, nil
 		}
 		lastErr = o.err
 		if wctx.Err() != nil {
@@ -281,9 +282,9 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, h *hold, e
 		why = fmt.Errorf("%w: %w", lock.ErrNotAcquired, context.Cause(ctx))
 	}
 	if lastErr != nil {
-		return attempts, nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %w)", l.key, why, lastErr)
+		return attempts, nil, token, fmt.Errorf("redlock: acquire %q: %w (last attempt: %w)", l.key, why, lastErr)
 	}
-	return attempts, nil, fmt.Errorf("redlock: acquire %q: %w", l.key, why)
+	return attempts, nil, token, fmt.Errorf("redlock: acquire %q: %w", l.key, why)
 }
 
 // backoff returns the n-th sleep: uniform in [min, min(max, min·2^n)].

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	lock "github.com/agentlock/lock"
 )
 
 // Client creates quorum locks over N independent Redis nodes (not replicas
@@ -39,7 +41,8 @@ type Client struct {
 // least 3 (5 tolerates two failed nodes): with N nodes the lock needs N/2+1
 // of them ([WithQuorum]). opts are the defaults of every lock it makes.
 //
-// An empty list, a nil client or the same client twice is reported, wrapping
+// An empty list, a nil client, a *redis.Ring (it spreads keys over several
+// servers: give each as a node) or the same client twice is reported, wrapping
 // [lock.ErrInvalid], by every later call; so is an invalid option. New
 // itself never fails and starts no goroutine; see [Client.Close].
 //
@@ -68,6 +71,12 @@ func checkNodes(clients []redis.UniversalClient) error {
 		if isNil(rdb) {
 			return invalidf("redis client %d is nil", i)
 		}
+		if _, ok := rdb.(*redis.Ring); ok {
+			// A Ring spreads keys and channels over several servers, and
+			// its Subscribe without a channel panics: give each server as
+			// a node of its own.
+			return invalidf("redis client %d is a *redis.Ring, not one node", i)
+		}
 		if j, ok := seen[rdb]; ok {
 			return invalidf("redis clients %d and %d are the same client", j, i)
 		}
@@ -93,12 +102,22 @@ func isNil(rdb redis.UniversalClient) bool {
 // Close stops every renewal goroutine and node subscription and waits for
 // them to return; idle call goroutines end too, and a call still in flight
 // ends its goroutine when it returns (by its node timeout, or go-redis's
-// read timeout on clients without ContextTimeoutEnabled). It is idempotent and always returns nil. Locks still held
-// are no longer renewed: their Lost channels close when their validity runs
-// out. Afterwards Acquire, TryAcquire, Extend and WithLock return
+// read timeout on clients without ContextTimeoutEnabled). Undos and
+// releases that were waiting for a node's acquire call to return are sent
+// at once, and Close waits for them (a node timeout). Close waits at most
+// 100ms for the subscriptions: one still connecting to a stopped node
+// holds go-redis's PubSub until the node answers or go-redis's read timeout
+// passes, and its goroutine ends then, after Close has returned.
+//
+// Close is idempotent and returns nil, also for a zero Client. Locks still
+// held are no longer renewed: their Lost channels close when their validity
+// runs out. Afterwards Acquire, TryAcquire, Extend and WithLock return
 // [lock.ErrClosed]; Release still deletes a hold on every node. Close does
 // not close the node clients.
 func (c *Client) Close() error {
+	if c.check() != nil {
+		return nil // a zero Client has nothing to stop
+	}
 	c.mu.Lock()
 	if c.closed.Swap(true) {
 		c.mu.Unlock()
@@ -113,25 +132,43 @@ func (c *Client) Close() error {
 
 // goBackground runs fn on a goroutine that Close waits for; it reports false,
 // running nothing, once Close has begun.
-func (c *Client) goBackground(fn func()) bool {
+func (c *Client) goBackground(fn func()) bool { return c.spawn(&c.wg, fn) }
+
+// spawn runs fn on a goroutine counted in wg; it reports false, running
+// nothing, once Close has begun.
+func (c *Client) spawn(wg *sync.WaitGroup, fn func()) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {
 		return false
 	}
-	c.wg.Add(1)
+	wg.Add(1)
 	go func() {
-		defer c.wg.Done()
+		defer wg.Done()
 		fn()
 	}()
 	return true
 }
 
+// errZeroClient is what the locks of a Client not made by New report.
+var errZeroClient = fmt.Errorf("redlock: %w: Client not made by New", lock.ErrInvalid)
+
+// check returns errZeroClient for a zero or nil Client, else nil.
+func (c *Client) check() error {
+	if c == nil || c.cancel == nil {
+		return errZeroClient
+	}
+	return nil
+}
+
 // NewLock returns a handle on the lock named key, configured by the
 // Client's options and then opts. An empty key or an invalid option is
-// reported, wrapping [lock.ErrInvalid], by every verb of the handle. NewLock
-// talks to no node and starts nothing.
+// reported, wrapping [lock.ErrInvalid], by every verb of the handle; so is
+// a Client not made by [New]. NewLock talks to no node and starts nothing.
 func (c *Client) NewLock(key string, opts ...Option) *Lock {
+	if err := c.check(); err != nil {
+		return &Lock{c: c, key: key, err: err}
+	}
 	l := &Lock{c: c, cfg: c.cfg.with(opts), key: key}
 	l.err = c.err
 	if l.err == nil {

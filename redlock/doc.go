@@ -14,8 +14,10 @@
 // (N/2+1 by default, [WithQuorum]) granted it and its validity, TTL − elapsed
 // (monotonic clock) − drift (TTL·0.01 + 2ms, [WithDriftFactor]), is still
 // positive; otherwise it is undone on every node that did not refuse it,
-// including nodes that failed or did not answer, and Acquire waits (jittered
-// backoff, woken by a release published on any node) and tries again. Each
+// including nodes that failed or did not answer (each node's undo is sent
+// once that node's acquire call has returned, so it cannot overtake it),
+// and Acquire waits (jittered backoff, woken by a release published on any
+// node) and tries again with a fresh token. Each
 // node uses the core's storage layout (P{K}, P{K}:fence, P{K}:notify,
 // prefix "lock:" by default); do not use the same key with the core lock on
 // any of the nodes, or their fence counters move independently.

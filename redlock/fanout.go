@@ -25,19 +25,20 @@ type round struct {
 	cancel  context.CancelFunc
 	pending atomic.Int32
 	n       int
-	replied []atomic.Bool // by node: its call has returned
+	ended   []chan struct{} // by node: closed once its call has returned; nil for nodes not called
 }
 
-// fan sends fn to the nodes listed in which (every node when which is nil),
-// each on its own goroutine (see run), with a deadline. The calls do not end when ctx
-// is cancelled: a caller that gives up reads ctx itself and undoes what the
-// calls may have done, which needs them to finish rather than half-happen.
+// fan sends fn to the nodes listed in which (every node when nil), each on
+// its own goroutine (see run), with a deadline. The calls do not end when
+// ctx is cancelled: a caller that gives up reads ctx itself and undoes what
+// the calls may have done, which needs them to finish rather than
+// half-happen.
 func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn func(ctx context.Context, i int, rdb redis.UniversalClient) result) *round {
 	n := len(which)
 	if which == nil {
 		n = len(c.nodes)
 	}
-	r := &round{ch: make(chan result, n), n: n, replied: make([]atomic.Bool, len(c.nodes))}
+	r := &round{ch: make(chan result, n), n: n, ended: make([]chan struct{}, len(c.nodes))}
 	r.ctx, r.cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	r.pending.Store(int32(n))
 	for k := range n {
@@ -45,10 +46,11 @@ func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn fu
 		if which != nil {
 			i = which[k]
 		}
+		r.ended[i] = make(chan struct{})
 		c.run(func() {
 			res := fn(r.ctx, i, c.nodes[i])
 			res.node = i
-			r.replied[i].Store(true)
+			close(r.ended[i])
 			r.ch <- res
 			if r.pending.Add(-1) == 0 {
 				r.cancel() // the last reply frees the deadline's timer
@@ -58,19 +60,37 @@ func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn fu
 	return r
 }
 
-// wait blocks until every call has replied or the deadline has passed.
-func (r *round) wait() { <-r.ctx.Done() }
-
-// waitNode blocks until node i's call has returned, the round's deadline
-// has passed, or ctx is done.
-func (r *round) waitNode(ctx context.Context, i int) {
-	if r.replied[i].Load() {
-		return
+// callEnded reports whether node i's call has returned (true for a nil
+// round or a node it did not call).
+func (r *round) callEnded(i int) bool {
+	if r == nil || r.ended[i] == nil {
+		return true
 	}
 	select {
-	case <-r.ctx.Done():
-	case <-ctx.Done():
+	case <-r.ended[i]:
+		return true
+	default:
+		return false
 	}
+}
+
+// waitCall blocks until node i's call has returned — not merely until the
+// round's deadline: a call that go-redis has not given up on may still
+// reach the node — or until bound has passed or stop is closed. It
+// reports whether the call returned.
+func (r *round) waitCall(i int, bound time.Duration, stop <-chan struct{}) bool {
+	if r.callEnded(i) {
+		return true
+	}
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-r.ended[i]:
+		return true
+	case <-t.C:
+	case <-stop:
+	}
+	return r.callEnded(i)
 }
 
 // next returns the next reply, or false once the round's deadline has
@@ -95,8 +115,9 @@ func (r *round) next(ctx context.Context) (result, bool) {
 	return result{}, false
 }
 
-// all collects every reply that arrives by the deadline, indexed by node;
-// a node that did not answer gets errNodeTimeout.
+// all collects every reply that arrives by the deadline, or until ctx is
+// done, indexed by node; a node that did not answer gets errNodeTimeout, or
+// context.Cause(ctx) when ctx ended the wait first.
 func (r *round) all(ctx context.Context, nodes int, which []int) []result {
 	out := make([]result, nodes)
 	got := make([]bool, nodes)
@@ -107,9 +128,13 @@ func (r *round) all(ctx context.Context, nodes int, which []int) []result {
 		}
 		out[res.node], got[res.node] = res, true
 	}
+	missing := errNodeTimeout
+	if d, _ := r.ctx.Deadline(); ctx.Err() != nil && time.Now().Before(d) {
+		missing = context.Cause(ctx) // the wait ended before the deadline
+	}
 	mark := func(i int) {
 		if !got[i] {
-			out[i] = result{node: i, err: errNodeTimeout}
+			out[i] = result{node: i, err: missing}
 		}
 	}
 	if which == nil {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 	"github.com/agentlock/lock/redlock"
 )
@@ -137,4 +140,108 @@ func ownClients(t *testing.T, nodes []redis.UniversalClient) ([]*redis.Client, [
 		out[i] = cs[i]
 	}
 	return cs, out
+}
+
+// hookableNodes is realNodes with redlock's scripts loaded on every node,
+// so that each call is one EVALSHA (no NOSCRIPT retry as EVAL) and a
+// scriptHook sees it once.
+func hookableNodes(t *testing.T, n int) ([]*redistest.Server, []redis.UniversalClient) {
+	t.Helper()
+	ss, nodes := realNodes(t, n)
+	ctx := context.Background()
+	for i, rdb := range nodes {
+		for _, s := range []*redis.Script{luascripts.Acquire, luascripts.Release, luascripts.Extend, luascripts.FenceRaise} {
+			if err := s.Load(ctx, rdb).Err(); err != nil {
+				t.Fatalf("node %d: SCRIPT LOAD error = %v", i, err)
+			}
+		}
+	}
+	return ss, nodes
+}
+
+// setOther makes rdb hold key for another holder, for a minute.
+func setOther(t *testing.T, rdb redis.UniversalClient, key string) {
+	t.Helper()
+	must(t, "SET other holder", rdb.Set(context.Background(), lockKey(key), "other-holder", time.Minute).Err())
+}
+
+// delKey deletes key's lock on rdb.
+func delKey(t *testing.T, rdb redis.UniversalClient, key string) {
+	t.Helper()
+	must(t, "DEL", rdb.Del(context.Background(), lockKey(key)).Err())
+}
+
+// scriptHook holds calls of one script on one node's client, to open a
+// timing window deterministically. A held call waits for a value on allow
+// (one per call), or for allow to be closed (open). With reply false the
+// command itself is held, as if delayed on the wire: it is then sent even
+// if its caller's deadline has passed. With reply true the command runs at
+// once and only its reply is held back.
+type scriptHook struct {
+	sha     string
+	hold    func(n int) bool // which calls (numbered from 1) to hold
+	reply   bool
+	calls   atomic.Int32
+	arrived chan int      // the number of each held call, as it arrives
+	passed  chan int      // the number of each held call, once it returned
+	allow   chan struct{} // one value lets one held call on; closed, all
+	once    sync.Once
+}
+
+// hookScript adds a scriptHook on node rdb (a *redis.Client) for script s,
+// holding the calls for which hold is true; t.Cleanup opens it.
+func hookScript(t *testing.T, rdb redis.UniversalClient, s *redis.Script, reply bool, hold func(n int) bool) *scriptHook {
+	t.Helper()
+	h := &scriptHook{sha: s.Hash(), hold: hold, reply: reply,
+		arrived: make(chan int, 1000), passed: make(chan int, 1000), allow: make(chan struct{})}
+	rdb.(*redis.Client).AddHook(h)
+	t.Cleanup(h.open)
+	return h
+}
+
+// every holds every call; first(k) the first k.
+func every(int) bool             { return true }
+func first(k int) func(int) bool { return func(n int) bool { return n <= k } }
+
+func (h *scriptHook) open() { h.once.Do(func() { close(h.allow) }) }
+
+// await waits for a value on ch (arrived or passed).
+func (h *scriptHook) await(t *testing.T, ch chan int, what string) int {
+	t.Helper()
+	select {
+	case n := <-ch:
+		return n
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not seen in 10s", what)
+		return 0
+	}
+}
+
+func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) < 2 || cmd.Name() != "evalsha" || args[1] != h.sha {
+			return next(ctx, cmd)
+		}
+		n := int(h.calls.Add(1))
+		if !h.hold(n) {
+			return next(ctx, cmd)
+		}
+		defer func() { h.passed <- n }()
+		if h.reply {
+			err := next(ctx, cmd)
+			h.arrived <- n
+			<-h.allow
+			return err
+		}
+		h.arrived <- n
+		<-h.allow
+		return next(context.WithoutCancel(ctx), cmd)
+	}
 }

@@ -22,11 +22,11 @@ type hold struct {
 	op sync.Mutex // serialises Extend and renewal rounds
 
 	mu         sync.Mutex
-	ttl        time.Duration
-	sentAt     time.Time // when the last confirmed acquire, extend or renewal was sent
-	validUntil time.Time // sentAt + ttl - drift: the hold is valid before it
-	ended      bool      // released or lost
-	stopped    bool      // stop is closed
+	ttl        time.Duration // what renewals send: the last Extend's, or shorter
+	sentAt     time.Time     // when the last confirmed acquire, extend or renewal was sent
+	validUntil time.Time     // sentAt + ttl - drift: the hold is valid before it
+	ended      bool          // released or lost
+	stopped    bool          // stop is closed
 	cause      *lock.LostError
 	onLost     []func(error)
 	afterFn    *time.Timer // reports the loss at validUntil once renewal stopped
@@ -67,6 +67,39 @@ func (h *hold) confirmed(sent time.Time, ttl time.Duration) {
 	h.ttl = ttl
 	h.sentAt = sent
 	h.validUntil = sent.Add(ttl - drift(ttl, h.l.cfg.driftFactor))
+}
+
+// shorten moves the end of the validity back to validUntil and the TTL down
+// to ttl, where they are earlier or shorter: an Extend round about to send
+// ttl may leave some nodes with it whatever its outcome. It re-arms the loss
+// timer that Close armed, and reports whether anything changed.
+func (h *hold) shorten(validUntil time.Time, ttl time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	changed := false
+	if ttl < h.ttl {
+		// Renewals then send ttl too: a late call of this round reaching
+		// a node after a renewal can then only lengthen its TTL.
+		h.ttl, changed = ttl, true
+	}
+	if validUntil.Before(h.validUntil) {
+		h.validUntil, changed = validUntil, true
+		if h.afterFn != nil {
+			h.afterFn.Reset(time.Until(validUntil))
+		}
+	}
+	return changed
+}
+
+// moved tells the renewal goroutine that the validity or the TTL changed,
+// starting it if it was not running yet: a renewal or the loss may now be
+// due sooner than it was scheduled.
+func (h *hold) moved() {
+	h.startRenewal()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
 }
 
 // deadline returns the end of the hold's validity.

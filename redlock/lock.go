@@ -34,8 +34,30 @@ type Lock struct {
 	h    *hold // the current or last hold; nil before the first
 }
 
-// Key returns the caller's key, as given to NewLock.
-func (l *Lock) Key() string { return l.key }
+// errZeroLock is what the verbs of a Lock not made by Client.NewLock return.
+var errZeroLock = fmt.Errorf("redlock: %w: Lock not made by Client.NewLock", lock.ErrInvalid)
+
+// check returns the error every verb returns before it does anything: the
+// configuration error, or errZeroLock for a zero or nil Lock.
+func (l *Lock) check() error {
+	switch {
+	case l == nil:
+		return errZeroLock
+	case l.err != nil:
+		return l.err
+	case l.c == nil:
+		return errZeroLock
+	}
+	return nil
+}
+
+// Key returns the caller's key, as given to NewLock ("" for a zero Lock).
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
 
 // Token returns the token of the current or last hold, the same on every
 // node: a random UUID v4. "" before the first acquisition.
@@ -91,6 +113,9 @@ func (l *Lock) LostErr() error {
 }
 
 func (l *Lock) hold() *hold {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.h
@@ -98,8 +123,8 @@ func (l *Lock) hold() *hold {
 
 // begin checks that an acquisition may start and marks the handle busy.
 func (l *Lock) begin() error {
-	if l.err != nil {
-		return l.err
+	if err := l.check(); err != nil {
+		return err
 	}
 	if l.c.closed.Load() {
 		return fmt.Errorf("redlock: acquire %q: %w", l.key, lock.ErrClosed)
@@ -143,8 +168,16 @@ func (l *Lock) install(h *hold) {
 // the lock is now held, (false, nil) when other holders keep the quorum out
 // of reach, and (false, err) otherwise: a [*QuorumError] (matching
 // [lock.ErrNotAcquired]) when failed or slow nodes kept the quorum out of
-// reach, or an error wrapping [lock.ErrInvalid] or [lock.ErrClosed]. A
-// failed attempt is undone on every node that may have granted it.
+// reach, or an error wrapping [lock.ErrInvalid] (also for a Lock not made
+// by [Client.NewLock]) or [lock.ErrClosed].
+//
+// A failed attempt is undone on every node that may have granted it: each
+// node's delete is sent once that node's acquire call has returned, so that
+// it cannot overtake an acquire still on its way. TryAcquire waits for the
+// deletes up to a node timeout past the attempt's deadline; a node whose
+// acquire call is still out then gets its delete from a goroutine of the
+// Client when the call returns (at most a TTL later; at once when Close
+// begins, and Close waits for it).
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	if err := l.begin(); err != nil {
 		return false, err

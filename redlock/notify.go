@@ -13,6 +13,7 @@ import (
 // it has waiters. A missed message costs only the backoff sleep.
 type notifier struct {
 	c       *Client
+	wg      sync.WaitGroup // the goroutines below that talk to the nodes; see close
 	mu      sync.Mutex
 	started bool
 	ps      []*redis.PubSub
@@ -51,7 +52,7 @@ func (n *notifier) join(channel string) *waiter {
 			n.ps[i] = rdb.Subscribe(n.c.ctx)
 			n.subscribed[i] = map[string]struct{}{}
 			ps := n.ps[i]
-			n.c.goBackground(func() { n.run(ps) })
+			n.c.spawn(&n.wg, func() { n.run(ps) })
 		}
 	}
 	w := &waiter{n: n, channel: channel, ch: make(chan struct{}, 1)}
@@ -68,7 +69,7 @@ func (n *notifier) join(channel string) *waiter {
 // hold n.mu.
 func (n *notifier) resync() {
 	for i := range n.ps {
-		n.c.goBackground(func() { n.sync(i) })
+		n.c.spawn(&n.wg, func() { n.sync(i) })
 	}
 }
 
@@ -143,13 +144,38 @@ func (n *notifier) wake(channel string) {
 	}
 }
 
-// close ends every subscription; Close then waits for the goroutines.
+// closeWait bounds how long Close waits for the subscriptions to end.
+const closeWait = 100 * time.Millisecond
+
+// close ends every subscription and waits for the goroutines that use them,
+// at most closeWait; Close has begun, so no new one starts. go-redis holds a
+// PubSub's mutex while it dials and greets its node, and PubSub.Close needs
+// that mutex: against a stopped node it waits until go-redis's read timeout
+// passes (never, with ReadTimeout -1; the subscription's ctx has no
+// deadline). So each PubSub is closed on a goroutine of its own, and a
+// subscription stuck on such a node ends on its own when go-redis gives up
+// or the node answers.
 func (n *notifier) close() {
 	n.mu.Lock()
 	ps := n.ps
 	n.mu.Unlock()
 	for _, p := range ps {
-		_ = p.Close()
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			_ = p.Close()
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		n.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
 	}
 }
 

@@ -106,7 +106,13 @@ func drift(ttl time.Duration, factor float64) time.Duration {
 // but never more than a tenth of the TTL, so that slow nodes cannot eat the
 // validity of a hold.
 func effectiveNodeTimeout(cfg *config) time.Duration {
-	return max(min(cfg.nodeTimeout, cfg.ttl/10), time.Millisecond)
+	return nodeTimeoutFor(cfg.nodeTimeout, cfg.ttl)
+}
+
+// nodeTimeoutFor is the node timeout used with ttl: nodeTimeout, at most
+// ttl/10, at least 1ms.
+func nodeTimeoutFor(nodeTimeout, ttl time.Duration) time.Duration {
+	return max(min(nodeTimeout, ttl/10), time.Millisecond)
 }
 
 // WithTTL sets the lease length on every node. Default 30s; at least 1ms,

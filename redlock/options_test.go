@@ -12,8 +12,12 @@ import (
 )
 
 func TestNew_invalid(t *testing.T) {
-	_, nodes := miniNodes(t, 5)
+	ms, nodes := miniNodes(t, 5)
 	var typedNil *redis.Client
+	// A Ring shards keys and channels over several servers: not one node
+	// (its Subscribe without a channel panics).
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": ms[0].Addr()}})
+	t.Cleanup(func() { ring.Close() })
 	tests := []struct {
 		name  string
 		nodes []redis.UniversalClient
@@ -24,6 +28,7 @@ func TestNew_invalid(t *testing.T) {
 		{"nil client", []redis.UniversalClient{nodes[0], nil, nodes[2]}, nil},
 		{"typed nil client", []redis.UniversalClient{nodes[0], typedNil, nodes[2]}, nil},
 		{"same client twice", []redis.UniversalClient{nodes[0], nodes[1], nodes[0]}, nil},
+		{"ring", []redis.UniversalClient{ring, nodes[1], nodes[2]}, nil},
 		{"quorum below majority", nodes, []redlock.Option{redlock.WithQuorum(2)}},
 		{"quorum above N", nodes, []redlock.Option{redlock.WithQuorum(6)}},
 		{"negative drift", nodes, []redlock.Option{redlock.WithDriftFactor(-0.1)}},

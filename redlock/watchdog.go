@@ -105,10 +105,15 @@ func (l *Lock) renew(h *hold) {
 		default:
 		}
 		h.mu.Lock()
+		moved := !h.sentAt.Equal(sent)
 		ttl, validUntil = h.ttl, h.validUntil
 		h.mu.Unlock()
+		if moved {
+			h.op.Unlock() // an Extend was confirmed meanwhile: renewal is due later
+			continue
+		}
 		start := time.Now()
-		tl := l.extendRound(l.c.ctx, h, ttl, lockutil.MinTime(start.Add(l.nodeTimeout), validUntil))
+		tl := l.extendRound(l.c.ctx, h, ttl, lockutil.MinTime(start.Add(nodeTimeoutFor(l.cfg.nodeTimeout, ttl)), validUntil))
 		if tl.ok >= l.quorum {
 			h.confirmed(start, ttl)
 		}

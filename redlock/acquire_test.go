@@ -1,0 +1,125 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
+	"github.com/agentlock/lock/redlock"
+)
+
+// An undo of a failed attempt that reaches a node late must not delete what
+// a later attempt of the same Acquire won there: each attempt has its own
+// token.
+func TestLock_Acquire_lateUndoSparesLaterAttempt(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	ctx := context.Background()
+	key := keyFor(t)
+	// Another holder has nodes 0 and 1: attempt 1 wins node 2 only and is
+	// undone there; that undo is held on the wire.
+	setOther(t, nodes[0], key)
+	setOther(t, nodes[1], key)
+	undo := hookScript(t, nodes[2], luascripts.Release, false, first(1))
+	// Each attempt's call to node 0 waits for the test: it paces the attempts.
+	pace := hookScript(t, nodes[0], luascripts.Acquire, false, every)
+	c := newClient(t, nodes, redlock.WithTTL(10*time.Second), redlock.WithBackoff(time.Millisecond, 2*time.Millisecond), loadTolerant)
+	l := c.NewLock(key)
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(ctx) }()
+
+	pace.await(t, pace.arrived, "attempt 1 at node 0")
+	pace.allow <- struct{}{}
+	undo.await(t, undo.arrived, "attempt 1's undo at node 2")
+	delKey(t, nodes[0], key) // node 0 is free; node 1 keeps the other holder
+	pace.await(t, pace.arrived, "attempt 2 at node 0")
+	pace.allow <- struct{}{}
+	// Attempt 2 either won (node 0 and node 2) or failed and attempt 3 is
+	// at node 0: only then does attempt 1's undo reach node 2.
+	var err error
+	returned := false
+	select {
+	case err = <-done:
+		returned = true
+	case <-pace.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("neither Acquire returned nor attempt 3 began")
+	}
+	undo.open()
+	undo.await(t, undo.passed, "attempt 1's undo at node 2")
+	pace.open()
+	if !returned {
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Acquire() did not return after the late undo")
+		}
+	}
+	must(t, "Acquire()", err)
+	defer l.Release(ctx)
+	if n := holders(t, nodes, key, l.Token()); n < 2 {
+		t.Fatalf("nodes holding the hold's token = %d with Validity() = %v, want at least the quorum 2", n, l.Validity())
+	}
+	// The other holder leaves node 1: a third party must still be kept out.
+	delKey(t, nodes[1], key)
+	_, own := ownClients(t, nodes)
+	ok, err := newClient(t, own, loadTolerant).NewLock(key).TryAcquire(ctx)
+	if ok {
+		t.Fatalf("TryAcquire() by another client = true while the hold has Validity() = %v; want false", l.Validity())
+	}
+}
+
+// A failed TryAcquire undoes its grant on a node whose acquire lands after
+// the round's deadline: the undo waits for that node's acquire call.
+func TestLock_TryAcquire_undoesAcquireLandingLate(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	ctx := context.Background()
+	key := keyFor(t)
+	setOther(t, nodes[1], key)
+	late := hookScript(t, nodes[2], luascripts.Acquire, false, first(1))
+	c := newClient(t, nodes, loadTolerant) // TTL 30s
+	ok, err := c.NewLock(key).TryAcquire(ctx)
+	var qe *redlock.QuorumError
+	if ok || !errors.As(err, &qe) {
+		t.Fatalf("TryAcquire(node 1 held, node 2 late) = %v, %v; want false and a *QuorumError", ok, err)
+	}
+	late.open() // node 2's acquire lands now, after the round and its undo
+	late.await(t, late.passed, "node 2's acquire")
+	deadline := time.Now().Add(5 * time.Second)
+	for keysLeft(t, nodes[2:], key) > 0 {
+		if time.Now().After(deadline) {
+			pttl := nodes[2].PTTL(ctx, lockKey(key)).Val()
+			t.Fatalf("node 2 keeps the failed attempt's key (PTTL %v), want it undone", pttl)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := keysLeft(t, nodes[:1], key); n != 0 {
+		t.Fatalf("node 0 keeps the failed attempt's key, want it undone")
+	}
+}
+
+// A ctx that ends while the fence round waits reports its cause for the
+// node that did not answer in time, not a node timeout.
+func TestLock_TryAcquire_ctxEndsInFenceRound(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	key := keyFor(t)
+	// Counters apart: the fence round has to raise nodes 1 and 2.
+	must(t, "SET fence", nodes[0].Set(context.Background(), lockKey(key)+":fence", 5, 0).Err())
+	raise := hookScript(t, nodes[1], luascripts.FenceRaise, false, first(1))
+	c := newClient(t, nodes, redlock.WithQuorum(3), redlock.WithNodeTimeout(5*time.Second), redlock.WithTTL(time.Minute))
+	errCause := errors.New("caller gave up")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		<-raise.arrived
+		cancel(errCause)
+	}()
+	ok, err := c.NewLock(key).TryAcquire(ctx)
+	if ok {
+		t.Fatalf("TryAcquire() = true, want false: the fence round did not finish")
+	}
+	wantIs(t, "TryAcquire(ctx ended in fence round)", err, lock.ErrNotAcquired)
+	wantIs(t, "TryAcquire(ctx ended in fence round)", err, errCause)
+}

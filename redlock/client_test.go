@@ -1,0 +1,57 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/redlock"
+)
+
+// Zero values and nil pointers of the exported types report ErrInvalid
+// (Close returns nil, accessors zero values); none panics.
+func TestZeroValues_invalidNotPanic(t *testing.T) {
+	ctx := context.Background()
+	noop := func(context.Context) error { return nil }
+	var nilClient *redlock.Client
+	var nilLock *redlock.Lock
+	tryAcquire := func(l *redlock.Lock) error { _, err := l.TryAcquire(ctx); return err }
+	tests := []struct {
+		name string
+		call func() error // ErrInvalid wanted
+	}{
+		{"Client.NewLock.Acquire", func() error { return new(redlock.Client).NewLock("k").Acquire(ctx) }},
+		{"Client.WithLock", func() error { return new(redlock.Client).WithLock(ctx, "k", noop) }},
+		{"nil Client.NewLock.Acquire", func() error { return nilClient.NewLock("k").Acquire(ctx) }},
+		{"nil Client.WithLock", func() error { return nilClient.WithLock(ctx, "k", noop) }},
+		{"Lock.Acquire", func() error { return new(redlock.Lock).Acquire(ctx) }},
+		{"Lock.TryAcquire", func() error { return tryAcquire(new(redlock.Lock)) }},
+		{"Lock.Release", func() error { return new(redlock.Lock).Release(ctx) }},
+		{"Lock.Extend", func() error { return new(redlock.Lock).Extend(ctx, time.Second) }},
+		{"nil Lock.Acquire", func() error { return nilLock.Acquire(ctx) }},
+		{"nil Lock.TryAcquire", func() error { return tryAcquire(nilLock) }},
+		{"nil Lock.Release", func() error { return nilLock.Release(ctx) }},
+		{"nil Lock.Extend", func() error { return nilLock.Extend(ctx, time.Second) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantIs(t, tt.name+"()", tt.call(), lock.ErrInvalid)
+		})
+	}
+	for _, c := range []*redlock.Client{new(redlock.Client), nilClient} {
+		must(t, "Close()", c.Close())
+		must(t, "second Close()", c.Close())
+	}
+	for _, l := range []*redlock.Lock{new(redlock.Lock), nilLock} {
+		if l.Key() != "" || l.Token() != "" || l.Fence() != 0 || l.Validity() != 0 || l.Lost() != nil || l.LostErr() != nil {
+			t.Fatalf("accessors of a zero Lock = %q %q %d %v %v %v, want zero values",
+				l.Key(), l.Token(), l.Fence(), l.Validity(), l.Lost(), l.LostErr())
+		}
+	}
+	var qe redlock.QuorumError
+	if qe.Error() == "" || !errors.Is(&qe, lock.ErrNotAcquired) {
+		t.Fatalf("zero QuorumError: Error() = %q, want text matching ErrNotAcquired", qe.Error())
+	}
+}
