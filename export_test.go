@@ -55,3 +55,7 @@ func (ls *lanes) each(fn func(*coalescer)) {
 		fn(co)
 	}
 }
+
+// CoalescerLimit reports, for tests, how many sends a coalescer lets out
+// at once before calls queue up.
+func CoalescerLimit() int { return newCoalescer(nil).limit }
