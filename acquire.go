@@ -49,13 +49,10 @@ func (l *Lock) install(token string, fence int64, sent time.Time) error {
 }
 
 // cleanup removes what an attempt of unknown outcome may have set, so a
-// failed acquisition leaves nothing behind. A re-entrant hold is left to its
-// TTL: releasing a level we may not have taken could free the owner's outer
-// hold.
+// failed acquisition leaves nothing behind. It releases token's hold only:
+// a re-entrant token names one hold, so the owner's others stay. If the
+// cleanup's own reply is lost, the hold expires by its TTL.
 func (l *Lock) cleanup(token string) {
-	if l.cfg.ownerSet {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout(l.cfg.ttl))
 	defer cancel()
 	_, _ = l.be.release(ctx, &l.k, token)
@@ -263,6 +260,7 @@ func (l *Lock) backoff(n int) time.Duration {
 func (l *Lock) observe(e Event) {
 	if o := l.cfg.observer; o != nil {
 		e.Key = l.k.user
+		e.Token = l.publicToken(e.Token)
 		o.Observe(e)
 	}
 }

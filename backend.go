@@ -146,9 +146,21 @@ func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...a
 }
 
 // send builds one EVAL or EVALSHA command in a single argument slice and
-// sends it, through the Client's coalescer unless coalescing is off.
+// sends it, through the Client's coalescer unless coalescing is off. A
+// release or handoff goes as a onceCmd.
 func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []string, args []any) *redis.Cmd {
-	a := make([]any, 0, 3+len(keys)+len(args))
+	n := 3 + len(keys) + len(args)
+	var (
+		a    []any
+		once *onceCmd
+	)
+	if i == scriptRelease || i == scriptHandoff {
+		once = new(onceCmd)
+		a = once.argv[:0]
+	}
+	if n > cap(a) {
+		a = make([]any, 0, n)
+	}
 	if eval {
 		a = append(a, "eval", scriptText[i].src)
 	} else {
@@ -159,13 +171,36 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 		a = append(a, k)
 	}
 	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	var c redis.Cmder = cmd
+	if once != nil {
+		once.Cmd, c = cmd, once
+	}
 	if b.co != nil {
-		b.co.lane(ctx, keys[0]).do(ctx, cmd)
+		b.co.lane(ctx, keys[0]).do(ctx, c)
 	} else {
-		_ = b.rdb.Process(ctx, cmd) // the error is in cmd
+		_ = b.rdb.Process(ctx, c) // the error is in cmd
 	}
 	return cmd
 }
+
+// onceCmd is a command go-redis must not resend after a connection error,
+// nor any pipeline that carries it: a release or a handoff (by script or in
+// a transaction). Run twice, such a command finds the hold already gone:
+// it would report our own release as a loss, and a re-entrant release would
+// find nothing to drop (see release.lua). Sent once, a call whose reply is
+// lost has an unknown outcome, which its caller reports as an error.
+//
+// The other calls — acquire, extend, renewal, TTL — give the same outcome
+// when resent with the same token, so they keep go-redis's retries.
+type onceCmd struct {
+	*redis.Cmd
+	// Room for a release's arguments ("evalsha", sha, 2, two keys, token,
+	// flag), so that the wrapper costs no allocation of its own.
+	argv [7]any
+}
+
+// NoRetry tells go-redis not to resend the command.
+func (*onceCmd) NoRetry() bool { return true }
 
 // Script flags, boxed once: converting a string to an interface allocates.
 var argOne, argZero any = "1", "0"

@@ -110,9 +110,17 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 	return 0, redis.TxFailedErr
 }
 
+// release deletes the key in a transaction that go-redis must not resend
+// (see onceCmd): run again, it would find the key gone and report our own
+// release as a loss. go-redis does not resend a MULTI/EXEC whose reply was
+// cut today; the onceCmd makes that a rule for every client. A transaction
+// whose reply is lost returns the connection's error: the outcome is
+// unknown.
 func (b *watchBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
-		p.Del(ctx, k.lockName())
+		del := new(onceCmd)
+		del.Cmd = redis.NewCmd(ctx, append(del.argv[:0], "del", k.lockName())...)
+		_ = p.Process(ctx, del)
 		p.Publish(ctx, k.notifyName(), "released")
 	})
 }

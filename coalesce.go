@@ -23,6 +23,12 @@ import (
 // ctx's error. Once sent, a call waits for its reply like any go-redis call
 // (a cancelled ctx does not stop a go-redis read either): the library must
 // learn what happened to a call that may have taken a lock.
+//
+// go-redis resends a pipeline whole after a connection error, calls whose
+// replies had arrived included, unless one of its commands forbids it (see
+// onceCmd). A pipeline carrying a release or handoff is therefore sent once:
+// when its connection breaks, every call in it gets the error, and each
+// caller treats its outcome as unknown, as for a call sent alone.
 type coalescer struct {
 	rdb   scripter
 	limit int // sends out at once before calls queue up
@@ -37,7 +43,7 @@ type coalescer struct {
 // call leads (queue order, itself first), or nil once another leader has
 // sent it and its reply is in.
 type queued struct {
-	cmd   *redis.Cmd
+	cmd   redis.Cmder
 	ready chan []*queued
 }
 
@@ -92,7 +98,7 @@ func (ls *lanes) lane(ctx context.Context, key string) *coalescer {
 var queuedPool = sync.Pool{New: func() any { return &queued{ready: make(chan []*queued, 1)} }}
 
 // do sends cmd and returns when its reply (or error) is in cmd.
-func (c *coalescer) do(ctx context.Context, cmd *redis.Cmd) {
+func (c *coalescer) do(ctx context.Context, cmd redis.Cmder) {
 	c.mu.Lock()
 	if c.out < c.limit {
 		c.out++

@@ -64,3 +64,7 @@ func OnGiftTaken(c *Client, fn func()) {
 	c.notifier.giftTaken = fn
 	c.notifier.mu.Unlock()
 }
+
+// CoalescerLimit reports, for tests, how many sends a coalescer lets out
+// at once before calls queue up.
+func CoalescerLimit() int { return newCoalescer(nil).limit }

@@ -1,12 +1,19 @@
 package lock_test
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
 )
 
 // dropReplies is a go-redis hook that lets the first drop script calls
@@ -53,5 +60,133 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.n.Add(1)
 		return next(ctx, cmds)
+	}
+}
+
+// cutReplies is a go-redis hook that wraps every connection it dials so a
+// test can cut one connection in the middle of a reply. Once armed with a
+// marker, the first write that carries the marker arms its connection: the
+// connection passes on the first n bytes of the server's reply (it waits for
+// at least one, proof that the server ran the command), then closes as a
+// dropped connection does. go-redis sees a broken connection after the
+// command took effect, as after a network fault, and is free to resend it.
+// Later connections, including go-redis's redial, are left alone.
+type cutReplies struct {
+	mu     sync.Mutex
+	marker []byte // nil when not armed
+	n      int
+	cuts   int
+}
+
+// arm makes the next write that contains marker lose its reply after n bytes.
+func (h *cutReplies) arm(marker string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.marker, h.n = []byte(marker), n
+}
+
+// cut reports how many connections have been cut.
+func (h *cutReplies) cut() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cuts
+}
+
+func (h *cutReplies) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &cutConn{Conn: conn, h: h}, nil
+	}
+}
+
+func (h *cutReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *cutReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// cutConn is one connection dialled through a cutReplies hook.
+type cutConn struct {
+	net.Conn
+	h *cutReplies
+
+	mu    sync.Mutex
+	armed bool
+	n     int  // reply bytes to pass on before the cut
+	dead  bool // cut: every later read fails
+}
+
+func (c *cutConn) Write(p []byte) (int, error) {
+	c.h.mu.Lock()
+	if c.h.marker != nil && bytes.Contains(p, c.h.marker) {
+		c.mu.Lock()
+		c.armed, c.n = true, c.h.n
+		c.mu.Unlock()
+		c.h.marker = nil
+	}
+	c.h.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *cutConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.dead:
+		return 0, io.EOF
+	case !c.armed:
+		return c.Conn.Read(p)
+	}
+	// Wait for the reply's first n bytes, at least one, then drop the
+	// connection and pass on exactly n.
+	_ = c.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var got []byte
+	buf := make([]byte, 512)
+	for len(got) < max(c.n, 1) {
+		k, err := c.Conn.Read(buf)
+		got = append(got, buf[:k]...)
+		if err != nil {
+			break
+		}
+	}
+	c.Conn.Close()
+	c.armed, c.dead = false, true
+	c.h.mu.Lock()
+	c.h.cuts++
+	c.h.mu.Unlock()
+	k := copy(p, got[:min(c.n, len(got))])
+	if k == 0 {
+		return 0, io.EOF
+	}
+	return k, nil
+}
+
+// scriptCalls returns how many EVAL and EVALSHA commands the target's
+// server has run.
+func (tg *target) scriptCalls(t *testing.T) int {
+	t.Helper()
+	n, err := tg.srv.CommandCalls(context.Background(), "eval", "evalsha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// wantFree fails the test if the lock's key is still in Redis.
+func (tg *target) wantFree(t *testing.T, key, what string) {
+	t.Helper()
+	if n := tg.rdb.Exists(context.Background(), lockKey(key)).Val(); n != 0 {
+		t.Fatalf("key left %s: %v", what, tg.rdb.HGetAll(context.Background(), lockKey(key)).Val())
+	}
+}
+
+// wantTaken fails the test if another owner can take key from c.
+func wantTaken(t *testing.T, c *lock.Client, key string) {
+	t.Helper()
+	if ok, err := c.NewLock(key, lock.WithOwner("another")).TryAcquire(context.Background()); ok || err != nil {
+		t.Fatalf("another owner's TryAcquire() = %v, %v while the key is held, want false, nil", ok, err)
 	}
 }

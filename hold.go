@@ -221,7 +221,7 @@ func (h *hold) lose(reason LossReason, err error, byRelease bool) {
 	}
 	l := h.l
 	if o := l.cfg.observer; o != nil {
-		o.Observe(Event{Kind: EventLost, Key: l.k.user, Token: h.token, Fence: h.fence, Err: cause})
+		o.Observe(Event{Kind: EventLost, Key: l.k.user, Token: l.publicToken(h.token), Fence: h.fence, Err: cause})
 	}
 	if lg := l.cfg.logger; lg != nil {
 		lg.Warn("lock lost", slog.String("key", l.k.user), slog.String("reason", reason.String()),

@@ -76,9 +76,18 @@ func (l *Lock) Key() string {
 // acquisition.
 func (l *Lock) Token() string {
 	if h := l.hold(); h != nil {
-		return h.token
+		return l.publicToken(h.token)
 	}
 	return ""
+}
+
+// publicToken is the token Token and the Observer show for a hold's token:
+// for a re-entrant hold the owner id, not the hold's own id.
+func (l *Lock) publicToken(token string) string {
+	if l.cfg.ownerSet && token != "" {
+		return l.cfg.owner
+	}
+	return token
 }
 
 // Fence returns the fencing token of the current or last hold: a number that
@@ -122,11 +131,11 @@ func (l *Lock) hold() *hold {
 	return l.h
 }
 
-// newToken returns a random UUID v4 from crypto/rand, or the owner id.
+// newToken returns a random UUID v4 from crypto/rand. For a re-entrant lock
+// it returns the hold's id instead: the owner id, '#', and a UUID of its
+// own, so that Redis tells this hold from the owner's others and a retried
+// or resent call for it counts once (see acquire.lua).
 func (l *Lock) newToken() (string, error) {
-	if l.cfg.ownerSet {
-		return l.cfg.owner, nil
-	}
 	// A version 4 UUID filled straight from crypto/rand: uuid.NewRandom reads
 	// through an io.Reader and costs one more allocation per acquisition.
 	var u uuid.UUID
@@ -135,6 +144,9 @@ func (l *Lock) newToken() (string, error) {
 	}
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	if l.cfg.ownerSet {
+		return l.cfg.owner + "#" + u.String(), nil
+	}
 	return u.String(), nil
 }
 

@@ -249,27 +249,42 @@ func TestLock_keys(t *testing.T) {
 	})
 }
 
+// TestLock_Acquire_lostReplyIsRetried: an attempt whose reply is lost took
+// the lock; the retry, with the same token, confirms that hold instead of
+// taking another. A re-entrant hold counts once, so its Release frees the
+// key.
 func TestLock_Acquire_lostReplyIsRetried(t *testing.T) {
-	eachTarget(t, func(t *testing.T, tg *target) {
-		ctx := context.Background()
-		rdb := tg.newRDB(t)
-		h := &dropReplies{drop: 1}
-		rdb.AddHook(h)
-		c := newClient(t, rdb, lock.WithBackoff(time.Millisecond, 5*time.Millisecond))
-		key := keyFor(t)
-		l := c.NewLock(key)
-		must(t, "Acquire()", l.Acquire(ctx))
-		if h.dropped.Load() != 1 {
-			t.Fatalf("hook dropped %d replies, want 1", h.dropped.Load())
-		}
-		if l.Fence() != 1 {
-			t.Fatalf("Fence() = %d, want 1: the retry must confirm the first attempt's hold, not take a new one", l.Fence())
-		}
-		if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != l.Token() {
-			t.Fatalf("key = %q, want %q", got, l.Token())
-		}
-		must(t, "Release()", l.Release(ctx))
-	})
+	for _, owner := range []string{"", "o"} {
+		t.Run("owner="+owner, func(t *testing.T) {
+			eachTarget(t, func(t *testing.T, tg *target) {
+				ctx := context.Background()
+				rdb := tg.newRDB(t)
+				h := &dropReplies{drop: 1}
+				rdb.AddHook(h)
+				c := newClient(t, rdb, lock.WithBackoff(time.Millisecond, 5*time.Millisecond))
+				key := keyFor(t)
+				var opts []lock.Option
+				if owner != "" {
+					opts = append(opts, lock.WithOwner(owner))
+				}
+				l := c.NewLock(key, opts...)
+				must(t, "Acquire()", l.Acquire(ctx))
+				if h.dropped.Load() != 1 {
+					t.Fatalf("hook dropped %d replies, want 1", h.dropped.Load())
+				}
+				if l.Fence() != 1 {
+					t.Fatalf("Fence() = %d, want 1: the retry must confirm the first attempt's hold, not take a new one", l.Fence())
+				}
+				if owner == "" {
+					if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != l.Token() {
+						t.Fatalf("key = %q, want %q", got, l.Token())
+					}
+				}
+				must(t, "Release()", l.Release(ctx))
+				tg.wantFree(t, key, "after the only hold was released")
+			})
+		})
+	}
 }
 
 func TestLock_TryAcquire_failureLeavesNothing(t *testing.T) {
@@ -286,6 +301,54 @@ func TestLock_TryAcquire_failureLeavesNothing(t *testing.T) {
 		if n := tg.rdb.Exists(ctx, lockKey(key)).Val(); n != 0 {
 			t.Fatal("a failed TryAcquire left its key behind")
 		}
+	})
+}
+
+// TestLock_Acquire_reentrantResentCountsOnce: a re-entrant acquire whose
+// reply is cut after Redis ran it is resent by go-redis (acquiring is safe
+// to repeat), and the resend counts the hold once: after the Releases the
+// key is free.
+func TestLock_Acquire_reentrantResentCountsOnce(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	rdb := tg.newRDB(t)
+	cut := &cutReplies{}
+	rdb.AddHook(cut)
+	c := newClient(t, rdb)
+	key := keyFor(t)
+	const owner = "owner-5e0b2d" // the cut's marker: only these holds' calls carry it
+	outer := c.NewLock(key, lock.WithOwner(owner))
+	inner := c.NewLock(key, lock.WithOwner(owner))
+	must(t, "outer Acquire()", outer.Acquire(ctx))
+	cut.arm(owner, 2) // inside "*2\r\n:2\r\n:1\r\n"
+	must(t, "inner Acquire()", inner.Acquire(ctx))
+	if cut.cut() != 1 {
+		t.Fatalf("%d connections cut, want 1", cut.cut())
+	}
+	must(t, "inner Release()", inner.Release(ctx))
+	must(t, "outer Release()", outer.Release(ctx))
+	tg.wantFree(t, key, "after every hold was released")
+}
+
+// TestLock_TryAcquire_reentrantFailureLeavesNothing: a re-entrant
+// TryAcquire whose reply is lost undoes its level, and only its own: the
+// owner's outer hold stays, and its Release frees the key.
+func TestLock_TryAcquire_reentrantFailureLeavesNothing(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		rdb := tg.newRDB(t)
+		c := newClient(t, rdb)
+		key := keyFor(t)
+		outer := c.NewLock(key, lock.WithOwner("o"))
+		must(t, "outer Acquire()", outer.Acquire(ctx))
+		rdb.AddHook(&dropReplies{drop: 1})
+		ok, err := c.NewLock(key, lock.WithOwner("o")).TryAcquire(ctx)
+		if ok || err == nil {
+			t.Fatalf("TryAcquire() = %v, %v, want false and the network error", ok, err)
+		}
+		wantTaken(t, c, key)
+		must(t, "outer Release()", outer.Release(ctx))
+		tg.wantFree(t, key, "after a failed TryAcquire and the outer Release")
 	})
 }
 

@@ -162,16 +162,15 @@ func WithReleaseMode(m ReleaseMode) Option { return func(c *config) { c.mode = m
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
 // WithOwner makes holds re-entrant for one owner id: locks on the same key
-// with the same owner may be held at once (the key becomes a hash
-// owner→count), and the lock is free again when every such hold is released.
-// The token of such a hold is the owner id. Nested holds share one expiry,
-// which acquisitions and renewals lengthen but never shorten. Because holds
-// are counted, an acquire whose reply was lost and which is then retried
-// counts twice: the key then outlives the last Release until its TTL runs out
-// (never longer, since nobody renews it). A released re-entrant handle
-// answers ErrNotHeld without asking Redis, which cannot tell its level from
-// the owner's others. Needs [ReleaseScript]; the id must not be empty.
-// Default: no owner, every hold exclusive.
+// with the same owner may be held at once, and the lock is free again when
+// every such hold is released. The key becomes a hash: the owner's field
+// counts its holds, and each hold has a field of its own (the owner id, '#',
+// and a random id), so an acquire whose reply was lost and which is retried
+// or resent counts once, a Release drops only its own hold, and a failed
+// acquisition undoes only its own. The token of such a hold ([Lock.Token])
+// is the owner id. Nested holds share one expiry, which acquisitions and
+// renewals lengthen but never shorten. Needs [ReleaseScript]; the id must not
+// be empty. Default: no owner, every hold exclusive.
 func WithOwner(id string) Option { return func(c *config) { c.owner, c.ownerSet = id, true } }
 
 // WithObserver sets the [Observer] told of acquisitions, releases, extends,

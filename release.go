@@ -17,9 +17,21 @@ import (
 // error wrapping [ErrNotHeld] when Redis no longer has it (expired, deleted,
 // taken over: the hold is then reported lost, if it was not already) or when
 // the handle was never acquired; a wrapped Redis error when the call failed
-// (the hold is no longer renewed and expires by its TTL; Release may be
-// called again). A second Release asks Redis again and touches nothing of
-// anyone else's. Release works after [Client.Close].
+// or its reply was lost.
+//
+// After such an error the outcome is unknown: the release may or may not
+// have taken effect. The library sends a release once (go-redis does not
+// resend it after a connection error), because a resent release would find
+// the hold gone and report our own release as a loss, or drop a re-entrant
+// level twice. The hold is no longer renewed and, if still there, expires
+// by its TTL. Release may be called again: it asks Redis, and returns nil
+// if that call released what was left, or [ErrNotHeld] if the hold is
+// already gone (by the first call or by expiry, which cannot be told
+// apart); either way no loss is reported, [Lock.Lost] stays open.
+//
+// A second Release after a successful one likewise asks Redis, returns
+// ErrNotHeld and touches nothing of anyone else's, for re-entrant holds too.
+// Release works after [Client.Close].
 func (l *Lock) Release(ctx context.Context) error {
 	if err := l.usable(); err != nil {
 		return err
@@ -32,13 +44,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	defer h.relMu.Unlock()
 	start := time.Now()
 	l.c.renewal.remove(h)
+	// A hold that already ended (released, lost, or a Release whose outcome
+	// was unknown) is still asked about: its token names this hold alone,
+	// re-entrant or not, so whatever is left of it goes and nobody else's
+	// is touched. If it is gone, no loss is reported (lose ignores an ended
+	// hold): our own earlier release may have removed it.
 	ended := h.beginRelease()
-	if ended && l.cfg.ownerSet {
-		// A re-entrant hold's token is the owner id, shared with the
-		// owner's other holds: asking Redis would act on theirs.
-		h.finish()
-		return fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
-	}
 	var (
 		found bool
 		st    extendStatus

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -201,4 +202,212 @@ func TestRelease_endedHoldHandsNothingOver(t *testing.T) {
 	must(t, "other Client's Release()", b.Release(ctx))
 	must(t, "waiter Acquire()", recv(t, done, "waiter Acquire"))
 	must(t, "waiter Release()", w.Release(ctx))
+}
+
+// gate is a go-redis hook that holds single-command calls while it is
+// closed, so a test can keep the coalescer's sends out and queue calls
+// behind them. Pipelines pass.
+type gate struct {
+	mu sync.Mutex
+	ch chan struct{} // nil while open
+}
+
+func (g *gate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ch = make(chan struct{})
+}
+
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch != nil {
+		close(g.ch)
+		g.ch = nil
+	}
+}
+
+func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		g.mu.Lock()
+		ch := g.ch
+		g.mu.Unlock()
+		if ch != nil {
+			<-ch
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestRelease_cutReplyIsNotResent cuts the connection in the middle of a
+// release's reply, after Redis has run it: alone, and inside a coalesced
+// pipeline where the next call's reply is the one cut. go-redis would resend
+// the call (or the whole pipeline); a release run twice frees a re-entrant
+// owner's outer hold, and a plain release or handoff run twice reports our
+// own release as a loss. The release must run once, its outcome reported as
+// unknown (the Redis error), no loss reported, and a second Release must say
+// ErrNotHeld without reporting one either.
+func TestRelease_cutReplyIsNotResent(t *testing.T) {
+	for _, kind := range []string{"plain", "reentrant", "handoff", "watch"} {
+		for _, shared := range []bool{false, true} {
+			if kind == "watch" && shared {
+				continue // script-free calls are not coalesced
+			}
+			name := kind + "/alone"
+			if shared {
+				name = kind + "/pipeline"
+			}
+			t.Run(name, func(t *testing.T) { cutRelease(t, kind, shared) })
+		}
+	}
+}
+
+func cutRelease(t *testing.T, kind string, shared bool) {
+	ctx := context.Background()
+	tg := realTarget(t)
+	rdb := tg.newRDB(t)
+	cut, g := &cutReplies{}, &gate{}
+	rdb.AddHook(cut)
+	rdb.AddHook(g)
+	c := newClient(t, rdb)
+	key := keyFor(t)
+
+	var opts []lock.Option
+	switch kind {
+	case "reentrant":
+		// An owner id no other call's write carries: the cut's marker.
+		opts = append(opts, lock.WithOwner("owner-7f3a9c"))
+	case "watch":
+		opts = append(opts, lock.WithReleaseMode(lock.ReleaseWatch))
+	}
+	l := c.NewLock(key, opts...)
+	must(t, "Acquire()", l.Acquire(ctx))
+	var outer, waiter *lock.Lock
+	waited := make(chan error, 1)
+	switch kind {
+	case "reentrant":
+		outer = l
+		l = c.NewLock(key, opts...)
+		must(t, "inner Acquire()", l.Acquire(ctx))
+	case "handoff":
+		// A waiter of the same Client that only a release can wake. It
+		// tries, subscribes, tries once more now that it listens, then
+		// sleeps: wait for both attempts to have run on the server and the
+		// waiter to be idle, so that no attempt of its own is out later.
+		waiter = c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+		before := tg.scriptCalls(t)
+		go func() { waited <- waiter.Acquire(ctx) }()
+		deadline := time.Now().Add(10 * time.Second)
+		for tg.scriptCalls(t)-before < 2 || lock.IdleWaiters(c, key) != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiter not idle after two attempts: %d scripts run, %d idle waiters",
+					tg.scriptCalls(t)-before, lock.IdleWaiters(c, key))
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	// The release's write carries the token (the owner id in a
+	// re-entrant hold's) or, in a transaction, the release's publish.
+	marker := l.Token()
+	if kind == "watch" {
+		marker = "released"
+	}
+	const replyLen = 4 // ":1\r\n", ":2\r\n" (one re-entrant level), a one-digit fence
+	n := 2             // alone: cut inside the release's own reply
+	if kind == "watch" {
+		n = len("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2") // inside EXEC's reply
+	}
+	calls := 1
+	var other *lock.Lock
+	var otherDone chan error
+	settle := func() {}
+	if shared {
+		// Hold every send slot with a call at the gate, queue the release
+		// and then another lock's TTL behind them: they go out as one
+		// pipeline, and the cut falls inside the second reply.
+		other = c.NewLock(key + ":other")
+		must(t, "other Acquire()", other.Acquire(ctx))
+		filler := c.NewLock(key + ":filler")
+		must(t, "filler Acquire()", filler.Acquire(ctx))
+		g.close()
+		defer g.open() // also when the test fails: calls at the gate must end
+		limit := lock.CoalescerLimit()
+		fillers := make(chan error, limit)
+		for range limit {
+			go func() {
+				_, err := filler.TTL(ctx)
+				fillers <- err
+			}()
+		}
+		waitLoad(t, c, limit)
+		// The fillers' calls run once the gate opens; count them too.
+		n, calls = replyLen+2, 2+limit
+		otherDone = make(chan error, 1)
+		settle = func() {
+			<-otherDone
+			for range limit {
+				must(t, "filler TTL()", <-fillers)
+			}
+		}
+	}
+
+	before := tg.scriptCalls(t)
+	cut.arm(marker, n)
+	released := make(chan error, 1)
+	go func() { released <- l.Release(ctx) }()
+	if shared {
+		waitLoad(t, c, lock.CoalescerLimit()+1)
+		go func() {
+			_, err := other.TTL(ctx)
+			otherDone <- err
+		}()
+		waitLoad(t, c, lock.CoalescerLimit()+2)
+		g.open()
+	}
+	err := <-released
+	settle()
+	if cut.cut() != 1 {
+		t.Fatalf("%d connections cut, want 1", cut.cut())
+	}
+	if kind != "handoff" && kind != "watch" {
+		if got := tg.scriptCalls(t) - before; got != calls {
+			t.Errorf("Redis ran %d scripts for a send of %d: the send was repeated", got, calls)
+		}
+	}
+	t.Logf("Release() with its reply cut = %v", err)
+	if err == nil || errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Release() with its reply cut = %v, want the connection's error (outcome unknown)", err)
+	}
+	if lost := l.LostErr(); lost != nil {
+		t.Errorf("LostErr() = %v after our own release, want nil", lost)
+	}
+
+	switch kind {
+	case "reentrant":
+		wantTaken(t, c, key)
+		if lost := outer.LostErr(); lost != nil {
+			t.Fatalf("outer LostErr() = %v, want nil", lost)
+		}
+		must(t, "outer Release()", outer.Release(ctx))
+	case "handoff":
+		must(t, "waiter Acquire()", <-waited)
+		if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != waiter.Token() {
+			t.Fatalf("key holds %q, want the waiter's token %q", got, waiter.Token())
+		}
+		defer waiter.Release(ctx)
+	}
+	if kind != "handoff" {
+		tg.wantFree(t, key, "after every hold was released")
+	}
+	wantErr(t, "second Release()", l.Release(ctx), lock.ErrNotHeld)
+	if lost := l.LostErr(); lost != nil {
+		t.Errorf("LostErr() = %v after a second Release, want nil", lost)
+	}
 }

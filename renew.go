@@ -199,7 +199,7 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sent int64, st []extendSt
 	for _, i := range failed {
 		h := hs[i]
 		if o := h.l.cfg.observer; o != nil {
-			o.Observe(Event{Kind: EventRenewalFailed, Key: h.l.k.user, Token: h.token, Fence: h.fence, Err: errs[i]})
+			o.Observe(Event{Kind: EventRenewalFailed, Key: h.l.k.user, Token: h.l.publicToken(h.token), Fence: h.fence, Err: errs[i]})
 		}
 		if lg := h.l.cfg.logger; lg != nil {
 			lg.Warn("lock renewal failed", slog.String("key", h.l.k.user), slog.Any("err", errs[i]))

@@ -1,7 +1,8 @@
 -- extend.lua: reset the TTL of a hold that is still ours (Extend and renewal).
--- KEYS[1] lock; ARGV[1] token (or owner id), ARGV[2] ttl in ms,
--- ARGV[3] "1" for a re-entrant hold.
--- Reply: 1 extended; 0 the key is gone; -1 someone else holds it.
+-- KEYS[1] lock; ARGV[1] token, or a re-entrant hold's id (see acquire.lua),
+-- ARGV[2] ttl in ms, ARGV[3] "1" for a re-entrant hold.
+-- Reply: 1 extended; 0 the key is gone, or holds the owner's other holds but
+-- not this one; -1 someone else holds it.
 local lock = KEYS[1]
 local token, ttl, reentrant = ARGV[1], ARGV[2], ARGV[3] == '1'
 
@@ -10,7 +11,13 @@ if kind == 'none' then
   return 0
 end
 if reentrant then
-  if kind ~= 'hash' or redis.call('HEXISTS', lock, token) == 0 then
+  if kind ~= 'hash' then
+    return -1
+  end
+  if redis.call('HEXISTS', lock, token) == 0 then
+    if redis.call('HEXISTS', lock, string.match(token, '^(.*)#')) == 1 then
+      return 0
+    end
     return -1
   end
   -- Nested holds share one expiry: lengthen it, never shorten it.

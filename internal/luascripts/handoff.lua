@@ -5,6 +5,8 @@
 -- ms, ARGV[4] "1" to bump the fencing counter for the new hold.
 -- Reply: >= 0 handed over, the new hold's fence (0 with fencing off);
 -- -1 the key is gone; -2 someone else holds it.
+-- Not safe to run twice: the second run finds the waiter's token. The
+-- library sends it once (go-redis's NoRetry).
 local lock, fence = KEYS[1], KEYS[2]
 
 -- pcall: a hash (someone's re-entrant hold) makes GET fail with WRONGTYPE.

@@ -5,6 +5,11 @@
 // Every key a script touches arrives in KEYS and shares the lock's {K} hash
 // tag, so a script never crosses a cluster slot. Replies are integers or
 // arrays of integers, never nil.
+//
+// Acquire, Extend and PTTL give the same outcome when run twice with the
+// same arguments (a retry or a resent command). Release and Handoff do not:
+// a second run finds the hold already gone and says so, and must be sent
+// only once.
 package luascripts
 
 import (
@@ -32,7 +37,8 @@ var handoffSrc string
 var Acquire = redis.NewScript(acquireSrc)
 
 // Release deletes a lock still holding the caller's token and publishes on
-// the notify channel. See release.lua.
+// the notify channel, or drops one re-entrant hold. Send it once: see the
+// package comment and release.lua.
 var Release = redis.NewScript(releaseSrc)
 
 // Extend resets the TTL of a lock still holding the caller's token. It serves
@@ -43,7 +49,8 @@ var Extend = redis.NewScript(extendSrc)
 // See pttl.lua.
 var PTTL = redis.NewScript(pttlSrc)
 
-// Handoff passes a hold to a waiting token in one step. See handoff.lua.
+// Handoff passes a hold to a waiting token in one step. Send it once: see
+// the package comment and handoff.lua.
 var Handoff = redis.NewScript(handoffSrc)
 
 // All lists every script, for loading them ahead of use.
