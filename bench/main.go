@@ -4,6 +4,7 @@
 //	cd bench && go run . -quick        # about 2 minutes
 //	cd bench && go run .               # the full run BENCHMARKS.md quotes
 //	cd bench && go run . -only s1,s3   # some scenarios
+//	cd bench && go run . -only capacity  # server cost per operation, the capacity model
 //	cd bench && go run . -markdown results/latest.json  # tables for BENCHMARKS.md
 //
 // Every scenario runs the implementations in interleaved rounds (A B C,
@@ -29,7 +30,7 @@ import (
 	"github.com/agentlock/lock/internal/redistest"
 )
 
-// scenario is one of S1..S7.
+// scenario is one of S1..S7 or the capacity model.
 type scenario struct {
 	id    string
 	nodes int // servers it needs
@@ -44,6 +45,7 @@ var scenarios = []scenario{
 	{"s5", 5, (*env).s5},
 	{"s6", 1, (*env).s6},
 	{"s7", 1, (*env).s7},
+	{"capacity", 1, (*env).capacity},
 }
 
 func main() {
@@ -99,7 +101,7 @@ func run(quick bool, rounds int, only, out string) error {
 		}
 	}
 	if len(todo) == 0 {
-		return fmt.Errorf("-only %q: no such scenario (s1..s7)", only)
+		return fmt.Errorf("-only %q: no such scenario (s1..s7, capacity)", only)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
