@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,6 +55,7 @@ func main() {
 	only := flag.String("only", "", "comma-separated scenarios to run, e.g. s1,s3 (default all)")
 	out := flag.String("out", "results/latest.json", "where to write the machine-readable results")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	traceOut := flag.String("trace", "", "write a runtime/trace of the whole run to this file (go tool trace)")
 	markdown := flag.String("markdown", "", "print this results file as Markdown tables and exit (runs nothing)")
 	flag.Parse()
 	if *markdown != "" {
@@ -75,8 +77,21 @@ func main() {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		defer trace.Stop()
+	}
 	if err := run(*quick, *rounds, *only, *out); err != nil {
 		pprof.StopCPUProfile()
+		trace.Stop()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
