@@ -46,6 +46,7 @@ func (e *env) s5Nodes(nodes int) error {
 		column{Key: "gc", Header: "GC/1k ops", Prec: 2},
 		column{Key: "p99nogc", Header: "p99 w/o GC", Prec: 1, Ratio: true},
 		column{Key: "allocs", Header: "allocs/op", Prec: 1},
+		column{Key: "bytes", Header: "B/op", Prec: 0},
 	)
 	err := e.interleave(t, rounds, names, func(_ int, n string) (map[string]float64, error) {
 		in := ins[n]
@@ -55,7 +56,7 @@ func (e *env) s5Nodes(nodes int) error {
 		rel := make([]time.Duration, 0, 1<<15)
 		clean := make([]time.Duration, 0, 1<<15) // ops during which no GC cycle ended
 		rt0, _ := in.counts()
-		gc0, allocs0 := gcCycles(), heapAllocs()
+		gc0, allocs0, bytes0 := gcCycles(), heapAllocs(), heapBytes()
 		start := time.Now()
 		for end := start.Add(d); time.Now().Before(end); {
 			g0 := gcCycles()
@@ -103,18 +104,23 @@ func (e *env) s5Nodes(nodes int) error {
 			"gc":      float64(gcCycles()-gc0) / ops * 1000,
 			"p99nogc": us(percentile(clean, 99)),
 			"allocs":  float64(heapAllocs()-allocs0) / ops,
+			"bytes":   float64(heapBytes()-bytes0) / ops,
 		}, nil
 	})
 	if err != nil {
 		return err
 	}
 	t.Notes = append(t.Notes, "floor-par: SET NX PX on every node at once, then EVALSHA compare-and-delete on every node at once, each waiting for all replies",
-		"acq/rel: TryAcquire and Release timed apart (µs); GC/1k ops: GC cycles that ended during the round per 1000 ops; p99 w/o GC: p99 of the ops during which no GC cycle ended; allocs/op: heap objects allocated per op by the whole process")
+		"acq/rel: TryAcquire and Release timed apart (µs); GC/1k ops: GC cycles that ended during the round per 1000 ops; p99 w/o GC: p99 of the ops during which no GC cycle ended; allocs/op, B/op: heap objects and bytes allocated per op by the whole process")
 	t.print(os.Stdout)
 	e.res.Tables = append(e.res.Tables, t)
 	if _, ok := t.Rows["redlock"]; ok {
 		e.check(id, "redlock p50 / parallel floor p50", t.rat("redlock", "p50"), "<=", 1.1, "")
-		e.check(id, "redlock p50 / go-redsync p50", ratioOfRatios(t, "redlock", "redsync", "p50"), "<=", 0.8, "")
+		e.check(id, "redlock p50 / go-redsync p50", ratioOfRatios(t, "redlock", "redsync", "p50"), "<=", 1, "")
+		e.check(id, "redlock p99 / go-redsync p99", ratioOfRatios(t, "redlock", "redsync", "p99"), "<=", 1,
+			fmt.Sprintf("p99 %.0fµs vs %.0fµs; %.2f vs %.2f GC cycles per 1000 ops, %.0f vs %.0f B/op",
+				t.med("redlock", "p99"), t.med("redsync", "p99"), t.med("redlock", "gc"), t.med("redsync", "gc"),
+				t.med("redlock", "bytes"), t.med("redsync", "bytes")))
 	}
 	return nil
 }
@@ -125,6 +131,9 @@ func gcCycles() uint64 { return readUint64Metric("/gc/cycles/total:gc-cycles") }
 
 // heapAllocs returns the heap objects allocated so far.
 func heapAllocs() uint64 { return readUint64Metric("/gc/heap/allocs:objects") }
+
+// heapBytes returns the heap bytes allocated so far.
+func heapBytes() uint64 { return readUint64Metric("/gc/heap/allocs:bytes") }
 
 func readUint64Metric(name string) uint64 {
 	s := []metrics.Sample{{Name: name}}
