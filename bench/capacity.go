@@ -132,24 +132,14 @@ func newMeters(ctx context.Context, admins []*redis.Client, ctrs [][]*counter, d
 	return ms, nil
 }
 
-// roundTrips returns the round trips counted so far.
-func (m *meter) roundTrips() int64 {
-	var n int64
+// counts returns the round trips and commands counted so far.
+func (m *meter) counts() (rt, cmds int64) {
 	for _, c := range m.ctrs {
-		rt, _ := c.snapshot()
-		n += rt
+		r, n := c.snapshot()
+		rt += r
+		cmds += n
 	}
-	return n
-}
-
-// commands returns the commands counted so far.
-func (m *meter) commands() int64 {
-	var n int64
-	for _, c := range m.ctrs {
-		_, cmds := c.snapshot()
-		n += cmds
-	}
-	return n
+	return rt, cmds
 }
 
 func (m *meter) sent() map[string]int64 {
@@ -186,7 +176,8 @@ func measureAll(ms []*meter, fn func() ([]int, error)) ([]phase, error) {
 		if s0[i], err = readStats(m.ctx, m.admin); err != nil {
 			return nil, err
 		}
-		n0[i], rt0[i] = m.sent(), m.roundTrips()
+		n0[i] = m.sent()
+		rt0[i], _ = m.counts()
 	}
 	ops, err := fn()
 	if err != nil {
@@ -199,7 +190,8 @@ func measureAll(ms []*meter, fn func() ([]int, error)) ([]phase, error) {
 			return nil, err
 		}
 		wall := s1.at.Sub(s0[i].at)
-		ps[i] = phase{ops: ops[i], wall: wall, sent: opSent(subCounts(m.sent(), n0[i])), rt: m.roundTrips() - rt0[i],
+		rt1, _ := m.counts()
+		ps[i] = phase{ops: ops[i], wall: wall, sent: opSent(subCounts(m.sent(), n0[i])), rt: rt1 - rt0[i],
 			d: s1.since(s0[i]), idle: time.Duration(m.idle * float64(wall))}
 	}
 	return ps, nil
@@ -608,7 +600,8 @@ func renewalPhase(ctx context.Context, c *lock.Client, ms []*meter, key func(int
 	sent := func() int64 {
 		var n int64
 		for _, m := range ms {
-			n += m.commands()
+			_, cmds := m.counts()
+			n += cmds
 		}
 		return n
 	}
@@ -619,7 +612,7 @@ func renewalPhase(ctx context.Context, c *lock.Client, ms []*meter, key func(int
 	ps, err := measureAll(ms, func() ([]int, error) {
 		n0 := make([]int64, len(ms))
 		for i, m := range ms {
-			n0[i] = m.commands()
+			_, n0[i] = m.counts()
 		}
 		for range 3 {
 			if err := waitQuiet(ctx, sent, quiet, true); err != nil {
@@ -628,7 +621,8 @@ func renewalPhase(ctx context.Context, c *lock.Client, ms []*meter, key func(int
 		}
 		ops := make([]int, len(ms))
 		for i, m := range ms {
-			ops[i] = int(m.commands() - n0[i])
+			_, n := m.counts()
+			ops[i] = int(n - n0[i])
 		}
 		return ops, nil
 	})
