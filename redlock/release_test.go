@@ -168,3 +168,59 @@ func TestLock_Extend_longerDoesNotOutlastLateShorterCalls(t *testing.T) {
 	}
 	t.Logf("TryAcquire() by another client = %v, %v; first hold Validity() = %v, lost: %v", ok, err, l.Validity(), isClosed(l.Lost()))
 }
+
+// A Release that races a renewal round must not close Lost: the hold ends
+// by Release, not involuntarily (WithLock would report ErrLockLost for a
+// run that lost nothing). The renewal's calls to nodes 0 and 1 are held on
+// the wire until Release has deleted the key there; Release's own delete
+// at node 2 is held until the renewal round has been counted.
+func TestLock_Release_racingRenewalKeepsLostOpen(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	const ttl, nodeTimeout = 6 * time.Second, 600 * time.Millisecond
+	c := newClient(t, nodes, redlock.WithTTL(ttl), redlock.WithNodeTimeout(nodeTimeout))
+	key := keyFor(t)
+	l := c.NewLock(key)
+	ctx := context.Background()
+	renew := []*scriptHook{
+		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
+		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
+	}
+	del := hookScript(t, nodes[2], luascripts.Release, false, first(1))
+	must(t, "Acquire()", l.Acquire(ctx))
+	waitHolders(t, nodes, key, l.Token(), 3)
+	for _, h := range renew {
+		h.await(t, h.arrived, "the first renewal's call") // at TTL/3
+	}
+	roundEnd := time.Now().Add(nodeTimeout)
+	released := make(chan error, 1)
+	go func() { released <- l.Release(ctx) }()
+	del.await(t, del.arrived, "Release's delete at node 2")
+	deadline := time.Now().Add(5 * time.Second)
+	for keysLeft(t, nodes[:2], key) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Release did not delete the key on nodes 0 and 1")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, h := range renew {
+		h.open() // the renewal finds the key gone on nodes 0 and 1
+		h.await(t, h.passed, "the renewal's late call")
+	}
+	// The renewal round has been counted by its deadline; a second more
+	// lets a loss it reports be signalled.
+	select {
+	case <-l.Lost():
+	case <-time.After(time.Until(roundEnd) + time.Second):
+	}
+	lostDuringRelease := isClosed(l.Lost())
+	del.open()
+	select {
+	case err := <-released:
+		must(t, "Release()", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Release() did not return")
+	}
+	if lostDuringRelease {
+		t.Fatalf("Lost() closed while Release deleted the hold: LostErr() = %v", l.LostErr())
+	}
+}
