@@ -176,7 +176,7 @@ func TestLock_Extend_longerDoesNotOutlastLateShorterCalls(t *testing.T) {
 // at node 2 is held until the renewal round has been counted.
 func TestLock_Release_racingRenewalKeepsLostOpen(t *testing.T) {
 	_, nodes := hookableNodes(t, 3)
-	const ttl, nodeTimeout = 6 * time.Second, 600 * time.Millisecond
+	const ttl, nodeTimeout = 10 * time.Second, time.Second
 	c := newClient(t, nodes, redlock.WithTTL(ttl), redlock.WithNodeTimeout(nodeTimeout))
 	key := keyFor(t)
 	l := c.NewLock(key)
