@@ -180,12 +180,19 @@ func (h *pauseOnDial) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return next
 }
 
-// TestClose_promptWhileSubscribingToStoppedShard: on a *redis.Ring, a
-// waiter's wake-up subscription connects to the key's shard, which stops
-// (SIGSTOP) as the connection is made. Close must still return promptly:
-// go-redis holds the subscription's mutex while it greets the server, and
-// with ReadTimeout -1 it holds it until the server resumes.
-func TestClose_promptWhileSubscribingToStoppedShard(t *testing.T) {
+// stoppingShard is a *redis.Ring of two real servers (ReadTimeout -1, no
+// health-check pings) whose next connection to the shard of key, once
+// hook is armed, finds that shard stopped (SIGSTOP); another Client holds
+// key. resume continues the shard; it also runs at cleanup.
+type stoppingShard struct {
+	ring   *redis.Ring
+	hook   *pauseOnDial
+	key    string
+	resume func()
+}
+
+func newStoppingShard(t *testing.T) *stoppingShard {
+	t.Helper()
 	s1, s2 := redistest.Start(t, redistest.Config{}), redistest.Start(t, redistest.Config{})
 	hook := &pauseOnDial{srv: s2, reading: make(chan struct{})}
 	ring := redis.NewRing(&redis.RingOptions{
@@ -217,12 +224,21 @@ func TestClose_promptWhileSubscribingToStoppedShard(t *testing.T) {
 	}
 	holder := newClient(t, newRing(t, s1, s2)).NewLock(key)
 	must(t, "holder Acquire()", holder.Acquire(ctx))
+	return &stoppingShard{ring: ring, hook: hook, key: key, resume: resume}
+}
 
-	c := lock.NewClient(ring, lock.WithBackoff(time.Minute, time.Minute))
-	hook.armed.Store(true) // the next connection to s2 is the subscription's
+// TestClose_promptWhileSubscribingToStoppedShard: on a *redis.Ring, a
+// waiter's wake-up subscription connects to the key's shard, which stops
+// (SIGSTOP) as the connection is made. Close must still return promptly:
+// go-redis holds the subscription's mutex while it greets the server, and
+// with ReadTimeout -1 it holds it until the server resumes.
+func TestClose_promptWhileSubscribingToStoppedShard(t *testing.T) {
+	st := newStoppingShard(t)
+	c := lock.NewClient(st.ring, lock.WithBackoff(time.Minute, time.Minute))
+	st.hook.armed.Store(true) // the next connection to the shard is the subscription's
 	acquired := make(chan error, 1)
-	go func() { acquired <- c.NewLock(key).Acquire(ctx) }()
-	recv(t, hook.reading, "the waiter's subscription waiting for the stopped shard")
+	go func() { acquired <- c.NewLock(st.key).Acquire(context.Background()) }()
+	recv(t, st.hook.reading, "the waiter's subscription waiting for the stopped shard")
 
 	closed := make(chan struct{})
 	start := time.Now()
@@ -233,12 +249,36 @@ func TestClose_promptWhileSubscribingToStoppedShard(t *testing.T) {
 	select {
 	case <-closed:
 	case <-time.After(time.Second):
-		resume()
+		st.resume()
 		<-closed
 		<-acquired
 		t.Fatalf("Close() blocked %v while a subscription connected to a stopped shard", time.Since(start))
 	}
-	t.Logf("Close() took %v", time.Since(start))
-	resume()
+	st.resume()
 	wantErr(t, "Acquire() ended by Close", recv(t, acquired, "waiter Acquire"), lock.ErrClosed)
+}
+
+// TestAcquire_ctxEndsWaitWhileSubscribingToStoppedShard: on a *redis.Ring,
+// a waiter whose wake-up subscription connects to the key's shard as that
+// shard stops (SIGSTOP) must still return when its ctx ends: the
+// subscription's greeting waits for the server (with ReadTimeout -1, until
+// it resumes), and Acquire must not wait with it.
+func TestAcquire_ctxEndsWaitWhileSubscribingToStoppedShard(t *testing.T) {
+	st := newStoppingShard(t)
+	c := newClient(t, st.ring, lock.WithBackoff(time.Minute, time.Minute))
+	st.hook.armed.Store(true) // the next connection to the shard is the subscription's
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	acquired := make(chan error, 1)
+	go func() { acquired <- c.NewLock(st.key).Acquire(ctx) }()
+	recv(t, st.hook.reading, "the waiter's subscription waiting for the stopped shard")
+	cancel()
+	select {
+	case err := <-acquired:
+		wantErr(t, "Acquire() after its ctx ended", err, context.Canceled)
+	case <-time.After(time.Second):
+		st.resume()
+		<-acquired
+		t.Fatalf("Acquire() still waiting 1s after its ctx ended, on a subscription to a stopped shard")
+	}
 }
