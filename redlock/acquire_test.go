@@ -93,14 +93,7 @@ func TestLock_TryAcquire_undoesAcquireLandingLate(t *testing.T) {
 	}
 	late.open() // node 2's acquire lands now, after the round and its undo
 	late.await(t, late.passed, "node 2's acquire")
-	deadline := time.Now().Add(5 * time.Second)
-	for keysLeft(t, nodes[2:], key) > 0 {
-		if time.Now().After(deadline) {
-			pttl := nodes[2].PTTL(ctx, lockKey(key)).Val()
-			t.Fatalf("node 2 keeps the failed attempt's key (PTTL %v), want it undone", pttl)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitKeysGone(t, nodes[2:], key, "node 2's late acquire undone")
 	if n := keysLeft(t, nodes[:1], key); n != 0 {
 		t.Fatalf("node 0 keeps the failed attempt's key, want it undone")
 	}
@@ -196,12 +189,5 @@ func TestLock_TryAcquire_undoesAcquireLandingAfterItsCallWasCut(t *testing.T) {
 		t.Fatalf("TryAcquire(node 1 held, node 2 cut) = %v, %v; want false and a *QuorumError", ok, err)
 	}
 	cut.land(t) // node 2's acquire lands now, after the round and its undo
-	deadline := time.Now().Add(5 * time.Second)
-	for keysLeft(t, nodes[2:], key) > 0 {
-		if time.Now().After(deadline) {
-			pttl := nodes[2].PTTL(ctx, lockKey(key)).Val()
-			t.Fatalf("node 2 keeps the failed attempt's key (PTTL %v), want it undone", pttl)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitKeysGone(t, nodes[2:], key, "node 2's acquire, landing after its call was cut, undone")
 }

@@ -148,14 +148,7 @@ func TestLock_Extend_longerDoesNotOutlastLateShorterCalls(t *testing.T) {
 			t.Fatalf("node %d PTTL after the late call = %v, want at most %v", i, n, short)
 		}
 	}
-	// Nodes 0 and 1, a quorum, drop the key within short.
-	deadline := time.Now().Add(5 * time.Second)
-	for keysLeft(t, nodes[:2], key) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("nodes 0 and 1 still have the key 5s after a PEXPIRE of %v", short)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitKeysGone(t, nodes[:2], key, "nodes 0 and 1, a quorum, dropping the key by the late PEXPIRE")
 	_, own := ownClients(t, nodes)
 	other := newClient(t, own, loadTolerant).NewLock(key)
 	ok, err := other.TryAcquire(ctx)
@@ -195,13 +188,7 @@ func TestLock_Release_racingRenewalKeepsLostOpen(t *testing.T) {
 	released := make(chan error, 1)
 	go func() { released <- l.Release(ctx) }()
 	del.await(t, del.arrived, "Release's delete at node 2")
-	deadline := time.Now().Add(5 * time.Second)
-	for keysLeft(t, nodes[:2], key) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("Release did not delete the key on nodes 0 and 1")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitKeysGone(t, nodes[:2], key, "Release deleting the key on nodes 0 and 1")
 	for _, h := range renew {
 		h.open() // the renewal finds the key gone on nodes 0 and 1
 		h.await(t, h.passed, "the renewal's late call")
