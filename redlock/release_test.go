@@ -113,3 +113,101 @@ func TestLock_Extend_roundBoundedByNewTTL(t *testing.T) {
 		t.Fatalf("Extend(%v) = %v, want a *QuorumError", ttl, err)
 	}
 }
+
+// A failed Extend to a shorter TTL may still land on the nodes that did not
+// answer (its calls are on the wire, as the calls of a late undo were in
+// issue 9, bug 8). A later Extend to a longer TTL that a quorum confirms
+// must not raise the validity past what those late calls leave: once they
+// land on a quorum, the hold must be reported lost (or its validity be
+// over) before another client can take the quorum.
+func TestLock_Extend_longerDoesNotOutlastLateShorterCalls(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	c := newClient(t, nodes, loadTolerant) // TTL 30s: no renewal during the test
+	key := keyFor(t)
+	l := c.NewLock(key)
+	ctx := context.Background()
+	must(t, "Acquire()", l.Acquire(ctx))
+	defer l.Release(ctx)
+	waitHolders(t, nodes, key, l.Token(), 3)
+	// The short Extend's calls to nodes 0 and 1 are held on the wire.
+	late := []*scriptHook{
+		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
+		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
+	}
+	const short = 500 * time.Millisecond
+	err := l.Extend(ctx, short)
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		t.Fatalf("Extend(%v) with nodes 0 and 1 late = %v, want a *QuorumError", short, err)
+	}
+	must(t, "Extend(30s)", l.Extend(ctx, 30*time.Second))
+	for i, h := range late {
+		h.open()
+		h.await(t, h.passed, "the short Extend's late call")
+		if n := nodes[i].PTTL(ctx, lockKey(key)).Val(); n > short {
+			t.Fatalf("node %d PTTL after the late call = %v, want at most %v", i, n, short)
+		}
+	}
+	waitKeysGone(t, nodes[:2], key, "nodes 0 and 1, a quorum, dropping the key by the late PEXPIRE")
+	_, own := ownClients(t, nodes)
+	other := newClient(t, own, loadTolerant).NewLock(key)
+	ok, err := other.TryAcquire(ctx)
+	if ok && !isClosed(l.Lost()) && l.Validity() > 0 {
+		t.Fatalf("another client holds the lock (fence %d) while the first hold has Validity() = %v and Lost() open: two holders",
+			other.Fence(), l.Validity())
+	}
+	if ok {
+		other.Release(ctx)
+	}
+	t.Logf("TryAcquire() by another client = %v, %v; first hold Validity() = %v, lost: %v", ok, err, l.Validity(), isClosed(l.Lost()))
+}
+
+// A Release that races a renewal round must not close Lost: the hold ends
+// by Release, not involuntarily (WithLock would report ErrLockLost for a
+// run that lost nothing). The renewal's calls to nodes 0 and 1 are held on
+// the wire until Release has deleted the key there; Release's own delete
+// at node 2 is held until the renewal round has been counted.
+func TestLock_Release_racingRenewalKeepsLostOpen(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	const ttl, nodeTimeout = 10 * time.Second, time.Second
+	c := newClient(t, nodes, redlock.WithTTL(ttl), redlock.WithNodeTimeout(nodeTimeout))
+	key := keyFor(t)
+	l := c.NewLock(key)
+	ctx := context.Background()
+	renew := []*scriptHook{
+		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
+		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
+	}
+	del := hookScript(t, nodes[2], luascripts.Release, false, first(1))
+	must(t, "Acquire()", l.Acquire(ctx))
+	waitHolders(t, nodes, key, l.Token(), 3)
+	for _, h := range renew {
+		h.await(t, h.arrived, "the first renewal's call") // at TTL/3
+	}
+	roundEnd := time.Now().Add(nodeTimeout)
+	released := make(chan error, 1)
+	go func() { released <- l.Release(ctx) }()
+	del.await(t, del.arrived, "Release's delete at node 2")
+	waitKeysGone(t, nodes[:2], key, "Release deleting the key on nodes 0 and 1")
+	for _, h := range renew {
+		h.open() // the renewal finds the key gone on nodes 0 and 1
+		h.await(t, h.passed, "the renewal's late call")
+	}
+	// The renewal round has been counted by its deadline; a second more
+	// lets a loss it reports be signalled.
+	select {
+	case <-l.Lost():
+	case <-time.After(time.Until(roundEnd) + time.Second):
+	}
+	lostDuringRelease := isClosed(l.Lost())
+	del.open()
+	select {
+	case err := <-released:
+		must(t, "Release()", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Release() did not return")
+	}
+	if lostDuringRelease {
+		t.Fatalf("Lost() closed while Release deleted the hold: LostErr() = %v", l.LostErr())
+	}
+}
