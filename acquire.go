@@ -174,6 +174,10 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 			}
 			w.endAttempt() // install undid it: claimable again
 			unknown, lastErr = true, err
+		} else if ok && g.unknown {
+			// The handoff may have set our token in Redis: if we give up
+			// before an attempt of ours finds out, cleanup must undo it.
+			unknown = true
 		}
 		var pttl time.Duration
 		if (n > 0 || w == nil) && w.beginAttempt() {

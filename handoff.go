@@ -30,6 +30,10 @@ type gift struct {
 	fence int64
 	sent  time.Time // when the handoff call was sent: the new lease starts after it
 	retry bool      // outcome unknown or refused: try with your own token
+	// unknown marks a retry whose handoff call failed: Redis may hold the
+	// key with the waiter's token, so a waiter that gives up must undo it.
+	// A refused handoff (-1, -2) set nothing and needs no undo.
+	unknown bool
 }
 
 // handoffWaiter reports whether l, waiting on its key, may be handed a hold:
@@ -162,7 +166,7 @@ func (l *Lock) handoff(ctx context.Context, h *hold) (found bool, st extendStatu
 	case err != nil:
 		// Unknown outcome: the waiter's own acquire, with its token, will
 		// find out (a key already holding its token counts as acquired).
-		l.c.notifier.settle(w, gift{retry: true})
+		l.c.notifier.settle(w, gift{retry: true, unknown: true})
 		return true, 0, err
 	case n == -1:
 		l.c.notifier.settle(w, gift{retry: true})
