@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // notifyIdle is how long a channel without waiters stays subscribed, so a
@@ -24,9 +26,11 @@ const notifyIdle = 30 * time.Second
 // Ring's shards pass no messages between them. Everything else shares one.
 //
 // No notifier lock is held across a go-redis call: one that blocks on the
-// network or panics must not stall every release and Close.
+// network or panics must not stall every release and Close. Nor does a
+// waiter make one: subscribing happens on goroutines of the notifier.
 type notifier struct {
 	c     *Client
+	wg    sync.WaitGroup // run and subscribe goroutines; Close waits for them a bounded time
 	mu    sync.Mutex
 	subs  map[*redis.Client]*subscription // by Ring shard; under nil otherwise
 	chans map[string]*channelState
@@ -102,15 +106,26 @@ func (n *notifier) join(channel string, l *Lock, token string) (w *waiter, ready
 		w.l = l
 	}
 	cs.waiters = append(cs.waiters, w)
-	subscribe := !cs.subscribed
-	cs.subscribed = true
 	ready = cs.ready
-	n.mu.Unlock()
-	if subscribe && !n.subscribe(cs) {
-		n.mu.Lock()
-		cs.subscribed = false // the next join tries again
-		n.mu.Unlock()
+	if !cs.subscribed {
+		cs.subscribed = true
+		// Not on the waiter's goroutine: go-redis dials and greets the
+		// server inside Subscribe, which against a stopped server lasts
+		// until its read timeout (forever with ReadTimeout -1), and the
+		// waiter must keep to its ctx. It sleeps on its backoff until the
+		// confirmation wakes it (see confirmed). wg.Add under n.mu: close
+		// takes n.mu after closed is set, so it sees every Add.
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if !n.subscribe(cs) {
+				n.mu.Lock()
+				cs.subscribed = false // the next join tries again
+				n.mu.Unlock()
+			}
+		}()
 	}
+	n.mu.Unlock()
 	return w, ready
 }
 
@@ -159,7 +174,7 @@ func (n *notifier) subscription(channel string) *subscription {
 	}
 	s = &subscription{ps: ps}
 	n.subs[shard] = s
-	n.c.wg.Add(1) // under n.mu, so close either sees s or we saw closed
+	n.wg.Add(1) // under n.mu, so close either sees s or we saw closed
 	n.mu.Unlock()
 	go n.run(s)
 	return s
@@ -258,7 +273,7 @@ func (cs *channelState) signalHead() {
 // meanwhile. A connection go-redis closed for good (a Ring shard removed,
 // the redis client closed) is dropped.
 func (n *notifier) run(s *subscription) {
-	defer n.c.wg.Done()
+	defer n.wg.Done()
 	ps := s.ps
 	pause := time.NewTimer(0)
 	defer pause.Stop()
@@ -363,17 +378,20 @@ func (n *notifier) drop(s *subscription) {
 	}
 }
 
-// close ends every subscription, which unblocks their goroutines.
+// close ends every subscription, which unblocks their goroutines, and
+// waits for those and the SUBSCRIBEs of joins at most lockutil.CloseWait.
+// One still greeting a stopped server holds go-redis's PubSub mutex, which
+// PubSub.Close needs, until the server answers or go-redis's read timeout
+// passes; it ends then, after Close has returned (see
+// lockutil.CloseBounded).
 func (n *notifier) close() {
 	n.mu.Lock()
-	subs := make([]*subscription, 0, len(n.subs))
+	closers := make([]func() error, 0, len(n.subs))
 	for _, s := range n.subs {
-		subs = append(subs, s)
+		closers = append(closers, s.ps.Close)
 	}
 	n.mu.Unlock()
-	for _, s := range subs {
-		_ = s.ps.Close()
-	}
+	lockutil.CloseBounded(&n.wg, lockutil.CloseWait, closers...)
 }
 
 func isTimeout(err error) bool {
