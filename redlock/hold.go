@@ -26,6 +26,7 @@ type hold struct {
 	sentAt     time.Time     // when the last confirmed acquire, extend or renewal was sent
 	validUntil time.Time     // sentAt + ttl - drift: the hold is valid before it
 	ended      bool          // released or lost
+	releasing  bool          // a Release is out: only its own answer may report a loss
 	stopped    bool          // stop is closed
 	cause      *lock.LostError
 	onLost     []func(error)
@@ -125,6 +126,15 @@ func (h *hold) stopRenewal() {
 	}
 }
 
+// beginRelease marks a Release as out. From then on only Release reports a
+// loss: a renewal or Extend round racing it would find the keys it deletes
+// gone and report the hold force-released.
+func (h *hold) beginRelease() {
+	h.mu.Lock()
+	h.releasing = true
+	h.mu.Unlock()
+}
+
 // finish ends the hold by Release.
 func (h *hold) finish() {
 	h.stopRenewal()
@@ -158,10 +168,14 @@ func (h *hold) addOnLost(fn func(error)) {
 
 // markLost is the one place a loss is signalled: it closes Lost(), cancels
 // WithLock's context, tells the Observer and the logger. Only the first call
-// for an active hold has an effect.
-func (h *hold) markLost(reason lock.LossReason, err error) {
+// for an active hold has an effect, and none while a Release is out.
+func (h *hold) markLost(reason lock.LossReason, err error) { h.lose(reason, err, false) }
+
+// lose is markLost; byRelease marks the loss Release found, the only one
+// reported while a Release is out.
+func (h *hold) lose(reason lock.LossReason, err error, byRelease bool) {
 	h.mu.Lock()
-	if h.ended {
+	if h.ended || (h.releasing && !byRelease) {
 		h.mu.Unlock()
 		return
 	}

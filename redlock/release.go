@@ -181,13 +181,14 @@ func (l *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("redlock: release %q: %w", l.key, lock.ErrNotHeld)
 	}
 	start := time.Now()
+	h.beginRelease() // before the deletes: a round racing them must not report them as a loss
 	h.stopRenewal()
 	t := l.count(l.drop(h.token, nil, h.acq, l.dropDeadline(h.acq)))
 	var err error
 	switch {
 	case t.ok > 0:
 	case t.failed == 0 || t.gone+t.stolen >= l.quorum:
-		h.markLost(l.lossReason(t, h), nil)
+		h.lose(l.lossReason(t, h), nil, true)
 		err = fmt.Errorf("redlock: release %q: %w", l.key, lock.ErrNotHeld)
 	default:
 		err = fmt.Errorf("redlock: release %q: %w", l.key, l.quorumError(t))

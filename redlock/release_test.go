@@ -211,3 +211,53 @@ func TestLock_Release_racingRenewalKeepsLostOpen(t *testing.T) {
 		t.Fatalf("Lost() closed while Release deleted the hold: LostErr() = %v", l.LostErr())
 	}
 }
+
+// An Extend that races a Release must not close Lost either: its calls to
+// nodes 0 and 1 are held on the wire until Release has deleted the key
+// there, and Release's own delete at node 2 is held until Extend returned.
+func TestLock_Extend_racingReleaseKeepsLostOpen(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	// Extend's round ends 3s after it starts: the held calls are let go
+	// well before, so their replies (key gone) are counted.
+	c := newClient(t, nodes, redlock.WithNodeTimeout(3*time.Second)) // TTL 30s: no renewal during the test
+	key := keyFor(t)
+	l := c.NewLock(key)
+	ctx := context.Background()
+	must(t, "Acquire()", l.Acquire(ctx))
+	waitHolders(t, nodes, key, l.Token(), 3)
+	ext := []*scriptHook{
+		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
+		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
+	}
+	del := hookScript(t, nodes[2], luascripts.Release, false, first(1))
+	extended := make(chan error, 1)
+	go func() { extended <- l.Extend(ctx, 20*time.Second) }()
+	for _, h := range ext {
+		h.await(t, h.arrived, "Extend's call")
+	}
+	released := make(chan error, 1)
+	go func() { released <- l.Release(ctx) }()
+	del.await(t, del.arrived, "Release's delete at node 2")
+	waitKeysGone(t, nodes[:2], key, "Release deleting the key on nodes 0 and 1")
+	for _, h := range ext {
+		h.open() // Extend finds the key gone on nodes 0 and 1
+	}
+	var err error
+	select {
+	case err = <-extended:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Extend() did not return")
+	}
+	lostDuringRelease := isClosed(l.Lost())
+	del.open()
+	select {
+	case rerr := <-released:
+		must(t, "Release()", rerr)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Release() did not return")
+	}
+	if lostDuringRelease {
+		t.Fatalf("Lost() closed by an Extend (error %v) racing Release: LostErr() = %v", err, l.LostErr())
+	}
+	wantIs(t, "Extend() racing Release", err, lock.ErrNotHeld)
+}
