@@ -23,6 +23,7 @@ type hold struct {
 
 	mu         sync.Mutex
 	ttl        time.Duration // what renewals send: the last Extend's, or shorter
+	ttlCap     time.Duration // the validity counts on no longer TTL; 0 = no cap (see unanswered)
 	sentAt     time.Time     // when the last confirmed acquire, extend or renewal was sent
 	validUntil time.Time     // sentAt + ttl - drift: the hold is valid before it
 	ended      bool          // released or lost
@@ -60,14 +61,49 @@ func (h *hold) active() bool {
 }
 
 // confirmed records a quorum confirmation of a round sent at sent with ttl.
-// Extend and renewal rounds never overlap (h.op), so the latest round is the
-// one whose TTL the nodes hold.
+// Extend and renewal rounds never overlap (h.op), so of the calls that were
+// answered the latest round's TTL is the one the nodes hold; the validity
+// counts on it only up to the cap (see unanswered).
 func (h *hold) confirmed(sent time.Time, ttl time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ttl = ttl
 	h.sentAt = sent
-	h.validUntil = sent.Add(ttl - drift(ttl, h.l.cfg.driftFactor))
+	eff := h.cappedLocked(ttl)
+	h.validUntil = sent.Add(eff - drift(eff, h.l.cfg.driftFactor))
+}
+
+// unanswered records that a round sending ttl left calls whose outcome is
+// unknown: they failed, or no reply came by the round's deadline. Such a
+// call may still land on its node at any later time (its bytes on the wire
+// when ContextTimeoutEnabled cut it, or read by a stopped node once it
+// resumes) and set ttl from then on, after a later round with a longer TTL
+// was confirmed. So no later validity counts on a TTL longer than ttl: a
+// round confirmed at sent is valid until sent + min(its TTL, cap), which
+// such a late call can only leave or lengthen. The cap is never lifted
+// within the hold, since nothing tells when such a call can no longer land;
+// renewals still send the hold's TTL, and come every cap/3.
+func (h *hold) unanswered(ttl time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ttlCap == 0 || ttl < h.ttlCap {
+		h.ttlCap = ttl
+	}
+}
+
+// capped returns the TTL a validity may count on for a round sending ttl:
+// ttl, at most the cap (see unanswered).
+func (h *hold) capped(ttl time.Duration) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cappedLocked(ttl)
+}
+
+func (h *hold) cappedLocked(ttl time.Duration) time.Duration {
+	if h.ttlCap > 0 && h.ttlCap < ttl {
+		return h.ttlCap
+	}
+	return ttl
 }
 
 // shorten moves the end of the validity back to validUntil and the TTL down

@@ -119,10 +119,12 @@ func TestLock_Extend_roundBoundedByNewTTL(t *testing.T) {
 // issue 9, bug 8). A later Extend to a longer TTL that a quorum confirms
 // must not raise the validity past what those late calls leave: once they
 // land on a quorum, the hold must be reported lost (or its validity be
-// over) before another client can take the quorum.
+// over) before another client can take the quorum. No renewal runs during
+// the test (watchdog off): with it, renewals at the short TTL's third would
+// keep the key (see TestLock_Extend_longerAfterFailedShorterRenewsThroughLateCalls).
 func TestLock_Extend_longerDoesNotOutlastLateShorterCalls(t *testing.T) {
 	_, nodes := hookableNodes(t, 3)
-	c := newClient(t, nodes, loadTolerant) // TTL 30s: no renewal during the test
+	c := newClient(t, nodes, loadTolerant, redlock.WithWatchdog(false))
 	key := keyFor(t)
 	l := c.NewLock(key)
 	ctx := context.Background()
@@ -160,6 +162,61 @@ func TestLock_Extend_longerDoesNotOutlastLateShorterCalls(t *testing.T) {
 		other.Release(ctx)
 	}
 	t.Logf("TryAcquire() by another client = %v, %v; first hold Validity() = %v, lost: %v", ok, err, l.Validity(), isClosed(l.Lost()))
+}
+
+// With the watchdog on, a hold whose validity is capped by a failed shorter
+// Extend (see TestLock_Extend_longerDoesNotOutlastLateShorterCalls) is
+// renewed by that shorter TTL's third: the later Extend to a longer TTL
+// reports a validity no longer than the short TTL, and once the short
+// Extend's late calls land on a quorum, renewals give the nodes the long
+// TTL back before the short one runs out, so the hold stays ours and
+// nobody else gets in.
+func TestLock_Extend_longerAfterFailedShorterRenewsThroughLateCalls(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	c := newClient(t, nodes, loadTolerant) // TTL 30s
+	key := keyFor(t)
+	l := c.NewLock(key)
+	ctx := context.Background()
+	must(t, "Acquire()", l.Acquire(ctx))
+	defer l.Release(ctx)
+	waitHolders(t, nodes, key, l.Token(), 3)
+	late := []*scriptHook{
+		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
+		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
+	}
+	const short, long = 2 * time.Second, 30 * time.Second
+	var qe *redlock.QuorumError
+	if err := l.Extend(ctx, short); !errors.As(err, &qe) {
+		t.Fatalf("Extend(%v) with nodes 0 and 1 late = %v, want a *QuorumError", short, err)
+	}
+	must(t, "Extend(30s)", l.Extend(ctx, long))
+	if v := l.Validity(); v > short {
+		t.Fatalf("Validity() after Extend(%v), with calls of a failed Extend(%v) unanswered = %v, want at most %v", long, short, v, short)
+	}
+	for _, h := range late {
+		h.open()
+		h.await(t, h.passed, "the short Extend's late call")
+	}
+	// Renewals send the long TTL: wait until one has landed on nodes 0 and
+	// 1 after the late calls.
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; i < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d PTTL = %v 5s after the late calls, want over %v (renewed)", i, nodes[i].PTTL(ctx, lockKey(key)).Val(), short)
+		}
+		if nodes[i].PTTL(ctx, lockKey(key)).Val() > short {
+			i++
+			continue
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if isClosed(l.Lost()) || l.Validity() <= 0 {
+		t.Fatalf("hold after renewals: Lost() closed = %v (%v), Validity() = %v; want open and valid", isClosed(l.Lost()), l.LostErr(), l.Validity())
+	}
+	_, own := ownClients(t, nodes)
+	if ok, err := newClient(t, own, loadTolerant).NewLock(key).TryAcquire(ctx); ok || err != nil {
+		t.Fatalf("TryAcquire() by another client = %v, %v; want false, nil", ok, err)
+	}
 }
 
 // A Release that races a renewal round must not close Lost: the hold ends
