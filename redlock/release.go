@@ -30,7 +30,9 @@ import (
 // whole TTL. A node whose acquire is still out gets its delete from a
 // goroutine of the Client when the acquire returns — at most a TTL later,
 // and at once when Close begins — and is reported as a node timeout unless
-// that happens by deadline.
+// that happens by deadline. A call that returned without a reply may
+// still land after its delete (see Lock.TryAcquire): its grant then lasts
+// its TTL on that node.
 func (l *Lock) drop(token string, which []int, acq *round, deadline time.Time) []result {
 	c := l.c
 	n := len(c.nodes)
