@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	lock "github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/redlock"
@@ -114,6 +116,22 @@ func TestLock_Extend_roundBoundedByNewTTL(t *testing.T) {
 	}
 }
 
+// heldWithLateExtends acquires key with c, on every node, and holds the
+// next Extend call to nodes 0 and 1 on the wire (the hooks' open lets it
+// go); the hold is released at cleanup.
+func heldWithLateExtends(t *testing.T, c *redlock.Client, nodes []redis.UniversalClient, key string) (*redlock.Lock, []*scriptHook) {
+	t.Helper()
+	l := c.NewLock(key)
+	ctx := context.Background()
+	must(t, "Acquire()", l.Acquire(ctx))
+	t.Cleanup(func() { l.Release(ctx) })
+	waitHolders(t, nodes, key, l.Token(), 3)
+	return l, []*scriptHook{
+		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
+		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
+	}
+}
+
 // A failed Extend to a shorter TTL may still land on the nodes that did not
 // answer (its calls are on the wire, as the calls of a late undo were in
 // issue 9, bug 8). A later Extend to a longer TTL that a quorum confirms
@@ -126,16 +144,9 @@ func TestLock_Extend_longerDoesNotOutlastLateShorterCalls(t *testing.T) {
 	_, nodes := hookableNodes(t, 3)
 	c := newClient(t, nodes, loadTolerant, redlock.WithWatchdog(false))
 	key := keyFor(t)
-	l := c.NewLock(key)
 	ctx := context.Background()
-	must(t, "Acquire()", l.Acquire(ctx))
-	defer l.Release(ctx)
-	waitHolders(t, nodes, key, l.Token(), 3)
 	// The short Extend's calls to nodes 0 and 1 are held on the wire.
-	late := []*scriptHook{
-		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
-		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
-	}
+	l, late := heldWithLateExtends(t, c, nodes, key)
 	const short = 500 * time.Millisecond
 	err := l.Extend(ctx, short)
 	var qe *redlock.QuorumError
@@ -175,15 +186,8 @@ func TestLock_Extend_longerAfterFailedShorterRenewsThroughLateCalls(t *testing.T
 	_, nodes := hookableNodes(t, 3)
 	c := newClient(t, nodes, loadTolerant) // TTL 30s
 	key := keyFor(t)
-	l := c.NewLock(key)
 	ctx := context.Background()
-	must(t, "Acquire()", l.Acquire(ctx))
-	defer l.Release(ctx)
-	waitHolders(t, nodes, key, l.Token(), 3)
-	late := []*scriptHook{
-		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
-		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
-	}
+	l, late := heldWithLateExtends(t, c, nodes, key)
 	const short, long = 2 * time.Second, 30 * time.Second
 	var qe *redlock.QuorumError
 	if err := l.Extend(ctx, short); !errors.As(err, &qe) {
