@@ -92,6 +92,7 @@ func (w *waiter) beginAttempt() bool {
 	}
 	w.n.mu.Lock()
 	defer w.n.mu.Unlock()
+	w.owed = false
 	if w.state != waiterIdle {
 		return false
 	}
@@ -124,7 +125,7 @@ func (w *waiter) takeGift() (gift, bool) {
 		return gift{}, false
 	}
 	g := w.gift
-	w.gift, w.state = gift{}, waiterIdle
+	w.gift, w.state, w.owed = gift{}, waiterIdle, false
 	if !g.retry {
 		w.state = waiterAttempting
 	}

@@ -71,6 +71,10 @@ type waiter struct {
 	token string
 	state int
 	gift  gift
+	// owed is set with each wake-up (and by a join that reports ready) and
+	// cleared when the waiter next acts, with an attempt or on a gift:
+	// until then it will try again by itself. Under n.mu; tests read it.
+	owed bool
 }
 
 func (n *notifier) init(c *Client) {
@@ -90,7 +94,9 @@ func (n *notifier) queued(channel string) bool {
 // join adds a waiter to channel, subscribing if needed. ready reports that
 // the subscription is confirmed, so any release from now on wakes someone;
 // when it is not, the waiter is woken once the confirmation arrives.
-func (n *notifier) join(channel string, l *Lock, token string) (w *waiter, ready bool) {
+// lookAgain says the caller makes one more attempt when ready, without a
+// wake-up.
+func (n *notifier) join(channel string, l *Lock, token string, lookAgain bool) (w *waiter, ready bool) {
 	n.mu.Lock()
 	if n.c.closed.Load() {
 		n.mu.Unlock()
@@ -107,6 +113,7 @@ func (n *notifier) join(channel string, l *Lock, token string) (w *waiter, ready
 	}
 	cs.waiters = append(cs.waiters, w)
 	ready = cs.ready
+	w.owed = ready && lookAgain
 	if !cs.subscribed {
 		cs.subscribed = true
 		// Not on the waiter's goroutine: go-redis dials and greets the
@@ -253,7 +260,9 @@ func (w *waiter) leaveLocked() {
 	}
 }
 
+// signal wakes w. Callers hold n.mu.
 func signal(w *waiter) {
+	w.owed = true
 	select {
 	case w.ch <- struct{}{}:
 	default:
