@@ -36,6 +36,10 @@ type gift struct {
 	unknown bool
 }
 
+// mayHaveSet reports whether the handoff behind g may have left the key
+// with the waiter's token: it did, or its outcome is unknown.
+func (g gift) mayHaveSet() bool { return !g.retry || g.unknown }
+
 // handoffWaiter reports whether l, waiting on its key, may be handed a hold:
 // only plain script-mode locks without a replica WAIT.
 func handoffWaiter(l *Lock) bool {
@@ -68,12 +72,15 @@ func (n *notifier) claim(channel string) *waiter {
 }
 
 // settle delivers the handoff's outcome to w. A waiter that left meanwhile
-// cannot take the hold, so it is released here with the waiter's token.
+// cannot take the hold, so what the handoff may have set is released here
+// with the waiter's token.
 func (n *notifier) settle(w *waiter, g gift) {
 	n.mu.Lock()
 	if w.state == waiterGone {
 		n.mu.Unlock()
-		w.undo()
+		if g.mayHaveSet() {
+			w.undo()
+		}
 		return
 	}
 	if g.retry {

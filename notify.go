@@ -232,7 +232,7 @@ func (w *waiter) leave() {
 	case waiterClaimed:
 		w.state = waiterGone
 	case waiterGifted:
-		undo = true // a held gift, or a retry of unknown outcome: undo both
+		undo = w.gift.mayHaveSet() // a held gift, or a retry of unknown outcome
 		w.state = waiterGone
 	}
 	w.leaveLocked()
