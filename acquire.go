@@ -153,7 +153,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 	if l.cfg.notify && l.c.notifier.queued(l.k.notifyName()) {
 		// Others in this process already wait for this key: queue behind
 		// them instead of racing the one a release is about to wake.
-		w, _ = l.c.notifier.join(l.k.notifyName(), l, token)
+		w, _ = l.c.notifier.join(l.k.notifyName(), l, token, false)
 	}
 
 	var (
@@ -174,6 +174,10 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 			}
 			w.endAttempt() // install undid it: claimable again
 			unknown, lastErr = true, err
+		} else if ok && g.unknown {
+			// The handoff may have set our token in Redis: if we give up
+			// before an attempt of ours finds out, cleanup must undo it.
+			unknown = true
 		}
 		var pttl time.Duration
 		if (n > 0 || w == nil) && w.beginAttempt() {
@@ -201,7 +205,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 		}
 		if w == nil && l.cfg.notify {
 			var ready bool
-			w, ready = l.c.notifier.join(l.k.notifyName(), l, token)
+			w, ready = l.c.notifier.join(l.k.notifyName(), l, token, pttl > 0)
 			if ready && pttl > 0 {
 				// We joined after our failed attempt: a release in between
 				// would be missed, so look once more now that we listen.

@@ -72,10 +72,13 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 // it has no configuration, backends or background work to lend a lock.
 func (c *Client) zero() bool { return c == nil || c.cancel == nil }
 
-// Close stops the renewal loop and the wake-up subscription and waits for
+// Close stops the renewal loop and the wake-up subscriptions and waits for
 // them to return: if a renewal call is out to a server that does not answer,
 // that wait lasts until go-redis gives the call up (its read and dial
-// timeouts). It is idempotent and always returns nil, also on a zero or nil
+// timeouts). It waits at most 100ms for the subscriptions: one still
+// connecting to a stopped server holds go-redis's PubSub until the server
+// answers or go-redis's read timeout passes, and its goroutine ends then,
+// after Close has returned. It is idempotent and always returns nil, also on a zero or nil
 // Client. Locks still held are no longer renewed: their Lost channels close
 // at their safety deadlines. Afterwards Acquire, TryAcquire, Extend and WithLock return
 // [ErrClosed]; Release still deletes a hold, so shutdown order strands

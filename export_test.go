@@ -25,6 +25,10 @@ func CoalescerLoad(c *Client) (out, queued int, queues []int) {
 
 // IdleWaiters reports, for tests, how many waiters of c wait on key (under
 // the default prefix) between attempts: those a release can hand over to.
+// A waiter counts once nothing but a release (or its backoff) will make it
+// try again: no wake-up it has not acted on, and its channel's
+// subscription confirmed (that wakes every waiter for one more attempt) or
+// no longer under way (it failed).
 func IdleWaiters(c *Client, key string) int {
 	k := makeKeys(DefaultPrefix, key)
 	n := &c.notifier
@@ -34,9 +38,12 @@ func IdleWaiters(c *Client, key string) int {
 	if cs == nil {
 		return 0
 	}
+	if cs.subscribed && !cs.ready {
+		return 0
+	}
 	idle := 0
 	for _, w := range cs.waiters {
-		if w.state == waiterIdle {
+		if w.state == waiterIdle && !w.owed {
 			idle++
 		}
 	}

@@ -30,7 +30,15 @@ type gift struct {
 	fence int64
 	sent  time.Time // when the handoff call was sent: the new lease starts after it
 	retry bool      // outcome unknown or refused: try with your own token
+	// unknown marks a retry whose handoff call failed: Redis may hold the
+	// key with the waiter's token, so a waiter that gives up must undo it.
+	// A refused handoff (-1, -2) set nothing and needs no undo.
+	unknown bool
 }
+
+// mayHaveSet reports whether the handoff behind g may have left the key
+// with the waiter's token: it did, or its outcome is unknown.
+func (g gift) mayHaveSet() bool { return !g.retry || g.unknown }
 
 // handoffWaiter reports whether l, waiting on its key, may be handed a hold:
 // only plain script-mode locks without a replica WAIT.
@@ -64,12 +72,15 @@ func (n *notifier) claim(channel string) *waiter {
 }
 
 // settle delivers the handoff's outcome to w. A waiter that left meanwhile
-// cannot take the hold, so it is released here with the waiter's token.
+// cannot take the hold, so what the handoff may have set is released here
+// with the waiter's token.
 func (n *notifier) settle(w *waiter, g gift) {
 	n.mu.Lock()
 	if w.state == waiterGone {
 		n.mu.Unlock()
-		w.undo()
+		if g.mayHaveSet() {
+			w.undo()
+		}
 		return
 	}
 	if g.retry {
@@ -88,6 +99,7 @@ func (w *waiter) beginAttempt() bool {
 	}
 	w.n.mu.Lock()
 	defer w.n.mu.Unlock()
+	w.owed = false
 	if w.state != waiterIdle {
 		return false
 	}
@@ -120,7 +132,7 @@ func (w *waiter) takeGift() (gift, bool) {
 		return gift{}, false
 	}
 	g := w.gift
-	w.gift, w.state = gift{}, waiterIdle
+	w.gift, w.state, w.owed = gift{}, waiterIdle, false
 	if !g.retry {
 		w.state = waiterAttempting
 	}
@@ -162,7 +174,7 @@ func (l *Lock) handoff(ctx context.Context, h *hold) (found bool, st extendStatu
 	case err != nil:
 		// Unknown outcome: the waiter's own acquire, with its token, will
 		// find out (a key already holding its token counts as acquired).
-		l.c.notifier.settle(w, gift{retry: true})
+		l.c.notifier.settle(w, gift{retry: true, unknown: true})
 		return true, 0, err
 	case n == -1:
 		l.c.notifier.settle(w, gift{retry: true})

@@ -43,6 +43,9 @@ type hold struct {
 	// land after the renewal in flight (or the next one): those out, and
 	// those answered while it was out. never = none.
 	extDeadline int64
+	// ttlCap is the shortest TTL of a write whose call failed after it may
+	// have reached Redis; 0 = none. See unanswered.
+	ttlCap time.Duration
 }
 
 // epoch is the origin of the clock holds keep their times on: nanoseconds
@@ -115,6 +118,38 @@ func newHold(l *Lock, token string, fence int64, sent time.Time) *hold {
 		h.capAt = later(h.sentAt, l.cfg.maxHold)
 	}
 	return h
+}
+
+// unanswered records that a write carrying ttl failed after it may have
+// reached Redis. Its outcome is unknown, and stays so: with
+// ContextTimeoutEnabled a call cut at its deadline may still be on the
+// wire, or read by a stopped server once it resumes, and land at any later
+// time, setting ttl from then on. So no deadline counts on a longer TTL for
+// the rest of the hold: a write confirmed and sent at s keeps the hold until
+// s + min(its TTL, cap) - margin, which such a late write can only leave or
+// lengthen. The cap is never lifted within the hold, since nothing tells
+// when such a write can no longer land; renewals still send the hold's TTL,
+// at a third of the cap. Callers hold the Client's renewal.mu.
+func (h *hold) unanswered(ttl time.Duration) {
+	if h.ttlCap == 0 || ttl < h.ttlCap {
+		h.ttlCap = ttl
+	}
+}
+
+// capped returns the TTL a deadline may count on for a write carrying ttl:
+// ttl, at most the cap (see unanswered). Callers hold renewal.mu.
+func (h *hold) capped(ttl time.Duration) time.Duration {
+	if h.ttlCap > 0 && h.ttlCap < ttl {
+		return h.ttlCap
+	}
+	return ttl
+}
+
+// capDeadline is the deadline a write carrying ttl, confirmed and sent at
+// reading sent, gives the hold (see capped). Callers hold renewal.mu.
+func (h *hold) capDeadline(sent int64, ttl time.Duration) int64 {
+	eff := h.capped(ttl)
+	return later(sent, eff-safetyMargin(eff))
 }
 
 // pastDeadline reports whether now is at or past h's safety deadline.

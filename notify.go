@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // notifyIdle is how long a channel without waiters stays subscribed, so a
@@ -24,9 +26,11 @@ const notifyIdle = 30 * time.Second
 // Ring's shards pass no messages between them. Everything else shares one.
 //
 // No notifier lock is held across a go-redis call: one that blocks on the
-// network or panics must not stall every release and Close.
+// network or panics must not stall every release and Close. Nor does a
+// waiter make one: subscribing happens on goroutines of the notifier.
 type notifier struct {
 	c     *Client
+	wg    sync.WaitGroup // run and subscribe goroutines; Close waits for them a bounded time
 	mu    sync.Mutex
 	subs  map[*redis.Client]*subscription // by Ring shard; under nil otherwise
 	chans map[string]*channelState
@@ -67,6 +71,10 @@ type waiter struct {
 	token string
 	state int
 	gift  gift
+	// owed is set with each wake-up (and by a join that reports ready) and
+	// cleared when the waiter next acts, with an attempt or on a gift:
+	// until then it will try again by itself. Under n.mu; tests read it.
+	owed bool
 }
 
 func (n *notifier) init(c *Client) {
@@ -86,7 +94,9 @@ func (n *notifier) queued(channel string) bool {
 // join adds a waiter to channel, subscribing if needed. ready reports that
 // the subscription is confirmed, so any release from now on wakes someone;
 // when it is not, the waiter is woken once the confirmation arrives.
-func (n *notifier) join(channel string, l *Lock, token string) (w *waiter, ready bool) {
+// lookAgain says the caller makes one more attempt when ready, without a
+// wake-up.
+func (n *notifier) join(channel string, l *Lock, token string, lookAgain bool) (w *waiter, ready bool) {
 	n.mu.Lock()
 	if n.c.closed.Load() {
 		n.mu.Unlock()
@@ -102,15 +112,27 @@ func (n *notifier) join(channel string, l *Lock, token string) (w *waiter, ready
 		w.l = l
 	}
 	cs.waiters = append(cs.waiters, w)
-	subscribe := !cs.subscribed
-	cs.subscribed = true
 	ready = cs.ready
-	n.mu.Unlock()
-	if subscribe && !n.subscribe(cs) {
-		n.mu.Lock()
-		cs.subscribed = false // the next join tries again
-		n.mu.Unlock()
+	w.owed = ready && lookAgain
+	if !cs.subscribed {
+		cs.subscribed = true
+		// Not on the waiter's goroutine: go-redis dials and greets the
+		// server inside Subscribe, which against a stopped server lasts
+		// until its read timeout (forever with ReadTimeout -1), and the
+		// waiter must keep to its ctx. It sleeps on its backoff until the
+		// confirmation wakes it (see confirmed). wg.Add under n.mu: close
+		// takes n.mu after closed is set, so it sees every Add.
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if !n.subscribe(cs) {
+				n.mu.Lock()
+				cs.subscribed = false // the next join tries again
+				n.mu.Unlock()
+			}
+		}()
 	}
+	n.mu.Unlock()
 	return w, ready
 }
 
@@ -159,7 +181,7 @@ func (n *notifier) subscription(channel string) *subscription {
 	}
 	s = &subscription{ps: ps}
 	n.subs[shard] = s
-	n.c.wg.Add(1) // under n.mu, so close either sees s or we saw closed
+	n.wg.Add(1) // under n.mu, so close either sees s or we saw closed
 	n.mu.Unlock()
 	go n.run(s)
 	return s
@@ -210,7 +232,7 @@ func (w *waiter) leave() {
 	case waiterClaimed:
 		w.state = waiterGone
 	case waiterGifted:
-		undo = true // a held gift, or a retry of unknown outcome: undo both
+		undo = w.gift.mayHaveSet() // a held gift, or a retry of unknown outcome
 		w.state = waiterGone
 	}
 	w.leaveLocked()
@@ -238,7 +260,9 @@ func (w *waiter) leaveLocked() {
 	}
 }
 
+// signal wakes w. Callers hold n.mu.
 func signal(w *waiter) {
+	w.owed = true
 	select {
 	case w.ch <- struct{}{}:
 	default:
@@ -258,7 +282,7 @@ func (cs *channelState) signalHead() {
 // meanwhile. A connection go-redis closed for good (a Ring shard removed,
 // the redis client closed) is dropped.
 func (n *notifier) run(s *subscription) {
-	defer n.c.wg.Done()
+	defer n.wg.Done()
 	ps := s.ps
 	pause := time.NewTimer(0)
 	defer pause.Stop()
@@ -363,17 +387,20 @@ func (n *notifier) drop(s *subscription) {
 	}
 }
 
-// close ends every subscription, which unblocks their goroutines.
+// close ends every subscription, which unblocks their goroutines, and
+// waits for those and the SUBSCRIBEs of joins at most lockutil.CloseWait.
+// One still greeting a stopped server holds go-redis's PubSub mutex, which
+// PubSub.Close needs, until the server answers or go-redis's read timeout
+// passes; it ends then, after Close has returned (see
+// lockutil.CloseBounded).
 func (n *notifier) close() {
 	n.mu.Lock()
-	subs := make([]*subscription, 0, len(n.subs))
+	closers := make([]func() error, 0, len(n.subs))
 	for _, s := range n.subs {
-		subs = append(subs, s)
+		closers = append(closers, s.ps.Close)
 	}
 	n.mu.Unlock()
-	for _, s := range subs {
-		_ = s.ps.Close()
-	}
+	lockutil.CloseBounded(&n.wg, lockutil.CloseWait, closers...)
 }
 
 func isTimeout(err error) bool {

@@ -79,10 +79,14 @@ func (l *Lock) Release(ctx context.Context) error {
 // Extend sets the hold's TTL to ttl, counted from now, if Redis still has
 // our hold; later renewals keep the new TTL. A shorter TTL brings the hold's
 // safety deadline forward before the call is sent, and keeps it there if
-// the call fails. It returns an error wrapping [ErrNotHeld] when the hold
-// is gone or someone else's (reporting it lost) or was reported lost before
-// the reply came, [ErrInvalid] for ttl < 1ms, [ErrClosed] after Close, or
-// the Redis error.
+// the call fails. A failed call may still reach Redis later (one cut at its
+// deadline can be on the wire), so after it no safety deadline of the hold
+// counts on a TTL longer than ttl, not even one a later Extend or renewal
+// confirms: those still set their TTL in Redis, but the hold is renewed at
+// a third of ttl and declared lost by what ttl leaves. It returns an error
+// wrapping [ErrNotHeld] when the hold is gone or someone else's (reporting
+// it lost) or was reported lost before the reply came, [ErrInvalid] for
+// ttl < 1ms, [ErrClosed] after Close, or the Redis error.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.usable(); err != nil {
 		return err
@@ -109,14 +113,14 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	st, err := l.be.extend(ctx, &l.k, h.token, ttl)
 	switch {
 	case err != nil:
-		l.c.renewal.extended(h, ttl, start, false)
+		l.c.renewal.extended(h, ttl, start, err)
 		err = fmt.Errorf("lock: extend %q: %w", l.k.user, err)
 	case st != extendOK:
 		l.c.renewal.remove(h)
 		h.markLost(l.c.renewal.reason(h, st), nil)
 		err = fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
 	default:
-		l.c.renewal.extended(h, ttl, start, true)
+		l.c.renewal.extended(h, ttl, start, nil)
 		if lost := h.lostErr(); lost != nil {
 			// Answered after the hold was given up: its deadline, lowered
 			// when this call went out, passed first, and nothing renews

@@ -147,7 +147,7 @@ var errRenewalTimeout = errors.New("lock: renewal unanswered at the safety deadl
 // apply records what a chunk found: confirmed holds get a new deadline and
 // their next renewal; holds Redis no longer has are lost; failed ones are
 // retried soon, or lost once their deadline is too close.
-func (r *renewal) apply(hs []*hold, items []renewItem, sent int64, st []extendStatus, errs []error) {
+func (r *renewal) apply(hs []*hold, items []renewItem, sentAt int64, st []extendStatus, errs []error) {
 	now := monoNow()
 	closing := r.c.ctx.Err() != nil
 	var lost []lossNote
@@ -160,10 +160,13 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sent int64, st []extendSt
 		}
 		h.settledAt = max(h.settledAt, now)
 		ttl := items[i].ttl
+		if errs[i] != nil && sent(errs[i]) {
+			h.unanswered(ttl) // it may still land, after later writes
+		}
 		switch {
 		case errs[i] == nil && st[i] == extendOK:
-			dl := later(sent, ttl-safetyMargin(ttl))
-			renewAt := later(sent, h.ttl/3)
+			dl := h.capDeadline(sentAt, ttl)
+			renewAt := later(sentAt, h.capped(h.ttl)/3)
 			if h.extDeadline != never {
 				// An Extend may have landed after this renewal (see
 				// extending): keep the earlier deadline, and once every
@@ -173,12 +176,12 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sent int64, st []extendSt
 					renewAt = now
 				}
 			}
-			h.sentAt, h.deadline, h.lastErr = sent, dl, nil
+			h.sentAt, h.deadline, h.lastErr = sentAt, dl, nil
 			h.next = nextFor(h, renewAt)
 			heap.Push(&r.q, h)
 		case errs[i] == nil:
 			h.registered = false
-			lost = append(lost, lossNote{h, lossReason(st[i], now, h.ttl, h.sentAt), nil})
+			lost = append(lost, lossNote{h, lossReason(st[i], now, h.capped(h.ttl), h.sentAt), nil})
 		case closing:
 			h.next = h.deadline
 			heap.Push(&r.q, h)
@@ -190,7 +193,7 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sent int64, st []extendSt
 				lost = append(lost, lossNote{h, LossUnreachable, errs[i]})
 				continue
 			}
-			h.next = nextFor(h, min(later(now, retryInterval(h.ttl)), h.deadline))
+			h.next = nextFor(h, min(later(now, retryInterval(h.capped(h.ttl))), h.deadline))
 			heap.Push(&r.q, h)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -133,6 +135,126 @@ func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *replyGate) {
 		t.Fatalf("no renewal within the TTL %v", ttl)
 	}
 	return l, g
+}
+
+// lateExtend is a go-redis hook modelling an Extend call cut at its
+// deadline (as with ContextTimeoutEnabled) while its bytes are still on the
+// wire: the first Extend call waits until its ctx ends and fails with a
+// timeout without reaching Redis, and land sends a copy of it later. The
+// first renewal pipeline after that goes through (closing renewed); later
+// ones wait until the gate opens.
+type lateExtend struct {
+	renewed chan struct{}
+	gate    chan struct{}
+	once    sync.Once
+
+	mu       sync.Mutex
+	late     func() // sends the cut call's copy; nil before the cut
+	renewals int
+}
+
+func (h *lateExtend) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lateExtend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !isScript(cmd, luascripts.Extend, luascripts.Sources[2]) {
+			return next(ctx, cmd)
+		}
+		h.mu.Lock()
+		if h.late != nil {
+			h.mu.Unlock()
+			return next(ctx, cmd)
+		}
+		copied := redis.NewCmd(context.Background(), cmd.Args()...)
+		h.late = func() { _ = next(context.Background(), copied) }
+		h.mu.Unlock()
+		<-ctx.Done()
+		err := fmt.Errorf("read tcp: i/o timeout: %w", os.ErrDeadlineExceeded)
+		cmd.SetErr(err)
+		return err
+	}
+}
+
+func (h *lateExtend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !scriptPipeline(cmds) {
+			return next(ctx, cmds)
+		}
+		h.mu.Lock()
+		cut := h.late != nil
+		if cut {
+			h.renewals++
+		}
+		n := h.renewals
+		h.mu.Unlock()
+		switch {
+		case !cut:
+			return next(ctx, cmds)
+		case n == 1:
+			err := next(ctx, cmds)
+			close(h.renewed)
+			return err
+		}
+		<-h.gate
+		return next(ctx, cmds)
+	}
+}
+
+// land sends the cut Extend's copy to Redis and waits for its reply.
+func (h *lateExtend) land(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	fn := h.late
+	h.mu.Unlock()
+	if fn == nil {
+		t.Fatalf("no Extend call was cut")
+	}
+	fn()
+}
+
+func (h *lateExtend) open() { h.once.Do(func() { close(h.gate) }) }
+
+// TestRenewal_doesNotOutlastFailedShorterExtend: an Extend to a shorter TTL
+// fails at its deadline while its call is still on the wire, and the
+// renewal sent after the failure (with the old, longer TTL) is confirmed.
+// The Extend's call then lands, and Redis lets the key go after the short
+// TTL. With no later renewal answered, Lost() must close before the key is
+// gone: the renewal's confirmation must not count on the longer TTL while
+// a call with the shorter one may still land.
+func TestRenewal_doesNotOutlastFailedShorterExtend(t *testing.T) {
+	const short = 3 * time.Second // the lock's TTL is the default 30s
+	ctx := context.Background()
+	tg := realTarget(t)
+	must(t, "SCRIPT LOAD", luascripts.Extend.Load(ctx, tg.rdb).Err()) // renewals need no EVAL
+	rdb := tg.newRDB(t)
+	hook := &lateExtend{renewed: make(chan struct{}), gate: make(chan struct{})}
+	rdb.AddHook(hook)
+	key := keyFor(t)
+	l := newClient(t, rdb).NewLock(key)
+	t.Cleanup(hook.open) // before the Client closes: it waits for the renewal held
+	must(t, "Acquire()", l.Acquire(ctx))
+
+	ectx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := l.Extend(ectx, short); err == nil {
+		t.Fatalf("Extend(%v) with its call cut = nil, want an error", short)
+	}
+	recv(t, hook.renewed, "the renewal after the failed Extend")
+	hook.land(t) // the short Extend lands now, after the renewal
+	if d := tg.rdb.PTTL(ctx, lockKey(key)).Val(); d > short {
+		t.Fatalf("PTTL after the late Extend = %v, want at most %v", d, short)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !isClosed(l.Lost()) {
+		if tg.rdb.Exists(ctx, lockKey(key)).Val() == 0 {
+			t.Fatalf("Redis let the key go (the late Extend(%v)) while Lost() is open: another client can take it", short)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Lost() still open 10s after the late Extend(%v)", short)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("LostErr() = %v", l.LostErr())
 }
 
 // TestRenewal_clusterStalledMasterSparesOthers: on a 3-master cluster one

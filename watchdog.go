@@ -97,7 +97,7 @@ func (r *renewal) remove(h *hold) {
 func (r *renewal) reason(h *hold, st extendStatus) LossReason {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return lossReason(st, monoNow(), h.ttl, h.sentAt)
+	return lossReason(st, monoNow(), h.capped(h.ttl), h.sentAt)
 }
 
 // extending records an Extend to ttl, sent at sentAt, before it goes out.
@@ -114,15 +114,16 @@ func (r *renewal) reason(h *hold, st extendStatus) LossReason {
 // renewal in flight or the Extend's own reply later say, and wakes the
 // watch over the renewal in flight (see renew).
 //
-// A write whose call failed is taken to have landed, if at all, before its
-// failure was reported: a write sent afterwards overrides it.
+// A write whose call failed after it may have reached Redis may still land
+// at any later time, after writes sent since: from then on no deadline
+// counts on a TTL longer than the one it carries (see hold.unanswered).
 func (r *renewal) extending(h *hold, ttl time.Duration, sentAt time.Time) {
-	dl := later(mono(sentAt), ttl-safetyMargin(ttl))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !h.registered {
 		return
 	}
+	dl := h.capDeadline(mono(sentAt), ttl)
 	h.extending++
 	h.extDeadline = min(h.extDeadline, dl)
 	r.lower(h, dl)
@@ -148,17 +149,22 @@ func (r *renewal) lower(h *hold, dl int64) {
 	}
 }
 
-// extended records the answer to an Extend to ttl sent at sentAt: ok if
-// Redis confirmed it, which later renewals then keep; otherwise the call
-// failed and the TTL stays as it was. See extending.
-func (r *renewal) extended(h *hold, ttl time.Duration, sentAt time.Time, ok bool) {
+// extended records the answer to an Extend to ttl sent at sentAt: err nil
+// if Redis confirmed it, which later renewals then keep; otherwise the call
+// failed and the TTL stays as it was, but if it may have reached Redis it
+// may still land, and caps the hold's deadlines from now on. See extending.
+func (r *renewal) extended(h *hold, ttl time.Duration, sentAt time.Time, err error) {
+	ok, unknown := err == nil, err != nil && sent(err)
 	sent, now := mono(sentAt), monoNow()
-	dl := later(sent, ttl-safetyMargin(ttl))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !h.registered {
 		return
 	}
+	if unknown {
+		h.unanswered(ttl)
+	}
+	dl := h.capDeadline(sent, ttl)
 	h.extending--
 	alone := h.settledAt < sent && !h.inFlight && h.extending == 0
 	h.settledAt = max(h.settledAt, now)
@@ -169,7 +175,7 @@ func (r *renewal) extended(h *hold, ttl time.Duration, sentAt time.Time, ok bool
 		// Sent after every other write was answered, and none is out: this
 		// one landed last.
 		h.sentAt, h.deadline, h.lastErr, h.extDeadline = sent, dl, nil, never
-		h.next = nextFor(h, later(sent, ttl/3))
+		h.next = nextFor(h, later(sent, h.capped(ttl)/3))
 	} else {
 		r.lower(h, dl)
 		if h.inFlight || h.extending > 0 {
@@ -227,7 +233,7 @@ func (r *renewal) tick() {
 	r.mu.Lock()
 	for len(r.q) > 0 {
 		h := r.q[0]
-		if h.next > now && !(r.renewalDue(h) && between(now, h.next) <= h.ttl/12) {
+		if h.next > now && !(r.renewalDue(h) && between(now, h.next) <= h.capped(h.ttl)/12) {
 			break
 		}
 		heap.Pop(&r.q)

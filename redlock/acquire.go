@@ -203,7 +203,8 @@ func (l *Lock) cleanup(token string, states []uint8, acq *round) {
 // wait ended (also matching context.Cause(ctx) when ctx ended it, and the
 // last attempt's [*QuorumError] when failing nodes were to blame); or
 // [lock.ErrInvalid] or [lock.ErrClosed]. A failed Acquire leaves no hold
-// behind on any reachable node. Acquire on a handle that is held returns
+// behind on any reachable node, but for an acquire that lands after its
+// undo (see [Lock.TryAcquire]), which lasts at most its TTL. Acquire on a handle that is held returns
 // ErrInvalid.
 func (l *Lock) Acquire(ctx context.Context) error {
 	if err := l.begin(); err != nil {

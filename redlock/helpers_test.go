@@ -114,6 +114,20 @@ func keysLeft(t *testing.T, nodes []redis.UniversalClient, key string) int {
 	return n
 }
 
+// waitKeysGone waits, at most 5s, until none of nodes has key's lock, and
+// fails the test, saying what was expected, otherwise.
+func waitKeysGone(t *testing.T, nodes []redis.UniversalClient, key, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for keysLeft(t, nodes, key) > 0 {
+		if time.Now().After(deadline) {
+			pttl := nodes[0].PTTL(context.Background(), lockKey(key)).Val()
+			t.Fatalf("%s: %d of %d nodes keep the key after 5s (PTTL on the first: %v)", what, keysLeft(t, nodes, key), len(nodes), pttl)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // waitHolders waits until want nodes hold token: Acquire returns at quorum
 // and the other nodes' grants land just after.
 func waitHolders(t *testing.T, nodes []redis.UniversalClient, key, token string, want int) {

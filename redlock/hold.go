@@ -23,9 +23,11 @@ type hold struct {
 
 	mu         sync.Mutex
 	ttl        time.Duration // what renewals send: the last Extend's, or shorter
+	ttlCap     time.Duration // the validity counts on no longer TTL; 0 = no cap (see unanswered)
 	sentAt     time.Time     // when the last confirmed acquire, extend or renewal was sent
 	validUntil time.Time     // sentAt + ttl - drift: the hold is valid before it
 	ended      bool          // released or lost
+	releasing  bool          // a Release is out: only its own answer may report a loss
 	stopped    bool          // stop is closed
 	cause      *lock.LostError
 	onLost     []func(error)
@@ -59,14 +61,49 @@ func (h *hold) active() bool {
 }
 
 // confirmed records a quorum confirmation of a round sent at sent with ttl.
-// Extend and renewal rounds never overlap (h.op), so the latest round is the
-// one whose TTL the nodes hold.
+// Extend and renewal rounds never overlap (h.op), so of the calls that were
+// answered the latest round's TTL is the one the nodes hold; the validity
+// counts on it only up to the cap (see unanswered).
 func (h *hold) confirmed(sent time.Time, ttl time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ttl = ttl
 	h.sentAt = sent
-	h.validUntil = sent.Add(ttl - drift(ttl, h.l.cfg.driftFactor))
+	eff := h.cappedLocked(ttl)
+	h.validUntil = sent.Add(eff - drift(eff, h.l.cfg.driftFactor))
+}
+
+// unanswered records that a round sending ttl left calls whose outcome is
+// unknown: they failed, or no reply came by the round's deadline. Such a
+// call may still land on its node at any later time (its bytes on the wire
+// when ContextTimeoutEnabled cut it, or read by a stopped node once it
+// resumes) and set ttl from then on, after a later round with a longer TTL
+// was confirmed. So no later validity counts on a TTL longer than ttl: a
+// round confirmed at sent is valid until sent + min(its TTL, cap), which
+// such a late call can only leave or lengthen. The cap is never lifted
+// within the hold, since nothing tells when such a call can no longer land;
+// renewals still send the hold's TTL, and come every cap/3.
+func (h *hold) unanswered(ttl time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ttlCap == 0 || ttl < h.ttlCap {
+		h.ttlCap = ttl
+	}
+}
+
+// capped returns the TTL a validity may count on for a round sending ttl:
+// ttl, at most the cap (see unanswered).
+func (h *hold) capped(ttl time.Duration) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cappedLocked(ttl)
+}
+
+func (h *hold) cappedLocked(ttl time.Duration) time.Duration {
+	if h.ttlCap > 0 && h.ttlCap < ttl {
+		return h.ttlCap
+	}
+	return ttl
 }
 
 // shorten moves the end of the validity back to validUntil and the TTL down
@@ -125,6 +162,15 @@ func (h *hold) stopRenewal() {
 	}
 }
 
+// beginRelease marks a Release as out. From then on only Release reports a
+// loss: a renewal or Extend round racing it would find the keys it deletes
+// gone and report the hold force-released.
+func (h *hold) beginRelease() {
+	h.mu.Lock()
+	h.releasing = true
+	h.mu.Unlock()
+}
+
 // finish ends the hold by Release.
 func (h *hold) finish() {
 	h.stopRenewal()
@@ -158,10 +204,14 @@ func (h *hold) addOnLost(fn func(error)) {
 
 // markLost is the one place a loss is signalled: it closes Lost(), cancels
 // WithLock's context, tells the Observer and the logger. Only the first call
-// for an active hold has an effect.
-func (h *hold) markLost(reason lock.LossReason, err error) {
+// for an active hold has an effect, and none while a Release is out.
+func (h *hold) markLost(reason lock.LossReason, err error) { h.lose(reason, err, false) }
+
+// lose is markLost; byRelease marks the loss Release found, the only one
+// reported while a Release is out.
+func (h *hold) lose(reason lock.LossReason, err error, byRelease bool) {
 	h.mu.Lock()
-	if h.ended {
+	if h.ended || (h.releasing && !byRelease) {
 		h.mu.Unlock()
 		return
 	}

@@ -178,6 +178,15 @@ func (l *Lock) install(h *hold) {
 // acquire call is still out then gets its delete from a goroutine of the
 // Client when the call returns (at most a TTL later; at once when Close
 // begins, and Close waits for it).
+//
+// A call that returned without a reply may still have its command on the
+// way, though: with ContextTimeoutEnabled go-redis returns at the node
+// timeout whatever it had already sent, and a stopped node reads what is
+// in its socket when it resumes. An acquire landing after its delete
+// leaves a grant on that node until its TTL runs out, counted from when it
+// landed; the client cannot recall it. Such a grant is one node's: other
+// clients can still take the lock on a quorum of the other nodes. See
+// SAFETY.md.
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	if err := l.begin(); err != nil {
 		return false, err

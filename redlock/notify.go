@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // notifier is the Client's pub/sub subscription on every node, started by
@@ -144,39 +146,19 @@ func (n *notifier) wake(channel string) {
 	}
 }
 
-// closeWait bounds how long Close waits for the subscriptions to end.
-const closeWait = 100 * time.Millisecond
-
 // close ends every subscription and waits for the goroutines that use them,
-// at most closeWait; Close has begun, so no new one starts. go-redis holds a
-// PubSub's mutex while it dials and greets its node, and PubSub.Close needs
-// that mutex: against a stopped node it waits until go-redis's read timeout
-// passes (never, with ReadTimeout -1; the subscription's ctx has no
-// deadline). So each PubSub is closed on a goroutine of its own, and a
-// subscription stuck on such a node ends on its own when go-redis gives up
-// or the node answers.
+// at most lockutil.CloseWait; Close has begun, so no new one starts. A
+// subscription stuck greeting a stopped node ends on its own when go-redis
+// gives up or the node answers (see lockutil.CloseBounded).
 func (n *notifier) close() {
 	n.mu.Lock()
 	ps := n.ps
 	n.mu.Unlock()
-	for _, p := range ps {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			_ = p.Close()
-		}()
+	closers := make([]func() error, len(ps))
+	for i, p := range ps {
+		closers[i] = p.Close
 	}
-	done := make(chan struct{})
-	go func() {
-		n.wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(closeWait)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
+	lockutil.CloseBounded(&n.wg, lockutil.CloseWait, closers...)
 }
 
 // wake returns the channel that fires when the waiter should try again; nil

@@ -30,7 +30,9 @@ import (
 // whole TTL. A node whose acquire is still out gets its delete from a
 // goroutine of the Client when the acquire returns — at most a TTL later,
 // and at once when Close begins — and is reported as a node timeout unless
-// that happens by deadline.
+// that happens by deadline. A call that returned without a reply may
+// still land after its delete (see Lock.TryAcquire): its grant then lasts
+// its TTL on that node.
 func (l *Lock) drop(token string, which []int, acq *round, deadline time.Time) []result {
 	c := l.c
 	n := len(c.nodes)
@@ -149,7 +151,7 @@ func (l *Lock) lossReason(t tally, h *hold) lock.LossReason {
 		return lock.LossStolen
 	}
 	h.mu.Lock()
-	sent, ttl := h.sentAt, h.ttl
+	sent, ttl := h.sentAt, h.cappedLocked(h.ttl)
 	h.mu.Unlock()
 	if time.Since(sent) >= ttl {
 		return lock.LossExpired
@@ -181,13 +183,14 @@ func (l *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("redlock: release %q: %w", l.key, lock.ErrNotHeld)
 	}
 	start := time.Now()
+	h.beginRelease() // before the deletes: a round racing them must not report them as a loss
 	h.stopRenewal()
 	t := l.count(l.drop(h.token, nil, h.acq, l.dropDeadline(h.acq)))
 	var err error
 	switch {
 	case t.ok > 0:
 	case t.failed == 0 || t.gone+t.stolen >= l.quorum:
-		h.markLost(l.lossReason(t, h), nil)
+		h.lose(l.lossReason(t, h), nil, true)
 		err = fmt.Errorf("redlock: release %q: %w", l.key, lock.ErrNotHeld)
 	default:
 		err = fmt.Errorf("redlock: release %q: %w", l.key, l.quorumError(t))
@@ -227,10 +230,15 @@ func (l *Lock) extendRound(ctx context.Context, h *hold, ttl time.Duration, dead
 // have applied it; so a failed Extend to a shorter TTL leaves the hold
 // valid only until that earlier end, and [Lock.Lost] closes then unless a
 // renewal is confirmed first. A failed Extend to a longer TTL changes
-// nothing. The round's calls are bounded by the node timeout for ttl (at
-// most ttl/10) and by the validity; they do not end with ctx, and Extend
-// waits for their replies, also when ctx is already done, and reports what
-// the nodes did.
+// nothing now. The calls that failed or were not answered, in any Extend or
+// renewal round, may still reach their nodes later, so from then on the
+// hold's validity never counts on a longer TTL than theirs, not even after
+// a later round with a longer TTL is confirmed: the nodes get the longer
+// TTL, but [Lock.Validity] counts the shorter one from the round's start,
+// and renewals come at a third of it. The round's calls are bounded by the
+// node timeout for ttl (at most ttl/10) and by the validity; they do not
+// end with ctx, and Extend waits for their replies, also when ctx is
+// already done, and reports what the nodes did.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.check(); err != nil {
 		return err
@@ -249,12 +257,18 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	h.op.Lock()
 	start := time.Now()
-	validUntil := start.Add(ttl - drift(ttl, cfg.driftFactor))
+	// A call of an earlier round of unknown outcome may still set a shorter
+	// TTL: the validity counts on no more (see hold.unanswered).
+	eff := h.capped(ttl)
+	validUntil := start.Add(eff - drift(eff, cfg.driftFactor))
 	if h.shorten(validUntil, ttl) {
 		h.moved() // Lost must close by the lower validity, whatever the round does
 	}
-	deadline := lockutil.MinTime(start.Add(effectiveNodeTimeout(&cfg)), h.deadline())
+	deadline := lockutil.MinTime(start.Add(nodeTimeoutFor(cfg.nodeTimeout, eff)), h.deadline())
 	t := l.extendRound(context.Background(), h, ttl, deadline)
+	if t.failed > 0 {
+		h.unanswered(ttl) // those calls may land later, with ttl
+	}
 	var err error
 	switch {
 	case t.ok >= l.quorum && time.Now().Before(validUntil):

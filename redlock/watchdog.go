@@ -25,7 +25,7 @@ func (h *hold) scheduleRenewal() {
 	defer h.mu.Unlock()
 	next := h.validUntil
 	if h.l.cfg.watchdog {
-		next = lockutil.MinTime(next, h.sentAt.Add(h.ttl/3))
+		next = lockutil.MinTime(next, h.sentAt.Add(h.cappedLocked(h.ttl)/3))
 	}
 	h.starter = time.AfterFunc(time.Until(next), h.startRenewal)
 }
@@ -63,7 +63,9 @@ func (l *Lock) renew(h *hold) {
 	var retryAt time.Time
 	for {
 		h.mu.Lock()
-		sent, ttl, validUntil := h.sentAt, h.ttl, h.validUntil
+		// The validity counts on the capped TTL (see unanswered): renew
+		// by that.
+		sent, ttl, validUntil := h.sentAt, h.cappedLocked(h.ttl), h.validUntil
 		h.mu.Unlock()
 		next := validUntil
 		if l.cfg.watchdog {
@@ -107,13 +109,17 @@ func (l *Lock) renew(h *hold) {
 		h.mu.Lock()
 		moved := !h.sentAt.Equal(sent)
 		ttl, validUntil = h.ttl, h.validUntil
+		eff := h.cappedLocked(ttl)
 		h.mu.Unlock()
 		if moved {
 			h.op.Unlock() // an Extend was confirmed meanwhile: renewal is due later
 			continue
 		}
 		start := time.Now()
-		tl := l.extendRound(l.c.ctx, h, ttl, lockutil.MinTime(start.Add(nodeTimeoutFor(l.cfg.nodeTimeout, ttl)), validUntil))
+		tl := l.extendRound(l.c.ctx, h, ttl, lockutil.MinTime(start.Add(nodeTimeoutFor(l.cfg.nodeTimeout, eff)), validUntil))
+		if tl.failed > 0 {
+			h.unanswered(ttl)
+		}
 		if tl.ok >= l.quorum {
 			h.confirmed(start, ttl)
 		}
@@ -129,7 +135,7 @@ func (l *Lock) renew(h *hold) {
 			return
 		default:
 			lastErr = l.quorumError(tl)
-			retryAt = time.Now().Add(retryInterval(ttl))
+			retryAt = time.Now().Add(retryInterval(eff))
 			l.renewalFailed(h, lastErr)
 		}
 	}
