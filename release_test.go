@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
+	"github.com/agentlock/lock/internal/redistest"
 )
 
 // TestReleaseModes runs the lock's life cycle in both release modes, on both
@@ -410,4 +411,33 @@ func cutRelease(t *testing.T, kind string, shared bool) {
 	if lost := l.LostErr(); lost != nil {
 		t.Errorf("LostErr() = %v after a second Release, want nil", lost)
 	}
+}
+
+// TestExtend_afterFailedReleaseNeverOutlivesKey: a Release whose call fails
+// (here before it reaches Redis) takes the hold out of renewal and ends it,
+// while Redis still has the key. An Extend on the handle then reaches Redis
+// and is confirmed. If it returns nil, the hold is live again with the new
+// TTL, so its Lost() must close before that TTL runs out: when another
+// client takes the key, the first handle must not still look held.
+func TestExtend_afterFailedReleaseNeverOutlivesKey(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Config{})
+	rdb := srv.Client(t)
+	fail := &failReleases{}
+	rdb.AddHook(fail)
+	l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(3*time.Second))
+	must(t, "Acquire()", l.Acquire(ctx))
+	fail.armed.Store(true)
+	if err := l.Release(ctx); err == nil {
+		t.Fatal("Release() = nil, want the injected connection reset")
+	}
+	const short = 600 * time.Millisecond
+	switch err := l.Extend(ctx, short); {
+	case errors.Is(err, lock.ErrNotHeld):
+		return // refused: the hold was given up
+	case err != nil:
+		t.Fatalf("Extend() after a failed Release: %v, want nil or ErrNotHeld", err)
+	}
+	takeOver(t, newClient(t, srv.Client(t)), rdb, l, short+2*time.Second,
+		fmt.Sprintf("Extend(%v) returned nil after a failed Release", short))
 }
