@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
+	"github.com/agentlock/lock/internal/redistest"
 )
 
 // heldWrite is a go-redis hook that keeps one command on the wire: the
@@ -179,10 +183,7 @@ func lateUndo(t *testing.T, owner string) {
 	ctx := context.Background()
 	key := keyFor(t)
 	const ttl = 2 * time.Second
-	rdb := redis.NewClient(&redis.Options{Addr: tg.srv.Addr(), ReadTimeout: 300 * time.Millisecond})
-	t.Cleanup(func() { rdb.Close() })
-	held := newHeldWrite(luascripts.Release.Hash(), "-- release.lua")
-	rdb.AddHook(held)
+	rdb, held := heldUndoClient(t, tg.srv.Addr())
 	// The first acquire's reply reaches the library past the hold's safety
 	// deadline (TTL less a tenth and 2ms): install undoes the attempt.
 	rdb.AddHook(&slowFirstAcquire{delay: ttl - ttl/20})
@@ -196,17 +197,40 @@ func lateUndo(t *testing.T, owner string) {
 	held.arm()
 	must(t, "Acquire()", l.Acquire(ctx))
 	defer l.Release(ctx)
-	var before any = tg.rdb.Get(ctx, lockKey(key)).Val()
-	if owner != "" {
-		before = tg.rdb.HGetAll(ctx, lockKey(key)).Val()
-	}
-	if owner == "" {
-		wantHeldBy(t, tg.rdb, l, "after Acquire")
+	lateUndoLands(t, tg.rdb, held, l, "attempt 1", "attempt 2")
+}
+
+// heldUndoClient returns a redis client for addr whose calls time out
+// after 300ms, and whose first release script call, once held is armed,
+// stays on the wire until held delivers it.
+func heldUndoClient(t *testing.T, addr string) (*redis.Client, *heldWrite) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	held := newHeldWrite(luascripts.Release.Hash(), "-- release.lua")
+	rdb.AddHook(held)
+	return rdb, held
+}
+
+// lateUndoLands lets the held undo of an earlier attempt reach Redis after
+// l's Acquire returned nil (undid names that attempt, took the one whose
+// hold l has), then has another Client over obs try the key: it must not
+// get it while l's Lost() is open.
+func lateUndoLands(t *testing.T, obs *redis.Client, held *heldWrite, l *lock.Lock, undid, took string) {
+	t.Helper()
+	ctx := context.Background()
+	key := l.Key()
+	reentrant := obs.Type(ctx, lockKey(key)).Val() == "hash" // WithOwner's layout
+	var before any = obs.Get(ctx, lockKey(key)).Val()
+	if reentrant {
+		before = obs.HGetAll(ctx, lockKey(key)).Val()
+	} else {
+		wantHeldBy(t, obs, l, "after Acquire")
 	}
 
-	reply := held.deliver(t) // attempt 1's undo reaches Redis now
-	t.Logf("attempt 1's undo, delivered late, replied %q", reply)
-	other := newClient(t, tg.rdb).NewLock(key, lock.WithOwner("another"))
+	reply := held.deliver(t) // the undo reaches Redis now
+	t.Logf("%s's undo, delivered late, replied %q", undid, reply)
+	other := newClient(t, obs).NewLock(key, lock.WithOwner("another"))
 	ok, err := other.TryAcquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -216,10 +240,91 @@ func lateUndo(t *testing.T, owner string) {
 	}
 	if lost := l.LostErr(); ok && lost == nil {
 		t.Fatalf("another Client's TryAcquire() = true while the handle whose Acquire returned nil "+
-			"still holds (LostErr nil): attempt 1's late undo (reply %q) deleted attempt 2's hold (%v)",
-			reply, before)
+			"still holds (LostErr nil): %s's late undo (reply %q) deleted %s's hold (%v)",
+			undid, reply, took, before)
 	}
-	if owner == "" {
-		wantHeldBy(t, tg.rdb, l, "after attempt 1's late undo")
+	if !reentrant {
+		wantHeldBy(t, obs, l, "after "+undid+"'s late undo")
 	}
+}
+
+// TestLock_Acquire_lateUndoOfHandoffSparesLaterAttempt: the same with a
+// hold a release hands to a waiting Acquire of the same Client under the
+// waiter's token. The waiter installs it only after its safety deadline,
+// undoes it with a release of that token which stays on the wire, and
+// tries again at once: if that attempt carried the handed-over token, the
+// late undo would delete its hold.
+func TestLock_Acquire_lateUndoOfHandoffSparesLaterAttempt(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	const ttl = 2 * time.Second
+	rdb, held := heldUndoClient(t, tg.srv.Addr())
+	c := newClient(t, rdb, lock.WithTTL(ttl), lock.WithWatchdog(false), lock.WithBackoff(time.Minute, time.Minute))
+	// The waiter installs the handed-over hold past its safety deadline
+	// (TTL less a tenth and 2ms, counted from the handoff's send).
+	var slow sync.Once
+	lock.OnGiftTaken(c, func() { slow.Do(func() { time.Sleep(ttl - ttl/20) }) })
+	holder := c.NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	waiter := c.NewLock(key)
+	waited := startAcquire(t, c, waiter, 1)
+	held.arm()
+	must(t, "holder Release()", holder.Release(ctx))
+	must(t, "waiter Acquire()", <-waited)
+	defer waiter.Release(ctx)
+	lateUndoLands(t, tg.rdb, held, waiter, "the handed-over hold", "the next attempt")
+}
+
+// TestLock_Acquire_lateAckUndoSparesLaterAttempt: the same with
+// WithReplicaAck. Attempt 1 takes the lock, but its WAIT fails, so it is
+// undone with a release of its token that stays on the wire, and Acquire
+// retries: if attempt 2 carried the same token, the late undo would delete
+// its hold.
+func TestLock_Acquire_lateAckUndoSparesLaterAttempt(t *testing.T) {
+	ctx := context.Background()
+	master := redistest.Start(t, redistest.Config{})
+	_, port, _ := net.SplitHostPort(master.Addr())
+	replica := redistest.Start(t, redistest.Config{Args: []string{"--replicaof", "127.0.0.1", port}})
+	rc := replica.Client(t)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %s never linked to %s", replica.Addr(), master.Addr())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rdb, held := heldUndoClient(t, master.Addr())
+	rdb.AddHook(&failFirstWait{})
+	c := newClient(t, rdb, lock.WithTTL(2*time.Second), lock.WithWatchdog(false),
+		lock.WithBackoff(10*time.Millisecond, 20*time.Millisecond), lock.WithNotify(false),
+		lock.WithReplicaAck(1, time.Second))
+	l := c.NewLock(keyFor(t))
+	held.arm()
+	must(t, "Acquire()", l.Acquire(ctx))
+	defer l.Release(ctx)
+	lateUndoLands(t, master.Client(t), held, l, "attempt 1", "attempt 2")
+}
+
+// failFirstWait is a go-redis hook that fails the first WAIT with a
+// connection reset before it is sent.
+type failFirstWait struct{ done atomic.Bool }
+
+func (h *failFirstWait) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failFirstWait) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "wait") && h.done.CompareAndSwap(false, true) {
+			cmd.SetErr(syscall.ECONNRESET)
+			return syscall.ECONNRESET
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *failFirstWait) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
