@@ -30,8 +30,21 @@ func (l *Lock) attempt(ctx context.Context, token string) (acquireResult, error)
 	return r, nil
 }
 
+// undoneError wraps the error of an attempt after which a release of the
+// attempt's token was sent to undo what it set (see spent).
+type undoneError struct{ error }
+
+func (e undoneError) Unwrap() error { return e.error }
+
+// spent reports whether err, an attempt's, says a release of the attempt's
+// token was sent to undo it. Such a release may land late, after a later
+// attempt, so Acquire carries the token no further: the release would find
+// that attempt's hold and delete it.
+func spent(err error) bool { return errors.As(err, new(undoneError)) }
+
 // install makes token's hold, confirmed by a call sent at sent, the
-// handle's current hold and puts it into renewal.
+// handle's current hold and puts it into renewal. It fails only with
+// errLateReply, having sent a release of token (see spent).
 func (l *Lock) install(token string, fence int64, sent time.Time) error {
 	h := newHold(l, token, fence, sent)
 	if h.pastDeadline(time.Now()) {
@@ -70,9 +83,15 @@ func cleanupTimeout(ttl time.Duration) time.Duration {
 // an error wrapping [ErrInvalid], [ErrClosed], the Redis error, or
 // [ErrNotAcquired] when the attempt succeeded too late to be trusted (its
 // reply came after the lease's safety deadline) or too few replicas
-// acknowledged it ([WithReplicaAck]). When a
-// failed call may have reached Redis, TryAcquire removes what it may have
-// set before returning.
+// acknowledged it ([WithReplicaAck]). When a failed call may have reached
+// Redis, TryAcquire removes what it may have set before returning.
+//
+// That removal can be overtaken: an acquire call cut on the wire (its
+// bytes still in flight when go-redis gave it up) may reach Redis after
+// the removal, and then sets the key with a token nobody holds. Nobody is
+// granted the lock twice by it, but the key keeps others out until its TTL
+// runs out: at most one TTL. The same holds for the cleanup of an
+// [Lock.Acquire] that gives up.
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	if err := l.begin(); err != nil {
 		return false, err
@@ -87,7 +106,7 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	r, err := l.attempt(ctx, token)
 	switch {
 	case err != nil:
-		if sent(err) {
+		if sent(err) && !spent(err) {
 			l.cleanup(token)
 		}
 		err = fmt.Errorf("lock: acquire %q: %w", l.k.user, err)
@@ -104,15 +123,22 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 var errWaitTimeout = errors.New("lock: wait timeout")
 
 // errLateReply fails an attempt whose success was confirmed only after the
-// hold's safety deadline. It wraps ErrNotAcquired; Acquire retries it.
-var errLateReply = fmt.Errorf("%w: reply arrived after the lease's safety deadline", ErrNotAcquired)
+// hold's safety deadline, and which install then undid. It wraps
+// ErrNotAcquired; Acquire retries it, with a fresh token.
+var errLateReply error = undoneError{fmt.Errorf("%w: reply arrived after the lease's safety deadline", ErrNotAcquired)}
 
 // Acquire waits until the lock is held, ctx is done, or the wait timeout
 // ([WithWaitTimeout]) passes. Between attempts it sleeps with jittered
 // exponential backoff ([WithBackoff]), never past the holder's remaining TTL,
-// and wakes at once when a holder releases ([WithNotify]). Every attempt of
-// one Acquire carries the same token, so an attempt whose reply was lost but
-// which took the lock is confirmed by the next.
+// and wakes at once when a holder releases ([WithNotify]). The attempts of
+// one Acquire carry the same token, so an attempt whose reply was lost but
+// which took the lock is confirmed by the next. Once Acquire has sent a
+// release of its token to undo a success it cannot trust (confirmed after
+// the lease's safety deadline, a hold a release handed over too late, or
+// too few replica acknowledgements with [WithReplicaAck]), the attempts
+// that follow carry a fresh token (for a re-entrant lock, a fresh hold id
+// of the same owner): that release may land late, after a later attempt
+// took the key, and must then find nothing of that attempt's to delete.
 //
 // It returns nil when held; an error wrapping [ErrNotAcquired] when the wait
 // ended, also matching context.Cause(ctx) when ctx ended it; a wrapped Redis
@@ -131,7 +157,7 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	}
 	start := time.Now()
 	l.observe(Event{Kind: EventAcquireStart})
-	attempts, fence, err := l.wait(ctx, token)
+	attempts, token, fence, err := l.wait(ctx, token)
 	if err != nil {
 		l.observe(Event{Kind: EventAcquire, Token: token, Duration: time.Since(start), Attempts: attempts, Err: err})
 		return err
@@ -140,8 +166,9 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	return nil
 }
 
-// wait is Acquire's loop; it returns the attempts made and the fence.
-func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int64, err error) {
+// wait is Acquire's loop; it returns the attempts made, the token of the
+// last (the hold's, on success) and the fence.
+func (l *Lock) wait(ctx context.Context, token string) (attempts int, _ string, fence int64, err error) {
 	wctx := ctx
 	if l.cfg.wait > 0 {
 		var cancel context.CancelFunc
@@ -168,12 +195,17 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 		}
 		if g, ok := w.takeGift(); ok && !g.retry {
 			// A release in this process handed us the lock.
-			err := l.install(token, g.fence, g.sent)
-			if err == nil {
-				return attempts, g.fence, nil
+			ierr := l.install(token, g.fence, g.sent)
+			if ierr == nil {
+				return attempts, token, g.fence, nil
 			}
-			w.endAttempt() // install undid it: claimable again
-			unknown, lastErr = true, err
+			// install undid it, spending the token (see spent): w gets a
+			// fresh one before it is claimable again.
+			unknown, lastErr = false, ierr
+			if err = l.respend(w, &token); err != nil {
+				break
+			}
+			w.endAttempt()
 		} else if ok && g.unknown {
 			// The handoff may have set our token in Redis: if we give up
 			// before an attempt of ours finds out, cleanup must undo it.
@@ -183,21 +215,33 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 		if (n > 0 || w == nil) && w.beginAttempt() {
 			attempts++
 			r, aerr := l.attempt(wctx, token)
+			undone := spent(aerr)
+			if undone {
+				// The attempt undid its success, spending the token: w gets
+				// a fresh one before it is claimable again. Nothing of that
+				// one is out, so no cleanup is owed for it.
+				unknown = false
+				if err = l.respend(w, &token); err != nil {
+					break
+				}
+			}
 			if aerr != nil || !r.ok {
 				w.endAttempt()
 			}
 			switch {
 			case aerr == nil && r.ok:
-				return attempts, r.fence, nil
+				return attempts, token, r.fence, nil
 			case aerr == nil:
 				pttl = r.pttl
 			case wctx.Err() != nil:
-				unknown = unknown || sent(aerr)
+				unknown = unknown || (sent(aerr) && !undone)
 			case !retryable(aerr):
-				l.cleanup(token)
-				return attempts, 0, fmt.Errorf("lock: acquire %q: %w", l.k.user, aerr)
+				if !undone {
+					l.cleanup(token)
+				}
+				return attempts, token, 0, fmt.Errorf("lock: acquire %q: %w", l.k.user, aerr)
 			default:
-				unknown, lastErr = true, aerr
+				unknown, lastErr = unknown || !undone, aerr // nothing is owed for a fresh token
 			}
 		}
 		if wctx.Err() != nil {
@@ -236,14 +280,14 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 		l.cleanup(token)
 	}
 	if err != nil {
-		return attempts, 0, err
+		return attempts, token, 0, err
 	}
 	cause := context.Cause(wctx)
 	if errors.Is(cause, errWaitTimeout) && ctx.Err() == nil {
 		if lastErr != nil {
-			return attempts, 0, fmt.Errorf("lock: acquire %q: %w after %v: %w", l.k.user, ErrNotAcquired, l.cfg.wait, lastErr)
+			return attempts, token, 0, fmt.Errorf("lock: acquire %q: %w after %v: %w", l.k.user, ErrNotAcquired, l.cfg.wait, lastErr)
 		}
-		return attempts, 0, fmt.Errorf("lock: acquire %q: %w after %v", l.k.user, ErrNotAcquired, l.cfg.wait)
+		return attempts, token, 0, fmt.Errorf("lock: acquire %q: %w after %v", l.k.user, ErrNotAcquired, l.cfg.wait)
 	}
 	// Match both ctx.Err() and, when the canceller gave one, its cause.
 	ended := ctx.Err()
@@ -251,9 +295,24 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 		ended = fmt.Errorf("%w (%w)", ended, cause)
 	}
 	if lastErr != nil {
-		return attempts, 0, fmt.Errorf("lock: acquire %q: %w: %w (last error: %w)", l.k.user, ErrNotAcquired, ended, lastErr)
+		return attempts, token, 0, fmt.Errorf("lock: acquire %q: %w: %w (last error: %w)", l.k.user, ErrNotAcquired, ended, lastErr)
 	}
-	return attempts, 0, fmt.Errorf("lock: acquire %q: %w: %w", l.k.user, ErrNotAcquired, ended)
+	return attempts, token, 0, fmt.Errorf("lock: acquire %q: %w: %w", l.k.user, ErrNotAcquired, ended)
+}
+
+// respend replaces *token, which an undo has spent (see spent), with a
+// fresh one for the next attempts of an Acquire, and gives that to w, which
+// must not be claimable meanwhile (a release would hand it the hold under
+// the spent token). A re-entrant lock gets a fresh hold id of the same
+// owner.
+func (l *Lock) respend(w *waiter, token *string) error {
+	fresh, err := l.newToken()
+	if err != nil {
+		return err
+	}
+	*token = fresh
+	w.retoken(fresh)
+	return nil
 }
 
 // backoff returns the n-th sleep: uniform in [min, min(max, min·2^n)].

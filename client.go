@@ -78,11 +78,17 @@ func (c *Client) zero() bool { return c == nil || c.cancel == nil }
 // timeouts). It waits at most 100ms for the subscriptions: one still
 // connecting to a stopped server holds go-redis's PubSub until the server
 // answers or go-redis's read timeout passes, and its goroutine ends then,
-// after Close has returned. It is idempotent and always returns nil, also on a zero or nil
-// Client. Locks still held are no longer renewed: their Lost channels close
-// at their safety deadlines. Afterwards Acquire, TryAcquire, Extend and WithLock return
-// [ErrClosed]; Release still deletes a hold, so shutdown order strands
-// nothing. Close does not close the redis client.
+// after Close has returned. It is idempotent and always returns nil, also on
+// a zero or nil Client.
+//
+// Locks still held are no longer renewed: their Lost channels close at
+// their safety deadlines, also while Close waits. Each hold gets a timer
+// for its deadline before Close waits for anything; a hold whose renewal
+// call is out is watched by that call until it returns (see renew.go), and
+// gets its timer then, at the deadline the call's answer leaves it.
+// Afterwards Acquire, TryAcquire, Extend and WithLock return [ErrClosed];
+// Release still deletes a hold, so shutdown order strands nothing. Close
+// does not close the redis client.
 func (c *Client) Close() error {
 	if c.zero() {
 		return nil // nothing was started
@@ -90,12 +96,14 @@ func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	c.renewal.mu.Lock() // orders every renewal.add before the wait below
-	c.renewal.mu.Unlock()
 	c.cancel()
+	// Before any wait: a renewal call out to a stalled server can keep the
+	// loop's goroutines for seconds, and holds on healthy servers must be
+	// watched meanwhile. abandon also orders every renewal.add before the
+	// wait below (it takes renewal.mu after closed is set).
+	c.renewal.abandon()
 	c.notifier.close()
 	c.wg.Wait()
-	c.renewal.abandon()
 	return nil
 }
 

@@ -107,6 +107,18 @@ func (w *waiter) beginAttempt() bool {
 	return true
 }
 
+// retoken makes token the one a release hands w the hold under: its
+// Acquire's earlier token was spent by an undo. Called while w is not
+// claimable, so no handoff is out with the old one.
+func (w *waiter) retoken(token string) {
+	if w == nil {
+		return
+	}
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	w.token = token
+}
+
 // endAttempt makes w claimable again after its own attempt failed.
 func (w *waiter) endAttempt() {
 	if w == nil {

@@ -183,6 +183,15 @@ func (h *hold) active() bool {
 	return !h.ended
 }
 
+// givenUp reports whether a Release of h has begun, or h has ended
+// (released or lost): whatever that Release's outcome, the hold is no
+// longer the caller's, and Extend and TTL refuse it.
+func (h *hold) givenUp() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.releasing || h.ended
+}
+
 // beginRelease marks a Release as out; it reports whether the hold had
 // already ended (released or lost).
 func (h *hold) beginRelease() (ended bool) {

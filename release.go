@@ -87,6 +87,13 @@ func (l *Lock) Release(ctx context.Context) error {
 // wrapping [ErrNotHeld] when the hold is gone or someone else's (reporting
 // it lost) or was reported lost before the reply came, [ErrInvalid] for
 // ttl < 1ms, [ErrClosed] after Close, or the Redis error.
+//
+// Once a Release of the hold has begun, whatever its outcome, the hold is
+// no longer the caller's: it is out of renewal and its [Lock.Lost] never
+// closes, so Extend returns ErrNotHeld without asking Redis. It does so
+// too when such a Release begins while its own call is out: that call may
+// still set ttl on what a failed Release left in Redis, which then lives at
+// most ttl and is nobody's hold. [Lock.TTL] follows the same rule.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.usable(); err != nil {
 		return err
@@ -101,12 +108,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if h == nil {
 		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
 	}
-	if lost := h.lostErr(); lost != nil {
-		// Declared lost: extending now would revive a hold nobody renews.
-		return fmt.Errorf("lock: extend %q: %w: %w", l.k.user, ErrNotHeld, lost)
-	}
-	if l.cfg.ownerSet && !h.active() {
-		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
+	if err := l.notHeld("extend", h); err != nil {
+		// Extending now would revive a hold nobody renews.
+		return err
 	}
 	start := time.Now()
 	l.c.renewal.extending(h, ttl, start)
@@ -121,12 +125,10 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		err = fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
 	default:
 		l.c.renewal.extended(h, ttl, start, nil)
-		if lost := h.lostErr(); lost != nil {
-			// Answered after the hold was given up: its deadline, lowered
-			// when this call went out, passed first, and nothing renews
-			// the hold now.
-			err = fmt.Errorf("lock: extend %q: %w: %w", l.k.user, ErrNotHeld, lost)
-		}
+		// Answered after the hold was given up (its deadline, lowered when
+		// this call went out, passed first, or a Release began): nothing
+		// renews the hold now, and what this call extended is nobody's.
+		err = l.notHeld("extend", h)
 	}
 	l.observe(Event{Kind: EventExtend, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
 	return err
@@ -136,13 +138,22 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // Redis. It returns an error wrapping [ErrNotHeld] when the hold is gone or
 // someone else's (reporting it lost), or the Redis error. A hold someone
 // made persistent reports -1.
+//
+// Like [Lock.Extend], TTL returns ErrNotHeld without asking Redis once the
+// hold was reported lost or a Release of it has begun, whatever that
+// Release's outcome, and when such a Release begins while its call is
+// out: what a failed Release left in Redis is nobody's hold, and a time
+// left on it would read as one.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.usable(); err != nil {
 		return 0, err
 	}
 	h := l.hold()
-	if h == nil || (l.cfg.ownerSet && !h.active()) {
+	if h == nil {
 		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
+	}
+	if err := l.notHeld("ttl", h); err != nil {
+		return 0, err
 	}
 	d, err := l.be.pttl(ctx, &l.k, h.token)
 	// A flag, not st != 0: extendGone is the zero extendStatus.
@@ -161,5 +172,21 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	case err != nil:
 		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, err)
 	}
+	if err := l.notHeld("ttl", h); err != nil {
+		return 0, err // given up while the call was out
+	}
 	return d, nil
+}
+
+// notHeld returns the error Extend and TTL (op) return for a hold that is
+// no longer the caller's: reported lost, or a Release of it begun, whatever
+// that Release's outcome (see hold.givenUp); nil while the hold is live.
+func (l *Lock) notHeld(op string, h *hold) error {
+	if lost := h.lostErr(); lost != nil {
+		return fmt.Errorf("lock: %s %q: %w: %w", op, l.k.user, ErrNotHeld, lost)
+	}
+	if h.givenUp() {
+		return fmt.Errorf("lock: %s %q: %w: released", op, l.k.user, ErrNotHeld)
+	}
+	return nil
 }

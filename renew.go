@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
@@ -152,6 +151,7 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sentAt int64, st []extend
 	closing := r.c.ctx.Err() != nil
 	var lost []lossNote
 	var failed []int
+	var left []*hold // after Close: timers, not the heap
 	r.mu.Lock()
 	for i, h := range hs {
 		h.inFlight = false
@@ -178,13 +178,13 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sentAt int64, st []extend
 			}
 			h.sentAt, h.deadline, h.lastErr = sentAt, dl, nil
 			h.next = nextFor(h, renewAt)
-			heap.Push(&r.q, h)
+			r.requeue(h, &left)
 		case errs[i] == nil:
 			h.registered = false
 			lost = append(lost, lossNote{h, lossReason(st[i], now, h.capped(h.ttl), h.sentAt), nil})
 		case closing:
 			h.next = h.deadline
-			heap.Push(&r.q, h)
+			r.requeue(h, &left)
 		default:
 			h.lastErr = errs[i]
 			failed = append(failed, i)
@@ -194,11 +194,14 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sentAt int64, st []extend
 				continue
 			}
 			h.next = nextFor(h, min(later(now, retryInterval(h.capped(h.ttl))), h.deadline))
-			heap.Push(&r.q, h)
+			r.requeue(h, &left)
 		}
 	}
 	r.mu.Unlock()
 	r.wake()
+	for _, h := range left {
+		h.abandon()
+	}
 	for _, i := range failed {
 		h := hs[i]
 		if o := h.l.cfg.observer; o != nil {

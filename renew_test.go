@@ -1,6 +1,7 @@
 package lock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -282,22 +283,12 @@ func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
 	c := newClient(t, rdb)
 
 	// Three holds on each master.
+	locks := holdsPerMaster(t, cl, c, 3, ttl)
 	master := map[string]*redistest.Server{} // by lock key
-	locks := map[*redistest.Server][]*lock.Lock{}
-	for i := 0; len(master) < 9; i++ {
-		if i == 1000 {
-			t.Fatalf("1000 keys cover %d masters, want 3", len(locks))
+	for srv, ls := range locks {
+		for _, l := range ls {
+			master[lockKey(l.Key())] = srv
 		}
-		key := fmt.Sprintf("%s:%d", keyFor(t), i)
-		srv, err := cl.MasterForKey(ctx, lockKey(key))
-		must(t, "MasterForKey()", err)
-		if len(locks[srv]) == 3 {
-			continue
-		}
-		l := c.NewLock(key, lock.WithTTL(ttl))
-		must(t, "Acquire()", l.Acquire(ctx))
-		master[lockKey(key)] = srv
-		locks[srv] = append(locks[srv], l)
 	}
 
 	var stalled *redistest.Server
@@ -355,4 +346,101 @@ func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
 			t.Fatalf("renewal pipeline %d went to %d masters, want 1: %v", i, len(to), keys)
 		}
 	}
+}
+
+// TestRenewal_failedShorterWriteLandingLate: the renewal rules take a write
+// (Extend or renewal) whose call failed to have landed, if at all, before
+// the failure was reported, so that a write sent afterwards overrides it.
+// TCP does not promise that across connections: a segment still being
+// retransmitted when go-redis times the call out (and closes the
+// connection) reaches Redis all the same, possibly after the next call made
+// on a fresh connection. Here the failed write sets the shorter TTL and
+// lands after a confirmed write with the longer one; once the short TTL
+// runs out and another client takes the key, the first handle's Lost() must
+// already be closed.
+func TestRenewal_failedShorterWriteLandingLate(t *testing.T) {
+	ctx := context.Background()
+	sha := []byte(luascripts.Extend.Hash())
+	src := []byte("extend.lua")
+	extendScript := func(p []byte) bool { return bytes.Contains(p, sha) || bytes.Contains(p, src) }
+
+	// start returns a Client whose calls time out after 200ms and are not
+	// resent by go-redis, its writes open to ls, and a client to the same
+	// server for the test's own calls.
+	start := func(t *testing.T, opts ...lock.Option) (*lock.Client, *lateSegments, *redis.Client) {
+		t.Helper()
+		srv := redistest.Start(t, redistest.Config{})
+		opt := srv.Options()
+		opt.ReadTimeout, opt.MaxRetries = 200*time.Millisecond, -1
+		rdb := redis.NewClient(opt)
+		t.Cleanup(func() { rdb.Close() })
+		ls := newLateSegments(t)
+		rdb.AddHook(ls)
+		obs := srv.Client(t)
+		// Loaded: a held EVALSHA must not meet NOSCRIPT when it lands.
+		must(t, "SCRIPT LOAD", luascripts.Extend.Load(ctx, obs).Err())
+		return newClient(t, rdb, opts...), ls, obs
+	}
+	// landLate waits until no renewal is out, lets the held write land,
+	// and has another client try the key once its short TTL has run out.
+	landLate := func(t *testing.T, l *lock.Lock, ls *lateSegments, obs *redis.Client, short time.Duration) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ls.out.Load() > 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("a renewal is still out after 5s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		ls.deliver()
+		takeOver(t, newClient(t, obs), obs, l, short+2*time.Second,
+			fmt.Sprintf("the failed write (TTL %v) landed late", short))
+	}
+
+	t.Run("extend", func(t *testing.T) {
+		// TTL 30s. Extend(1s) fails on its read timeout while its bytes
+		// are still on the wire; the renewal sent at once after the
+		// failure (TTL 30s) is answered; then the Extend lands.
+		const short = time.Second
+		c, ls, obs := start(t)
+		l := c.NewLock(keyFor(t), lock.WithTTL(30*time.Second))
+		must(t, "Acquire()", l.Acquire(ctx))
+		ls.holdNext(extendScript)
+		before := ls.answered.Load()
+		if err := l.Extend(ctx, short); err == nil {
+			t.Fatal("Extend() = nil, want its read timeout")
+		}
+		for deadline := time.Now().Add(5 * time.Second); ls.answered.Load() == before; {
+			if time.Now().After(deadline) {
+				t.Fatal("no renewal after the failed Extend")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		landLate(t, l, ls, obs, short)
+	})
+
+	t.Run("renewal", func(t *testing.T) {
+		// TTL 3s. The renewal at 1s fails on its read timeout while its
+		// bytes are still on the wire; Extend(30s) is sent at once (the
+		// retry is due 250ms later) and confirmed; then the renewal lands.
+		const ttl = 3 * time.Second
+		failed := make(chan struct{}, 1)
+		c, ls, obs := start(t, lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
+			if e.Kind == lock.EventRenewalFailed {
+				select {
+				case failed <- struct{}{}:
+				default:
+				}
+			}
+		})))
+		l := c.NewLock(keyFor(t), lock.WithTTL(ttl))
+		ls.holdNext(extendScript)
+		must(t, "Acquire()", l.Acquire(ctx))
+		select {
+		case <-failed:
+		case <-time.After(ttl):
+			t.Fatal("no failed renewal within the TTL")
+		}
+		must(t, "Extend()", l.Extend(ctx, 30*time.Second))
+		landLate(t, l, ls, obs, ttl)
+	})
 }

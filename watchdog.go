@@ -52,8 +52,9 @@ func nextFor(h *hold, renewAt int64) int64 {
 // add puts a new hold into the loop, starting the loop on first use.
 func (r *renewal) add(h *hold) {
 	r.mu.Lock()
-	// Close sets closed, then takes r.mu before it waits for the loop: an
-	// add that sees closed false here has started the loop before that wait.
+	// Close sets closed, then takes r.mu (in abandon) before it waits for
+	// the loop: an add that sees neither has started the loop before that
+	// wait, and abandon finds its hold in the heap.
 	if r.abandoned || r.c.closed.Load() {
 		r.mu.Unlock()
 		h.abandon()
@@ -271,8 +272,11 @@ func (r *renewal) renewalDue(h *hold) bool {
 	return h.l.cfg.watchdog && h.next < h.deadline && h.next < h.capAt
 }
 
-// abandon runs at Close, after the loop has stopped: every hold left is no
-// longer renewed, so each gets a timer that reports it lost at its deadline.
+// abandon runs at Close, before it waits for the loop and the renewal
+// calls out: no hold is renewed any more, so each in the heap gets a timer
+// that reports it lost at its deadline. A hold whose renewal call is out
+// stays with that call's watch, and apply gives it its timer when the call
+// returns (see requeue).
 func (r *renewal) abandon() {
 	r.mu.Lock()
 	r.abandoned = true
@@ -286,6 +290,18 @@ func (r *renewal) abandon() {
 	for _, h := range hs {
 		h.abandon()
 	}
+}
+
+// requeue puts h back in the heap, or, once Close has abandoned the heap,
+// appends it to left, for the caller to arm its deadline timer (abandon)
+// after releasing r.mu. Callers hold r.mu.
+func (r *renewal) requeue(h *hold, left *[]*hold) {
+	if r.abandoned {
+		h.registered = false
+		*left = append(*left, h)
+		return
+	}
+	heap.Push(&r.q, h)
 }
 
 // abandon arms the timer that reports h lost at its deadline, renewal having
