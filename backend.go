@@ -226,30 +226,13 @@ func ttlArg(d time.Duration) any {
 var defaultTTLArg any = ms(DefaultTTL)
 
 func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
-	v, err := b.run(ctx, scriptAcquire, k.acquireKeys(),
-		token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Result()
+	n, err := b.run(ctx, scriptAcquire, k.acquireKeys(),
+		token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Int64()
 	if err != nil {
 		return acquireResult{}, err
 	}
-	return parseAcquire(v)
-}
-
-// parseAcquire reads acquire.lua's reply, {status, value}, without the
-// allocation of Cmd.Int64Slice.
-func parseAcquire(v any) (acquireResult, error) {
-	r, ok := v.([]any)
-	if !ok || len(r) != 2 {
-		return acquireResult{}, fmt.Errorf("lock: unexpected acquire reply %v", v)
-	}
-	status, ok1 := r[0].(int64)
-	value, ok2 := r[1].(int64)
-	switch {
-	case !ok1 || !ok2 || status < 0 || status > 2:
-		return acquireResult{}, fmt.Errorf("lock: unexpected acquire reply %v", v)
-	case status == 0:
-		return acquireResult{pttl: time.Duration(max(value, 0)) * time.Millisecond}, nil
-	}
-	return acquireResult{ok: true, fence: value}, nil
+	ok, fence, left := luascripts.AcquireReply(n)
+	return acquireResult{ok: ok, fence: fence, pttl: left}, nil
 }
 
 func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {

@@ -189,9 +189,11 @@ func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = 
 
 // WithFencing sets whether each acquisition increments the key's fencing
 // counter (default on; see [Lock.Fence]). The counter is a small Redis key,
-// P{K}:fence, that never expires (it must not go backwards); turn fencing off
-// for locks over an unbounded set of keys whose holders do not need a fence.
-// Off, Fence returns 0.
+// P{K}:fence, that lives a minute from its creation, so keys used once leave
+// nothing behind; a missing counter restarts from the server's clock in
+// microseconds, so fences keep increasing across its expiry (SAFETY.md
+// states the assumptions: a server clock that does not go back). Off, Fence
+// returns 0 and no counter is written.
 func WithFencing(on bool) Option { return func(c *config) { c.fencing = on } }
 
 // WithCoalescing sets whether a lock's calls may share round trips with
