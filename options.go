@@ -7,6 +7,22 @@ import (
 	"time"
 )
 
+// MinTTL is the shortest lease [WithTTL] and [Lock.Extend] accept; shorter
+// ones are [ErrInvalid]. A hold is renewed every TTL/3 and given up TTL/10 +
+// 2ms before its TTL runs out, so each renewal's round trip, with the
+// scheduling of the goroutines at both ends, must fit in about half the
+// TTL; a shorter lease is reported lost ("unreachable", "expired") by a
+// pause that a healthy system takes in its stride. Measured on a 2-core VM
+// shared with other work, holders renewing for 2-4s against a local Redis:
+// 50 holders lost every 5ms and 10ms lease and, in one round of three,
+// every 20ms one; 300 holders under the race detector lost every 20ms lease,
+// and 50ms ones in one run of several, never 100ms ones. 100ms also leaves
+// room for the stalls Redis itself takes, such as the fork of a BGSAVE
+// (about 10-20ms per GB of data). No TTL survives an overloaded machine
+// (with two more CPU-bound processes on those two cores, 100ms and 200ms
+// leases were lost too): pick one well above the worst pause you expect.
+const MinTTL = 100 * time.Millisecond
+
 // Defaults, documented on the options that change them.
 const (
 	DefaultTTL        = 30 * time.Second
@@ -89,8 +105,8 @@ func (cfg config) with(opts []Option) config {
 // validate reports the first out-of-range value, wrapping ErrInvalid.
 func (cfg *config) validate() error {
 	switch {
-	case cfg.ttl < time.Millisecond:
-		return invalidf("ttl %v: must be at least 1ms", cfg.ttl)
+	case cfg.ttl < MinTTL:
+		return ttlError(cfg.ttl)
 	case cfg.wait < 0:
 		return invalidf("wait timeout %v: must not be negative", cfg.wait)
 	case cfg.backoffMin <= 0 || cfg.backoffMax <= 0:
@@ -117,13 +133,20 @@ func (cfg *config) validate() error {
 	return nil
 }
 
+// ttlError is the error for a lease shorter than MinTTL, from WithTTL or
+// Extend.
+func ttlError(ttl time.Duration) error {
+	return invalidf("ttl %v: must be at least %v (MinTTL)", ttl, MinTTL)
+}
+
 // WithTTL sets the lease length: how long Redis keeps the lock if its holder
-// stops renewing it (crash, partition). Default 30s; at least 1ms, counted in
-// whole milliseconds. An acquire whose reply arrives after the lease's safety
-// deadline (TTL less a tenth and 2ms, at most half) is undone and counts as
-// failed, so a TTL must exceed the worst round trip by a wide margin. Pick it well above the worst pause you expect (GC,
-// network, a slow Redis), since a hold that cannot be renewed within it is
-// lost; with the watchdog on, the critical section may run far longer.
+// stops renewing it (crash, partition). Default 30s; at least [MinTTL]
+// (100ms), counted in whole milliseconds. An acquire whose reply arrives
+// after the lease's safety deadline (TTL less a tenth and 2ms) is undone and
+// counts as failed, so a TTL must exceed the worst round trip by a wide
+// margin. Pick it well above the worst pause you expect (GC, network, a slow
+// Redis), since a hold that cannot be renewed within it is lost; with the
+// watchdog on, the critical section may run far longer.
 func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
 
 // WithWatchdog turns renewal on or off. On (the default), the Client renews

@@ -81,7 +81,7 @@ func (l *Lock) Release(ctx context.Context) error {
 // safety deadline forward before the call is sent, and keeps it there if
 // the call fails. It returns an error wrapping [ErrNotHeld] when the hold
 // is gone or someone else's (reporting it lost) or was reported lost before
-// the reply came, [ErrInvalid] for ttl < 1ms, [ErrClosed] after Close, or
+// the reply came, [ErrInvalid] for ttl < [MinTTL], [ErrClosed] after Close, or
 // the Redis error.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.usable(); err != nil {
@@ -90,8 +90,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.c.closed.Load() {
 		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrClosed)
 	}
-	if ttl < time.Millisecond {
-		return fmt.Errorf("lock: extend %q: %w", l.k.user, invalidf("ttl %v: must be at least 1ms", ttl))
+	if ttl < MinTTL {
+		return fmt.Errorf("lock: extend %q: %w", l.k.user, ttlError(ttl))
 	}
 	h := l.hold()
 	if h == nil {
