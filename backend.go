@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +103,13 @@ type scriptBackend struct {
 	co        *lanes // nil: every call is sent on its own (WithCoalescing(false))
 	reentrant bool
 	fencing   bool
+	// unanswered holds, by token, the pipelines still out with an acquire
+	// whose caller left before the reply (see coalescer.do); n counts them.
+	// A release of such a token waits for the pipeline first, so that the
+	// undo of an acquire of unknown outcome never lands before the acquire.
+	mu         sync.Mutex
+	unanswered map[string]<-chan struct{}
+	n          atomic.Int32
 	// evaled marks the scripts this backend has sent whole once. Until then
 	// a call uses EVAL, which also caches the script on the server, so even
 	// the first acquire on a fresh server is one round trip; afterwards it
@@ -129,11 +137,18 @@ var scriptText = func() (t [5]struct{ src, sha any }) {
 	return t
 }()
 
+// scriptCmd is a script call. Every script of ours replies with one
+// integer, which an IntCmd keeps without boxing it.
+type scriptCmd struct{ *redis.IntCmd }
+
+// Int64 returns the reply.
+func (c scriptCmd) Int64() (int64, error) { return c.Result() }
+
 // run sends script i with keys and args and returns its reply.
-func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...any) *redis.Cmd {
+func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...any) scriptCmd {
 	if b.evaled[i].Load() {
 		cmd := b.send(ctx, i, false, keys, args)
-		if !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if err := cmd.Err(); err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return cmd
 		}
 	}
@@ -145,10 +160,18 @@ func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...a
 	return cmd
 }
 
+// leaves marks the scripts whose call may return at the end of its ctx
+// while the shared pipeline carrying it is still out (see coalescer): an
+// acquire (its undo waits for the pipeline, see unanswered), a release (the
+// hold is out of renewal already) and a TTL. An extend or handoff waits for
+// its reply: the renewal loop counts on no write of a hold landing after
+// its call returned, and a handed-over hold must reach its waiter.
+var leaves = [scriptHandoff + 1]bool{scriptAcquire: true, scriptRelease: true, scriptPTTL: true}
+
 // send builds one EVAL or EVALSHA command in a single argument slice and
 // sends it, through the Client's coalescer unless coalescing is off. A
 // release or handoff goes as a onceCmd.
-func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []string, args []any) *redis.Cmd {
+func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []string, args []any) scriptCmd {
 	n := 3 + len(keys) + len(args)
 	var (
 		a    []any
@@ -170,17 +193,22 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 	for _, k := range keys {
 		a = append(a, k)
 	}
-	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	cmd := redis.NewIntCmd(ctx, append(a, args...)...)
 	var c redis.Cmder = cmd
 	if once != nil {
-		once.Cmd, c = cmd, once
+		once.IntCmd, c = cmd, once
 	}
-	if b.co != nil {
-		b.co.lane(ctx, keys[0]).do(ctx, c)
-	} else {
+	if b.co == nil {
 		_ = b.rdb.Process(ctx, c) // the error is in cmd
+		return scriptCmd{cmd}
 	}
-	return cmd
+	if err := b.co.lane(ctx, keys[0]).do(ctx, c, leaves[i]); err != nil {
+		// The call left without its reply; cmd may still get one from a
+		// pipeline, which nobody reads.
+		cmd = redis.NewIntCmd(ctx)
+		cmd.SetErr(err)
+	}
+	return scriptCmd{cmd}
 }
 
 // onceCmd is a command go-redis must not resend after a connection error,
@@ -193,7 +221,7 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 // The other calls — acquire, extend, renewal, TTL — give the same outcome
 // when resent with the same token, so they keep go-redis's retries.
 type onceCmd struct {
-	*redis.Cmd
+	*redis.IntCmd
 	// Room for a release's arguments ("evalsha", sha, 2, two keys, token,
 	// flag), so that the wrapper costs no allocation of its own.
 	argv [7]any
@@ -229,13 +257,62 @@ func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl 
 	n, err := b.run(ctx, scriptAcquire, k.acquireKeys(),
 		token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Int64()
 	if err != nil {
+		var u unansweredError
+		if errors.As(err, &u) {
+			b.leftUnanswered(token, u.settled)
+		}
 		return acquireResult{}, err
 	}
 	ok, fence, left := luascripts.AcquireReply(n)
 	return acquireResult{ok: ok, fence: fence, pttl: left}, nil
 }
 
+// leftUnanswered records that an acquire with token left its pipeline
+// before the reply, until settled closes.
+func (b *scriptBackend) leftUnanswered(token string, settled <-chan struct{}) {
+	b.mu.Lock()
+	if b.unanswered == nil {
+		b.unanswered = map[string]<-chan struct{}{}
+	}
+	b.unanswered[token] = settled
+	b.n.Add(1)
+	b.mu.Unlock()
+	go func() {
+		<-settled
+		b.mu.Lock()
+		if b.unanswered[token] == settled {
+			delete(b.unanswered, token)
+			b.n.Add(-1)
+		}
+		b.mu.Unlock()
+	}()
+}
+
+// awaitAcquire waits until no pipeline carrying an acquire with token is
+// out, or ctx ends (then the release must not be sent: it would land
+// before the acquire it undoes).
+func (b *scriptBackend) awaitAcquire(ctx context.Context, token string) error {
+	if b.n.Load() == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	settled := b.unanswered[token]
+	b.mu.Unlock()
+	if settled == nil {
+		return nil
+	}
+	select {
+	case <-settled:
+		return nil
+	case <-ctx.Done():
+		return unsentError{context.Cause(ctx)}
+	}
+}
+
 func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
+	if err := b.awaitAcquire(ctx, token); err != nil {
+		return 0, err
+	}
 	n, err := b.run(ctx, scriptRelease, k.releaseKeys(),
 		token, flag(b.reentrant)).Int64()
 	if n == 2 { // one re-entrant level dropped

@@ -185,7 +185,7 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 func (b *watchBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
 		del := new(onceCmd)
-		del.Cmd = redis.NewCmd(ctx, append(del.argv[:0], "del", k.lockName())...)
+		del.IntCmd = redis.NewIntCmd(ctx, append(del.argv[:0], "del", k.lockName())...)
 		_ = p.Process(ctx, del)
 		p.Publish(ctx, k.notifyName(), "released")
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -94,14 +95,31 @@ func (s *fuzzServer) answer(cmd redis.Cmder) {
 		r = s.replies[s.i%len(s.replies)]
 		s.i++
 	}
-	c, ok := cmd.(*redis.Cmd)
-	switch {
-	case !ok:
-		cmd.SetErr(errors.New("fuzz: unexpected command type"))
-	case r.err != nil:
-		c.SetErr(r.err)
-	default:
+	if r.err != nil {
+		cmd.SetErr(r.err)
+		return
+	}
+	switch c := cmd.(type) {
+	case *redis.Cmd: // a renewal, by go-redis's Script
 		c.SetVal(r.val)
+	case interface{ SetVal(int64) }: // an IntCmd, alone or in a onceCmd
+		// What go-redis makes of a reply that is not an integer: an
+		// error (it also reads a decimal string as one).
+		switch v := r.val.(type) {
+		case int64:
+			c.SetVal(v)
+		case string:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				cmd.SetErr(err)
+				return
+			}
+			c.SetVal(n)
+		default:
+			cmd.SetErr(fmt.Errorf("fuzz: not an integer reply: %#v", v))
+		}
+	default:
+		cmd.SetErr(errors.New("fuzz: unexpected command type"))
 	}
 }
 
