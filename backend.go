@@ -242,14 +242,31 @@ func flag(b bool) any {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-// ttlArg is the script argument for ttl in milliseconds. The default TTL's
-// is boxed once; others cost an allocation per call.
+// ttlArg is the script argument for ttl in milliseconds. Converting an
+// int64 to an interface allocates, so the boxed value of the default TTL is
+// kept, and those of the last few other TTLs used (a process uses few).
 func ttlArg(d time.Duration) any {
 	if d == DefaultTTL {
 		return defaultTTLArg
 	}
-	return ms(d)
+	m := ms(d)
+	slot := &ttlArgs[uint64(m)*0x9e3779b97f4a7c15>>58]
+	if b := slot.Load(); b != nil && b.ms == m {
+		return b.v
+	}
+	b := &boxedTTL{ms: m, v: m}
+	slot.Store(b)
+	return b.v
 }
+
+// boxedTTL is a TTL in milliseconds and the same boxed; ttlArgs keeps one
+// per slot, the slot picked by a hash of the TTL.
+type boxedTTL struct {
+	ms int64
+	v  any
+}
+
+var ttlArgs [64]atomic.Pointer[boxedTTL]
 
 var defaultTTLArg any = ms(DefaultTTL)
 
@@ -265,48 +282,6 @@ func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl 
 	}
 	ok, fence, left := luascripts.AcquireReply(n)
 	return acquireResult{ok: ok, fence: fence, pttl: left}, nil
-}
-
-// leftUnanswered records that an acquire with token left its pipeline
-// before the reply, until settled closes.
-func (b *scriptBackend) leftUnanswered(token string, settled <-chan struct{}) {
-	b.mu.Lock()
-	if b.unanswered == nil {
-		b.unanswered = map[string]<-chan struct{}{}
-	}
-	b.unanswered[token] = settled
-	b.n.Add(1)
-	b.mu.Unlock()
-	go func() {
-		<-settled
-		b.mu.Lock()
-		if b.unanswered[token] == settled {
-			delete(b.unanswered, token)
-			b.n.Add(-1)
-		}
-		b.mu.Unlock()
-	}()
-}
-
-// awaitAcquire waits until no pipeline carrying an acquire with token is
-// out, or ctx ends (then the release must not be sent: it would land
-// before the acquire it undoes).
-func (b *scriptBackend) awaitAcquire(ctx context.Context, token string) error {
-	if b.n.Load() == 0 {
-		return nil
-	}
-	b.mu.Lock()
-	settled := b.unanswered[token]
-	b.mu.Unlock()
-	if settled == nil {
-		return nil
-	}
-	select {
-	case <-settled:
-		return nil
-	case <-ctx.Done():
-		return unsentError{context.Cause(ctx)}
-	}
 }
 
 func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
@@ -364,7 +339,7 @@ func (b *scriptBackend) renew(ctx context.Context, items []renewItem, st []exten
 		pipe := b.rdb.Pipeline()
 		for _, i := range which {
 			it := items[i]
-			args := []any{it.token, ms(it.ttl), flag(b.reentrant)}
+			args := []any{it.token, ttlArg(it.ttl), flag(b.reentrant)}
 			if eval {
 				cmds[i] = luascripts.Extend.Eval(ctx, pipe, it.k.lockKeys(), args...)
 			} else {

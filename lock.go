@@ -37,8 +37,7 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 	}
 	l := &Lock{c: c, cfg: &c.cfg}
 	if len(opts) > 0 {
-		cfg := c.cfg.with(opts)
-		l.cfg = &cfg
+		l.cfg = c.cfg.derive(opts)
 	}
 	l.k = makeKeys(l.cfg.prefix, key)
 	l.err = c.err

@@ -102,6 +102,19 @@ func (cfg config) with(opts []Option) config {
 	return cfg
 }
 
+// derive returns a new configuration: cfg with opts applied, in one
+// allocation (a lock's own configuration, from NewLock's options).
+func (cfg *config) derive(opts []Option) *config {
+	d := new(config)
+	*d = *cfg
+	for _, o := range opts {
+		if o != nil {
+			o(d)
+		}
+	}
+	return d
+}
+
 // validate reports the first out-of-range value, wrapping ErrInvalid.
 func (cfg *config) validate() error {
 	switch {
