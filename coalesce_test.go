@@ -313,15 +313,35 @@ func TestCoalescingQueuedCancel(t *testing.T) {
 	})
 }
 
-// pipeGate holds script calls: those sent alone until openSingle, those in
-// a pipeline until openPipes. It counts the pipelines it holds.
+// pipeGate holds script calls: those sent alone until single closes, those
+// in a pipeline until openPipes. It counts the pipelines it holds.
 type pipeGate struct {
 	single, pipes chan struct{}
+	once          sync.Once
 	held          atomic.Int32
 }
 
-func newPipeGate() *pipeGate {
-	return &pipeGate{single: make(chan struct{}), pipes: make(chan struct{})}
+// addPipeGate adds a pipeGate to rdb; its pipelines go at cleanup, also
+// when the test fails.
+func addPipeGate(t *testing.T, rdb *redis.Client) *pipeGate {
+	g := &pipeGate{single: make(chan struct{}), pipes: make(chan struct{})}
+	rdb.AddHook(g)
+	t.Cleanup(g.openPipes)
+	return g
+}
+
+func (g *pipeGate) openPipes() { g.once.Do(func() { close(g.pipes) }) }
+
+// eventually fails the test unless cond holds within 10s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func isScript(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" || cmd.Name() == "eval" }
@@ -368,13 +388,7 @@ func ridePipeline(t *testing.T, c *lock.Client, g *pipeGate, calls ...func()) {
 	waitLoad(t, c, len(fillers)+len(calls))
 	close(g.single)
 	wg.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for g.held.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the queued calls did not go out as a pipeline")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the queued calls go out as a pipeline", func() bool { return g.held.Load() > 0 })
 	t.Cleanup(func() {
 		for _, l := range fillers {
 			_ = l.Release(ctx)
@@ -394,16 +408,7 @@ func TestCoalescing_sentCallLeavesAtItsCtxEnd(t *testing.T) {
 		must(t, "Acquire()", held.Acquire(ctx))
 		released := c.NewLock(keyFor(t) + ":release")
 		must(t, "Acquire()", released.Acquire(ctx))
-		g := newPipeGate()
-		rdb.AddHook(g)
-		t.Cleanup(func() { // also when the test fails
-			select {
-			case <-g.pipes:
-			default:
-				close(g.pipes)
-			}
-		})
-
+		g := addPipeGate(t, rdb)
 		ttlCtx, endTTL := context.WithCancel(ctx)
 		relCtx, endRel := context.WithCancel(ctx)
 		ttlErr, relErr := make(chan error, 1), make(chan error, 1)
@@ -423,14 +428,9 @@ func TestCoalescing_sentCallLeavesAtItsCtxEnd(t *testing.T) {
 		if n := g.held.Load(); n != 1 {
 			t.Fatalf("%d pipelines held, want the one the calls rode", n)
 		}
-		close(g.pipes)
-		deadline := time.Now().Add(10 * time.Second)
-		for tg.rdb.Exists(ctx, lockKey(released.Key())).Val() != 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the release that left its pipeline never took effect once the pipeline went through")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		g.openPipes()
+		eventually(t, "the release that left its pipeline takes effect once the pipeline goes through",
+			func() bool { return tg.rdb.Exists(ctx, lockKey(released.Key())).Val() == 0 })
 		d, err := held.TTL(ctx)
 		if err != nil || d <= 0 {
 			t.Fatalf("TTL() once the pipeline is through = %v, %v; want the time left", d, err)
@@ -447,15 +447,7 @@ func TestCoalescing_undoWaitsForAnUnansweredAcquire(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rdb, c := warmClient(t, tg)
-		g := newPipeGate()
-		rdb.AddHook(g)
-		t.Cleanup(func() {
-			select {
-			case <-g.pipes:
-			default:
-				close(g.pipes)
-			}
-		})
+		g := addPipeGate(t, rdb)
 		l := c.NewLock(keyFor(t))
 		acqCtx, endAcq := context.WithCancel(ctx)
 		type result struct {
@@ -468,14 +460,9 @@ func TestCoalescing_undoWaitsForAnUnansweredAcquire(t *testing.T) {
 			done <- result{ok, err}
 		})
 		endAcq()
-		deadline := time.Now().Add(5 * time.Second)
-		for lock.UnansweredAcquires(c) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the acquire did not leave its held pipeline within 5s of its ctx's end")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		close(g.pipes) // the acquire lands now, after its caller left
+		eventually(t, "the acquire leaves its held pipeline at its ctx's end",
+			func() bool { return lock.UnansweredAcquires(c) > 0 })
+		g.openPipes() // the acquire lands now, after its caller left
 		var r result
 		select {
 		case r = <-done:
@@ -488,13 +475,7 @@ func TestCoalescing_undoWaitsForAnUnansweredAcquire(t *testing.T) {
 		wantErr(t, "TryAcquire()", r.err, context.Canceled)
 		// Once the pipeline is done, the late acquire has landed: the undo
 		// must have come after it.
-		deadline = time.Now().Add(10 * time.Second)
-		for lock.UnansweredAcquires(c) != 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the pipeline with the acquire did not finish")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		eventually(t, "the pipeline with the acquire finishes", func() bool { return lock.UnansweredAcquires(c) == 0 })
 		tg.wantFree(t, l.Key(), "after an acquire of unknown outcome was undone")
 	})
 }
