@@ -75,3 +75,17 @@ func OnGiftTaken(c *Client, fn func()) {
 // CoalescerLimit reports, for tests, how many sends a coalescer lets out
 // at once before calls queue up.
 func CoalescerLimit() int { return newCoalescer(nil).limit }
+
+// UnansweredAcquires reports, for tests, how many acquires of c left a
+// shared pipeline before its reply and wait for it to finish.
+func UnansweredAcquires(c *Client) int {
+	c.beMu.Lock()
+	defer c.beMu.Unlock()
+	n := 0
+	for _, be := range c.backends {
+		if sb, ok := be.(*scriptBackend); ok {
+			n += int(sb.n.Load())
+		}
+	}
+	return n
+}

@@ -37,8 +37,7 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 	}
 	l := &Lock{c: c, cfg: &c.cfg}
 	if len(opts) > 0 {
-		cfg := c.cfg.with(opts)
-		l.cfg = &cfg
+		l.cfg = c.cfg.derive(opts)
 	}
 	l.k = makeKeys(l.cfg.prefix, key)
 	l.err = c.err
@@ -93,7 +92,10 @@ func (l *Lock) publicToken(token string) string {
 // Fence returns the fencing token of the current or last hold: a number that
 // strictly increases with each acquisition of the key, to be passed to a
 // downstream store that rejects writes carrying an older fence than it has
-// seen. 0 before the first acquisition, or with [WithFencing](false).
+// seen. Nested re-entrant holds ([WithOwner]) share their outermost hold's
+// fence. Fences are large (a counter starts from the server's clock in
+// microseconds) and leave gaps. 0 before the first acquisition, or with
+// [WithFencing](false).
 func (l *Lock) Fence() int64 {
 	if h := l.hold(); h != nil {
 		return h.fence

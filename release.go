@@ -86,7 +86,7 @@ func (l *Lock) Release(ctx context.Context) error {
 // a third of ttl and declared lost by what ttl leaves. It returns an error
 // wrapping [ErrNotHeld] when the hold is gone or someone else's (reporting
 // it lost) or was reported lost before the reply came, [ErrInvalid] for
-// ttl < 1ms, [ErrClosed] after Close, or the Redis error.
+// ttl < [MinTTL], [ErrClosed] after Close, or the Redis error.
 //
 // Once a Release of the hold has begun, whatever its outcome, the hold is
 // no longer the caller's: it is out of renewal and its [Lock.Lost] never
@@ -101,8 +101,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.c.closed.Load() {
 		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrClosed)
 	}
-	if ttl < time.Millisecond {
-		return fmt.Errorf("lock: extend %q: %w", l.k.user, invalidf("ttl %v: must be at least 1ms", ttl))
+	if ttl < MinTTL {
+		return fmt.Errorf("lock: extend %q: %w", l.k.user, ttlError(ttl))
 	}
 	h := l.hold()
 	if h == nil {

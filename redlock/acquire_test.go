@@ -104,8 +104,9 @@ func TestLock_TryAcquire_undoesAcquireLandingLate(t *testing.T) {
 func TestLock_TryAcquire_ctxEndsInFenceRound(t *testing.T) {
 	_, nodes := hookableNodes(t, 3)
 	key := keyFor(t)
-	// Counters apart: the fence round has to raise nodes 1 and 2.
-	must(t, "SET fence", nodes[0].Set(context.Background(), lockKey(key)+":fence", 5, 0).Err())
+	// Counters apart: the fence round has to raise nodes 1 and 2 (node 0's
+	// counter is far ahead of the clock the others restart from).
+	must(t, "SET fence", nodes[0].Set(context.Background(), lockKey(key)+":fence", 2*luascripts.Clocked, time.Minute).Err())
 	raise := hookScript(t, nodes[1], luascripts.FenceRaise, false, first(1))
 	c := newClient(t, nodes, redlock.WithQuorum(3), redlock.WithNodeTimeout(5*time.Second), redlock.WithTTL(time.Minute))
 	errCause := errors.New("caller gave up")

@@ -17,6 +17,9 @@ const (
 	DefaultPrefix      = lock.DefaultPrefix
 	DefaultDriftFactor = 0.01
 	DefaultNodeTimeout = 100 * time.Millisecond
+	// MinTTL is the shortest lease WithTTL and Extend accept, as in the
+	// core ([lock.MinTTL], which says how it was chosen).
+	MinTTL = lock.MinTTL
 )
 
 // Option configures a [Client] (as the default for its locks) or one lock
@@ -67,8 +70,8 @@ func (cfg config) with(opts []Option) config {
 // ErrInvalid.
 func (cfg *config) validate(n int) error {
 	switch {
-	case cfg.ttl < time.Millisecond:
-		return invalidf("ttl %v: must be at least 1ms", cfg.ttl)
+	case cfg.ttl < MinTTL:
+		return invalidf("ttl %v: must be at least %v (MinTTL)", cfg.ttl, MinTTL)
 	case cfg.wait < 0:
 		return invalidf("wait timeout %v: must not be negative", cfg.wait)
 	case cfg.backoffMin <= 0 || cfg.backoffMax <= 0:
@@ -115,9 +118,10 @@ func nodeTimeoutFor(nodeTimeout, ttl time.Duration) time.Duration {
 	return max(min(nodeTimeout, ttl/10), time.Millisecond)
 }
 
-// WithTTL sets the lease length on every node. Default 30s; at least 1ms,
-// counted in whole milliseconds, and long enough to leave validity after the
-// drift allowance and two node timeouts. See [lock.WithTTL].
+// WithTTL sets the lease length on every node. Default 30s; at least
+// [MinTTL] (100ms), counted in whole milliseconds, and long enough to leave
+// validity after the drift allowance and two node timeouts. See
+// [lock.WithTTL].
 func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
 
 // WithWatchdog turns renewal on (the default) or off. On, the Client renews

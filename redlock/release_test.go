@@ -97,7 +97,7 @@ func TestLock_Extend_roundBoundedByNewTTL(t *testing.T) {
 	for _, rdb := range nodes {
 		hooks = append(hooks, hookScript(t, rdb, luascripts.Extend, true, every))
 	}
-	const ttl = 50 * time.Millisecond
+	const ttl = redlock.MinTTL
 	done := make(chan error, 1)
 	go func() { done <- l.Extend(ctx, ttl) }()
 	hooks[0].await(t, hooks[0].arrived, "extend at node 0")
