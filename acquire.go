@@ -90,7 +90,7 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 		if sent(err) {
 			l.cleanup(token)
 		}
-		err = fmt.Errorf("lock: acquire %q: %w", l.k.user, err)
+		err = fmt.Errorf("lock: acquire %q: %w", l.k.User, err)
 		l.observe(Event{Kind: EventAcquire, Token: token, Duration: time.Since(start), Attempts: 1, Err: err})
 		return false, err
 	case !r.ok:
@@ -150,10 +150,10 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 	}
 	var w *waiter
 	defer func() { w.leave() }()
-	if l.cfg.notify && l.c.notifier.queued(l.k.notifyName()) {
+	if l.cfg.notify && l.c.notifier.queued(l.k.Notify()) {
 		// Others in this process already wait for this key: queue behind
 		// them instead of racing the one a release is about to wake.
-		w, _ = l.c.notifier.join(l.k.notifyName(), l, token)
+		w, _ = l.c.notifier.join(l.k.Notify(), l, token)
 	}
 
 	var (
@@ -163,7 +163,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 	)
 	for n := 0; ; n++ {
 		if l.c.closed.Load() {
-			err = fmt.Errorf("lock: acquire %q: %w", l.k.user, ErrClosed)
+			err = fmt.Errorf("lock: acquire %q: %w", l.k.User, ErrClosed)
 			break
 		}
 		if g, ok := w.takeGift(); ok && !g.retry {
@@ -191,7 +191,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 				unknown = unknown || sent(aerr)
 			case !retryable(aerr):
 				l.cleanup(token)
-				return attempts, 0, fmt.Errorf("lock: acquire %q: %w", l.k.user, aerr)
+				return attempts, 0, fmt.Errorf("lock: acquire %q: %w", l.k.User, aerr)
 			default:
 				unknown, lastErr = true, aerr
 			}
@@ -201,7 +201,7 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 		}
 		if w == nil && l.cfg.notify {
 			var ready bool
-			w, ready = l.c.notifier.join(l.k.notifyName(), l, token)
+			w, ready = l.c.notifier.join(l.k.Notify(), l, token)
 			if ready && pttl > 0 {
 				// We joined after our failed attempt: a release in between
 				// would be missed, so look once more now that we listen.
@@ -237,9 +237,9 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 	cause := context.Cause(wctx)
 	if errors.Is(cause, errWaitTimeout) && ctx.Err() == nil {
 		if lastErr != nil {
-			return attempts, 0, fmt.Errorf("lock: acquire %q: %w after %v: %w", l.k.user, ErrNotAcquired, l.cfg.wait, lastErr)
+			return attempts, 0, fmt.Errorf("lock: acquire %q: %w after %v: %w", l.k.User, ErrNotAcquired, l.cfg.wait, lastErr)
 		}
-		return attempts, 0, fmt.Errorf("lock: acquire %q: %w after %v", l.k.user, ErrNotAcquired, l.cfg.wait)
+		return attempts, 0, fmt.Errorf("lock: acquire %q: %w after %v", l.k.User, ErrNotAcquired, l.cfg.wait)
 	}
 	// Match both ctx.Err() and, when the canceller gave one, its cause.
 	ended := ctx.Err()
@@ -247,9 +247,9 @@ func (l *Lock) wait(ctx context.Context, token string) (attempts int, fence int6
 		ended = fmt.Errorf("%w (%w)", ended, cause)
 	}
 	if lastErr != nil {
-		return attempts, 0, fmt.Errorf("lock: acquire %q: %w: %w (last error: %w)", l.k.user, ErrNotAcquired, ended, lastErr)
+		return attempts, 0, fmt.Errorf("lock: acquire %q: %w: %w (last error: %w)", l.k.User, ErrNotAcquired, ended, lastErr)
 	}
-	return attempts, 0, fmt.Errorf("lock: acquire %q: %w: %w", l.k.user, ErrNotAcquired, ended)
+	return attempts, 0, fmt.Errorf("lock: acquire %q: %w: %w", l.k.User, ErrNotAcquired, ended)
 }
 
 // backoff returns the n-th sleep: uniform in [min, min(max, min·2^n)].
@@ -259,7 +259,7 @@ func (l *Lock) backoff(n int) time.Duration {
 
 func (l *Lock) observe(e Event) {
 	if o := l.cfg.observer; o != nil {
-		e.Key = l.k.user
+		e.Key = l.k.User
 		e.Token = l.publicToken(e.Token)
 		o.Observe(e)
 	}

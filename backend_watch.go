@@ -29,14 +29,14 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 		pttlc *redis.DurationCmd
 	)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		set = p.SetNX(ctx, k.lockName(), token, ttl)
+		set = p.SetNX(ctx, k.Lock(), token, ttl)
 		if b.fencing {
 			// INCR runs even when SET NX fails, so fences leave gaps, but the
 			// successful SET and its INCR are still one atomic step.
-			incr = p.Incr(ctx, k.fenceName())
+			incr = p.Incr(ctx, k.Fence())
 		}
-		get = p.Get(ctx, k.lockName())
-		pttlc = p.PTTL(ctx, k.lockName())
+		get = p.Get(ctx, k.Lock())
+		pttlc = p.PTTL(ctx, k.Lock())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
@@ -74,7 +74,7 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, fn func(redis.Pipeliner)) (extendStatus, error) {
 	status := extendOK
 	txf := func(tx *redis.Tx) error {
-		v, err := tx.Get(ctx, k.lockName()).Result()
+		v, err := tx.Get(ctx, k.Lock()).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
 			status = extendGone
@@ -95,7 +95,7 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 		return err
 	}
 	for range watchRetries {
-		err := b.rdb.Watch(ctx, txf, k.lockName())
+		err := b.rdb.Watch(ctx, txf, k.Lock())
 		if errors.Is(err, redis.TxFailedErr) {
 			continue
 		}
@@ -119,15 +119,15 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 func (b *watchBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
 		del := new(onceCmd)
-		del.Cmd = redis.NewCmd(ctx, append(del.argv[:0], "del", k.lockName())...)
+		del.Cmd = redis.NewCmd(ctx, append(del.argv[:0], "del", k.Lock())...)
 		_ = p.Process(ctx, del)
-		p.Publish(ctx, k.notifyName(), "released")
+		p.Publish(ctx, k.Notify(), "released")
 	})
 }
 
 func (b *watchBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
-		p.PExpire(ctx, k.lockName(), ttl)
+		p.PExpire(ctx, k.Lock(), ttl)
 	})
 }
 
@@ -137,8 +137,8 @@ func (b *watchBackend) pttl(ctx context.Context, k *keys, token string) (time.Du
 		pttlc *redis.DurationCmd
 	)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, k.lockName())
-		pttlc = p.PTTL(ctx, k.lockName())
+		get = p.Get(ctx, k.Lock())
+		pttlc = p.PTTL(ctx, k.Lock())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {

@@ -1,5 +1,7 @@
 package lock
 
+import "github.com/agentlock/lock/internal/luascripts"
+
 // CoalescerLoad reports, for tests, how many sends the Client's coalescers
 // have out and how many calls wait in their queues, summed over the lanes
 // (one per node on a cluster), and the lengths of the queues that are not
@@ -26,11 +28,11 @@ func CoalescerLoad(c *Client) (out, queued int, queues []int) {
 // IdleWaiters reports, for tests, how many waiters of c wait on key (under
 // the default prefix) between attempts: those a release can hand over to.
 func IdleWaiters(c *Client, key string) int {
-	k := makeKeys(DefaultPrefix, key)
+	k := luascripts.NewKeys(DefaultPrefix, key)
 	n := &c.notifier
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	cs := n.chans[k.notifyName()]
+	cs := n.chans[k.Notify()]
 	if cs == nil {
 		return 0
 	}

@@ -151,12 +151,12 @@ func (l *Lock) handoff(ctx context.Context, h *hold) (found bool, st extendStatu
 	if !ok || sb.reentrant || l.c.closed.Load() {
 		return false, 0, nil
 	}
-	w := l.c.notifier.claim(l.k.notifyName())
+	w := l.c.notifier.claim(l.k.Notify())
 	if w == nil {
 		return false, 0, nil
 	}
 	sent := time.Now()
-	n, err := sb.run(ctx, scriptHandoff, l.k.acquireKeys(),
+	n, err := sb.run(ctx, scriptHandoff, l.k.AcquireKeys(),
 		h.token, w.token, ttlArg(w.l.cfg.ttl), flag(w.l.cfg.fencing)).Int64()
 	switch {
 	case err != nil:

@@ -206,7 +206,7 @@ func (h *hold) lose(reason LossReason, err error, byRelease bool) {
 		return
 	}
 	h.ended = true
-	h.cause = &LostError{Key: h.l.k.user, Reason: reason, Err: err}
+	h.cause = &LostError{Key: h.l.k.User, Reason: reason, Err: err}
 	fns := h.onLost
 	h.onLost = nil
 	cause := h.cause
@@ -221,10 +221,10 @@ func (h *hold) lose(reason LossReason, err error, byRelease bool) {
 	}
 	l := h.l
 	if o := l.cfg.observer; o != nil {
-		o.Observe(Event{Kind: EventLost, Key: l.k.user, Token: l.publicToken(h.token), Fence: h.fence, Err: cause})
+		o.Observe(Event{Kind: EventLost, Key: l.k.User, Token: l.publicToken(h.token), Fence: h.fence, Err: cause})
 	}
 	if lg := l.cfg.logger; lg != nil {
-		lg.Warn("lock lost", slog.String("key", l.k.user), slog.String("reason", reason.String()),
+		lg.Warn("lock lost", slog.String("key", l.k.User), slog.String("reason", reason.String()),
 			slog.Int64("fence", h.fence), slog.Any("err", err))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // Lock is a handle on one distributed lock. It is not held until Acquire or
@@ -33,14 +35,14 @@ type Lock struct {
 // every verb of the handle. NewLock talks to no server and starts nothing.
 func (c *Client) NewLock(key string, opts ...Option) *Lock {
 	if c.zero() {
-		return &Lock{k: keys{user: key}, err: fmt.Errorf("lock: key %q: %w", key, errZeroClient)}
+		return &Lock{k: keys{User: key}, err: fmt.Errorf("lock: key %q: %w", key, errZeroClient)}
 	}
 	l := &Lock{c: c, cfg: &c.cfg}
 	if len(opts) > 0 {
 		cfg := c.cfg.with(opts)
 		l.cfg = &cfg
 	}
-	l.k = makeKeys(l.cfg.prefix, key)
+	l.k = luascripts.NewKeys(l.cfg.prefix, key)
 	l.err = c.err
 	if l.err == nil && len(opts) > 0 {
 		l.err = l.cfg.validate()
@@ -68,7 +70,7 @@ func (l *Lock) Key() string {
 	if l == nil {
 		return ""
 	}
-	return l.k.user
+	return l.k.User
 }
 
 // Token returns the token of the current or last hold: a random UUID v4, or
@@ -140,7 +142,7 @@ func (l *Lock) newToken() (string, error) {
 	// through an io.Reader and costs one more allocation per acquisition.
 	var u uuid.UUID
 	if _, err := rand.Read(u[:]); err != nil {
-		return "", fmt.Errorf("lock: acquire %q: token: %w", l.k.user, err)
+		return "", fmt.Errorf("lock: acquire %q: token: %w", l.k.User, err)
 	}
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
@@ -175,15 +177,15 @@ func (l *Lock) begin() error {
 		return err
 	}
 	if l.c.closed.Load() {
-		return fmt.Errorf("lock: acquire %q: %w", l.k.user, ErrClosed)
+		return fmt.Errorf("lock: acquire %q: %w", l.k.User, ErrClosed)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.busy {
-		return fmt.Errorf("lock: acquire %q: %w: another acquisition on this handle is under way", l.k.user, ErrInvalid)
+		return fmt.Errorf("lock: acquire %q: %w: another acquisition on this handle is under way", l.k.User, ErrInvalid)
 	}
 	if l.h != nil && l.h.active() {
-		return fmt.Errorf("lock: acquire %q: %w: already held by this handle; release it first", l.k.user, ErrInvalid)
+		return fmt.Errorf("lock: acquire %q: %w: already held by this handle; release it first", l.k.User, ErrInvalid)
 	}
 	l.busy = true
 	return nil

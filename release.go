@@ -38,7 +38,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	h := l.hold()
 	if h == nil {
-		return fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
+		return fmt.Errorf("lock: release %q: %w", l.k.User, ErrNotHeld)
 	}
 	h.relMu.Lock()
 	defer h.relMu.Unlock()
@@ -66,10 +66,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	switch {
 	case err != nil:
-		err = fmt.Errorf("lock: release %q: %w", l.k.user, err)
+		err = fmt.Errorf("lock: release %q: %w", l.k.User, err)
 	case st != extendOK:
 		h.lose(l.c.renewal.reason(h, st), nil, true)
-		err = fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
+		err = fmt.Errorf("lock: release %q: %w", l.k.User, ErrNotHeld)
 	}
 	h.finish()
 	l.observe(Event{Kind: EventRelease, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
@@ -88,21 +88,21 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if l.c.closed.Load() {
-		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrClosed)
+		return fmt.Errorf("lock: extend %q: %w", l.k.User, ErrClosed)
 	}
 	if ttl < time.Millisecond {
-		return fmt.Errorf("lock: extend %q: %w", l.k.user, invalidf("ttl %v: must be at least 1ms", ttl))
+		return fmt.Errorf("lock: extend %q: %w", l.k.User, invalidf("ttl %v: must be at least 1ms", ttl))
 	}
 	h := l.hold()
 	if h == nil {
-		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
+		return fmt.Errorf("lock: extend %q: %w", l.k.User, ErrNotHeld)
 	}
 	if lost := h.lostErr(); lost != nil {
 		// Declared lost: extending now would revive a hold nobody renews.
-		return fmt.Errorf("lock: extend %q: %w: %w", l.k.user, ErrNotHeld, lost)
+		return fmt.Errorf("lock: extend %q: %w: %w", l.k.User, ErrNotHeld, lost)
 	}
 	if l.cfg.ownerSet && !h.active() {
-		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
+		return fmt.Errorf("lock: extend %q: %w", l.k.User, ErrNotHeld)
 	}
 	start := time.Now()
 	l.c.renewal.extending(h, ttl, start)
@@ -110,18 +110,18 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	switch {
 	case err != nil:
 		l.c.renewal.extended(h, ttl, start, false)
-		err = fmt.Errorf("lock: extend %q: %w", l.k.user, err)
+		err = fmt.Errorf("lock: extend %q: %w", l.k.User, err)
 	case st != extendOK:
 		l.c.renewal.remove(h)
 		h.markLost(l.c.renewal.reason(h, st), nil)
-		err = fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
+		err = fmt.Errorf("lock: extend %q: %w", l.k.User, ErrNotHeld)
 	default:
 		l.c.renewal.extended(h, ttl, start, true)
 		if lost := h.lostErr(); lost != nil {
 			// Answered after the hold was given up: its deadline, lowered
 			// when this call went out, passed first, and nothing renews
 			// the hold now.
-			err = fmt.Errorf("lock: extend %q: %w: %w", l.k.user, ErrNotHeld, lost)
+			err = fmt.Errorf("lock: extend %q: %w: %w", l.k.User, ErrNotHeld, lost)
 		}
 	}
 	l.observe(Event{Kind: EventExtend, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
@@ -138,7 +138,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	h := l.hold()
 	if h == nil || (l.cfg.ownerSet && !h.active()) {
-		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
+		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.User, ErrNotHeld)
 	}
 	d, err := l.be.pttl(ctx, &l.k, h.token)
 	// A flag, not st != 0: extendGone is the zero extendStatus.
@@ -153,9 +153,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	case notOurs:
 		l.c.renewal.remove(h)
 		h.markLost(l.c.renewal.reason(h, st), nil)
-		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
+		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.User, ErrNotHeld)
 	case err != nil:
-		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, err)
+		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.User, err)
 	}
 	return d, nil
 }

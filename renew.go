@@ -45,7 +45,7 @@ func (r *renewal) send(due []*hold) {
 	for _, h := range due {
 		g := renewGroup{be: h.l.be}
 		if cl != nil {
-			g.node = masterAddr(r.c.ctx, cl, h.l.k.lockName())
+			g.node = masterAddr(r.c.ctx, cl, h.l.k.Lock())
 		}
 		groups[g] = append(groups[g], h)
 	}
@@ -199,10 +199,10 @@ func (r *renewal) apply(hs []*hold, items []renewItem, sent int64, st []extendSt
 	for _, i := range failed {
 		h := hs[i]
 		if o := h.l.cfg.observer; o != nil {
-			o.Observe(Event{Kind: EventRenewalFailed, Key: h.l.k.user, Token: h.l.publicToken(h.token), Fence: h.fence, Err: errs[i]})
+			o.Observe(Event{Kind: EventRenewalFailed, Key: h.l.k.User, Token: h.l.publicToken(h.token), Fence: h.fence, Err: errs[i]})
 		}
 		if lg := h.l.cfg.logger; lg != nil {
-			lg.Warn("lock renewal failed", slog.String("key", h.l.k.user), slog.Any("err", errs[i]))
+			lg.Warn("lock renewal failed", slog.String("key", h.l.k.User), slog.Any("err", errs[i]))
 		}
 	}
 	for _, n := range lost {

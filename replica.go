@@ -11,7 +11,7 @@ import (
 // only counts the writes of the connection it is sent on), for
 // [WithReplicaAck]. Too few acknowledgements undo the acquisition.
 func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, error) {
-	node, err := l.c.masterFor(ctx, l.k.lockName())
+	node, err := l.c.masterFor(ctx, l.k.Lock())
 	if err != nil {
 		return acquireResult{}, err
 	}

@@ -88,7 +88,7 @@ func TestReview_extendOutstandingDuringRenewal(t *testing.T) {
 		}
 		time.Sleep(4500 * time.Millisecond) // t=6s
 		f.mu.Lock()
-		_, live := f.live(l.k.lockName())
+		_, live := f.live(l.k.Lock())
 		f.mu.Unlock()
 		if !live && !isClosedCh(l.Lost()) {
 			t.Fatal("the key expired in Redis at 4s, but at 6s Lost() is still open: the hold is reported held when it is not")
@@ -210,7 +210,7 @@ func TestReview_extendAnsweredDuringRenewal(t *testing.T) {
 		close(gate) // the renewal lands now: TTL 3s again
 		time.Sleep(4500 * time.Millisecond)
 		f.mu.Lock()
-		_, live := f.live(l.k.lockName())
+		_, live := f.live(l.k.Lock())
 		f.mu.Unlock()
 		if !live || isClosedCh(l.Lost()) {
 			t.Fatalf("at 6s: key live %v, Lost() closed %v (%v); want a live hold renewed with the 30s TTL", live, isClosedCh(l.Lost()), l.LostErr())

@@ -49,11 +49,11 @@ func (f *fakeBackend) live(k string) (fakeKey, bool) {
 
 func (f *fakeBackend) acquire(_ context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
 	f.mu.Lock()
-	if v, ok := f.live(k.lockName()); ok && v.token != token {
+	if v, ok := f.live(k.Lock()); ok && v.token != token {
 		f.mu.Unlock()
 		return acquireResult{pttl: time.Until(v.exp)}, nil
 	}
-	f.keys[k.lockName()] = fakeKey{token, time.Now().Add(ttl)}
+	f.keys[k.Lock()] = fakeKey{token, time.Now().Add(ttl)}
 	delay := f.delay
 	f.mu.Unlock()
 	time.Sleep(delay)
@@ -61,7 +61,7 @@ func (f *fakeBackend) acquire(_ context.Context, k *keys, token string, ttl time
 }
 
 func (f *fakeBackend) status(k *keys, token string) extendStatus {
-	v, ok := f.live(k.lockName())
+	v, ok := f.live(k.Lock())
 	switch {
 	case !ok:
 		return extendGone
@@ -76,7 +76,7 @@ func (f *fakeBackend) release(_ context.Context, k *keys, token string) (extendS
 	defer f.mu.Unlock()
 	st := f.status(k, token)
 	if st == extendOK {
-		delete(f.keys, k.lockName())
+		delete(f.keys, k.Lock())
 	}
 	return st, nil
 }
@@ -86,7 +86,7 @@ func (f *fakeBackend) extend(_ context.Context, k *keys, token string, ttl time.
 	defer f.mu.Unlock()
 	st := f.status(k, token)
 	if st == extendOK {
-		f.keys[k.lockName()] = fakeKey{token, time.Now().Add(ttl)}
+		f.keys[k.Lock()] = fakeKey{token, time.Now().Add(ttl)}
 	}
 	return st, nil
 }
@@ -97,7 +97,7 @@ func (f *fakeBackend) pttl(_ context.Context, k *keys, token string) (time.Durat
 	if f.status(k, token) != extendOK {
 		return 0, errNotOurs
 	}
-	return time.Until(f.keys[k.lockName()].exp), nil
+	return time.Until(f.keys[k.Lock()].exp), nil
 }
 
 func (f *fakeBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
@@ -320,9 +320,9 @@ func TestRenewal_keyGoneOrStolen(t *testing.T) {
 				time.Sleep(1500 * time.Millisecond)
 				f.set(func(f *fakeBackend) {
 					if tt.token == "" {
-						delete(f.keys, l.k.lockName())
+						delete(f.keys, l.k.Lock())
 					} else {
-						f.keys[l.k.lockName()] = fakeKey{tt.token, time.Now().Add(time.Hour)}
+						f.keys[l.k.Lock()] = fakeKey{tt.token, time.Now().Add(time.Hour)}
 					}
 				})
 				at := lostAt(t, l, time.Minute).Sub(start)

@@ -44,7 +44,7 @@ func (l *Lock) attempt(ctx context.Context, token string) outcome {
 		fencing = "1"
 	}
 	r := c.fan(ctx, start.Add(l.nodeTimeout), nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
-		v, err := luascripts.Acquire.Run(ctx, rdb, l.acquireKeys, token, l.ttlArg, "0", fencing).Int64Slice()
+		v, err := luascripts.Acquire.Run(ctx, rdb, l.k.AcquireKeys(), token, l.ttlArg, "0", fencing).Int64Slice()
 		if err != nil {
 			return result{err: err}
 		}
@@ -150,7 +150,7 @@ func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fen
 	l.c.fenceRaises.Add(1)
 	deadline := lockutil.MinTime(time.Now().Add(l.nodeTimeout), validUntil)
 	r := l.c.fan(ctx, deadline, low, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
-		v, err := luascripts.FenceRaise.Run(ctx, rdb, l.acquireKeys, token, fence).Int64()
+		v, err := luascripts.FenceRaise.Run(ctx, rdb, l.k.AcquireKeys(), token, fence).Int64()
 		return result{code: v, err: err}
 	})
 	res := r.all(ctx, len(l.c.nodes), low)
@@ -253,7 +253,7 @@ func (l *Lock) wait(ctx context.Context) (attempts int, h *hold, token string, e
 			break
 		}
 		if w == nil && l.cfg.notify {
-			w = l.c.notifier.join(l.notifyKey)
+			w = l.c.notifier.join(l.k.Notify())
 		}
 		d := l.backoff(n)
 		if o.pttl > 0 && o.pttl < d {

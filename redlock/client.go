@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // Client creates quorum locks over N independent Redis nodes (not replicas
@@ -181,11 +182,7 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 		l.err = fmt.Errorf("redlock: key %q: %w", key, l.err)
 		return l
 	}
-	lk := l.cfg.prefix + "{" + key + "}"
-	l.lockKey, l.fenceKey, l.notifyKey = lk, lk+":fence", lk+":notify"
-	l.acquireKeys = []string{lk, l.fenceKey}
-	l.releaseKeys = []string{lk, l.notifyKey}
-	l.extendKeys = []string{lk}
+	l.k = luascripts.NewKeys(l.cfg.prefix, key)
 	l.quorum = l.cfg.quorumOf(len(c.nodes))
 	l.nodeTimeout = effectiveNodeTimeout(&l.cfg)
 	l.ttlArg = strconv.FormatInt(l.cfg.ttl.Milliseconds(), 10)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // Lock is a handle on one quorum lock. It is not held until Acquire or
@@ -21,13 +22,10 @@ type Lock struct {
 	cfg config
 	err error // configuration error, returned by every verb
 
-	lockKey, fenceKey, notifyKey string
-	acquireKeys                  []string // lock, fence
-	releaseKeys                  []string // lock, notify
-	extendKeys                   []string // lock
-	quorum                       int
-	nodeTimeout                  time.Duration
-	ttlArg                       string // the TTL in ms, as a script argument
+	k           luascripts.Keys
+	quorum      int
+	nodeTimeout time.Duration
+	ttlArg      string // the TTL in ms, as a script argument
 
 	mu   sync.Mutex
 	busy bool  // an Acquire or TryAcquire is under way

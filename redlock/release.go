@@ -44,7 +44,7 @@ func (l *Lock) drop(token string, which []int, acq *round, deadline time.Time) [
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel() // by then every call on ctx has replied or passed deadline
 	call := func(ctx context.Context, i int) {
-		v, err := luascripts.Release.Run(ctx, c.nodes[i], l.releaseKeys, token, "0").Int64()
+		v, err := luascripts.Release.Run(ctx, c.nodes[i], l.k.ReleaseKeys(), token, "0").Int64()
 		ch <- result{node: i, code: v, err: err}
 	}
 	for _, i := range which {
@@ -206,7 +206,7 @@ func (l *Lock) extendRound(ctx context.Context, h *hold, ttl time.Duration, dead
 		ttlArg = strconv.FormatInt(ttl.Milliseconds(), 10)
 	}
 	r := l.c.fan(ctx, deadline, nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
-		v, err := luascripts.Extend.Run(ctx, rdb, l.extendKeys, h.token, ttlArg, "0").Int64()
+		v, err := luascripts.Extend.Run(ctx, rdb, l.k.LockKeys(), h.token, ttlArg, "0").Int64()
 		return result{code: v, err: err}
 	})
 	return l.count(r.all(ctx, len(l.c.nodes), nil))
