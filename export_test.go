@@ -29,20 +29,7 @@ func CoalescerLoad(c *Client) (out, queued int, queues []int) {
 // the default prefix) between attempts: those a release can hand over to.
 func IdleWaiters(c *Client, key string) int {
 	k := luascripts.NewKeys(DefaultPrefix, key)
-	n := &c.notifier
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	cs := n.chans[k.Notify()]
-	if cs == nil {
-		return 0
-	}
-	idle := 0
-	for _, w := range cs.waiters {
-		if w.state == waiterIdle {
-			idle++
-		}
-	}
-	return idle
+	return c.eng.Notifier.IdleWaiters(k.Notify())
 }
 
 // each calls fn with every lane made so far.
@@ -61,12 +48,28 @@ func (ls *lanes) each(fn func(*coalescer)) {
 // OnGiftTaken makes every waiter of c call fn after it takes a hold a
 // release handed to it and before it installs that hold, so a test can hold
 // that window open. Set it before any waiter of c starts.
-func OnGiftTaken(c *Client, fn func()) {
-	c.notifier.mu.Lock()
-	c.notifier.giftTaken = fn
-	c.notifier.mu.Unlock()
-}
+func OnGiftTaken(c *Client, fn func()) { c.eng.Notifier.SetGiftHook(fn) }
 
 // CoalescerLimit reports, for tests, how many sends a coalescer lets out
 // at once before calls queue up.
 func CoalescerLimit() int { return newCoalescer(nil).limit }
+
+// newClientWithBackend returns a Client whose every lock talks to be (a
+// fake Redis), without wake-ups: the one seam for the tests of the engine's
+// use by the core. Call it inside a synctest bubble when be keeps time on
+// the fake clock, and Close it there.
+func newClientWithBackend(be backend, opts ...Option) *Client {
+	c := NewClient(nil, append([]Option{WithNotify(false)}, opts...)...)
+	c.err = nil
+	for _, mode := range []ReleaseMode{ReleaseScript, ReleaseWatch} {
+		for _, re := range []bool{false, true} {
+			for _, fe := range []bool{false, true} {
+				for _, co := range []bool{false, true} {
+					c.backends[backendKind{mode, re, fe, co}] = be
+				}
+			}
+		}
+	}
+	c.set = c.settings(c.cfg)
+	return c
+}

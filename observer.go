@@ -1,8 +1,11 @@
 package lock
 
 import (
+	"context"
 	"strconv"
 	"time"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // Observer is told what the locks of a [Client] do, for metrics and
@@ -50,6 +53,11 @@ const (
 	EventRenewalFailed
 	// EventLost: the hold ended involuntarily; Err is the [*LostError].
 	EventLost
+	// EventAttemptFailed: one attempt of Acquire or TryAcquire failed with
+	// Err (Redis unreachable, a transient error reply, a reply too late to
+	// trust); Attempts is its number. Acquire tries again until its wait
+	// ends. An attempt that finds the lock held by another is no failure.
+	EventAttemptFailed
 )
 
 var eventNames = map[EventKind]string{
@@ -59,6 +67,7 @@ var eventNames = map[EventKind]string{
 	EventExtend:        "extend",
 	EventRenewalFailed: "renewal_failed",
 	EventLost:          "lost",
+	EventAttemptFailed: "attempt_failed",
 }
 
 // String returns a short snake_case name, fit for a metric label.
@@ -76,6 +85,18 @@ type Event struct {
 	Token    string        // the hold's token, "" before one exists
 	Fence    int64         // the hold's fence, 0 before one exists
 	Duration time.Duration // time the call took (Acquire: the whole wait)
-	Attempts int           // EventAcquire: tries sent to Redis
+	Attempts int           // EventAcquire: tries sent to Redis; EventAttemptFailed: which one failed
 	Err      error         // nil on success
+	// Ctx is the caller's context for the events of a call (acquire,
+	// attempt, release, extend), so a tracing Observer can join the
+	// caller's trace; nil for background events (renewal failure, loss).
+	Ctx context.Context
+}
+
+// observerFunc adapts o to the engine's events.
+func observerFunc(o Observer) func(lease.Event) {
+	return func(e lease.Event) {
+		o.Observe(Event{Kind: EventKind(e.Kind), Key: e.Key, Token: e.Token, Fence: e.Fence,
+			Duration: e.Duration, Attempts: e.Attempts, Err: e.Err, Ctx: e.Ctx})
+	}
 }

@@ -3,8 +3,9 @@ package lock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // Release gives the lock up: it takes the hold out of renewal, then, if the
@@ -36,44 +37,20 @@ func (l *Lock) Release(ctx context.Context) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	h := l.hold()
-	if h == nil {
-		return fmt.Errorf("lock: release %q: %w", l.k.User, ErrNotHeld)
-	}
-	h.relMu.Lock()
-	defer h.relMu.Unlock()
-	start := time.Now()
-	l.c.renewal.remove(h)
-	// A hold that already ended (released, lost, or a Release whose outcome
-	// was unknown) is still asked about: its token names this hold alone,
-	// re-entrant or not, so whatever is left of it goes and nobody else's
-	// is touched. If it is gone, no loss is reported (lose ignores an ended
-	// hold): our own earlier release may have removed it.
-	ended := h.beginRelease()
-	var (
-		found bool
-		st    extendStatus
-		err   error
-	)
+	return l.hd.Release(ctx, (*kind)(l))
+}
+
+// Release drops h: it hands the hold straight to a waiter of this Client
+// when it can (only a hold that has not ended: once released or lost here,
+// the key may be a waiter's by now, and a handoff would claim a waiter for
+// nothing), and otherwise deletes it.
+func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
 	if !ended {
-		// Only a live hold is handed over: once released (or lost) here,
-		// the key may be a waiter's by now, and a handoff would claim a
-		// waiter for nothing.
-		found, st, err = l.handoff(ctx, h)
+		if o, found := (*Lock)(k).handoff(ctx, h); found {
+			return o
+		}
 	}
-	if !found {
-		st, err = l.be.release(ctx, &l.k, h.token)
-	}
-	switch {
-	case err != nil:
-		err = fmt.Errorf("lock: release %q: %w", l.k.User, err)
-	case st != extendOK:
-		h.lose(l.c.renewal.reason(h, st), nil, true)
-		err = fmt.Errorf("lock: release %q: %w", l.k.User, ErrNotHeld)
-	}
-	h.finish()
-	l.observe(Event{Kind: EventRelease, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
-	return err
+	return outcome(k.cfg.be.release(ctx, &k.hd.Keys, h.Token()))
 }
 
 // Extend sets the hold's TTL to ttl, counted from now, if Redis still has
@@ -87,45 +64,20 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	if l.c.closed.Load() {
-		return fmt.Errorf("lock: extend %q: %w", l.k.User, ErrClosed)
-	}
+	return l.hd.Extend(ctx, (*kind)(l), ttl)
+}
+
+// CheckTTL refuses a TTL Redis cannot hold.
+func (k *kind) CheckTTL(ttl time.Duration) error {
 	if ttl < time.Millisecond {
-		return fmt.Errorf("lock: extend %q: %w", l.k.User, invalidf("ttl %v: must be at least 1ms", ttl))
+		return invalidf("ttl %v: must be at least 1ms", ttl)
 	}
-	h := l.hold()
-	if h == nil {
-		return fmt.Errorf("lock: extend %q: %w", l.k.User, ErrNotHeld)
-	}
-	if lost := h.lostErr(); lost != nil {
-		// Declared lost: extending now would revive a hold nobody renews.
-		return fmt.Errorf("lock: extend %q: %w: %w", l.k.User, ErrNotHeld, lost)
-	}
-	if l.cfg.ownerSet && !h.active() {
-		return fmt.Errorf("lock: extend %q: %w", l.k.User, ErrNotHeld)
-	}
-	start := time.Now()
-	l.c.renewal.extending(h, ttl, start)
-	st, err := l.be.extend(ctx, &l.k, h.token, ttl)
-	switch {
-	case err != nil:
-		l.c.renewal.extended(h, ttl, start, false)
-		err = fmt.Errorf("lock: extend %q: %w", l.k.User, err)
-	case st != extendOK:
-		l.c.renewal.remove(h)
-		h.markLost(l.c.renewal.reason(h, st), nil)
-		err = fmt.Errorf("lock: extend %q: %w", l.k.User, ErrNotHeld)
-	default:
-		l.c.renewal.extended(h, ttl, start, true)
-		if lost := h.lostErr(); lost != nil {
-			// Answered after the hold was given up: its deadline, lowered
-			// when this call went out, passed first, and nothing renews
-			// the hold now.
-			err = fmt.Errorf("lock: extend %q: %w: %w", l.k.User, ErrNotHeld, lost)
-		}
-	}
-	l.observe(Event{Kind: EventExtend, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
-	return err
+	return nil
+}
+
+// Extend sends one extend of h.
+func (k *kind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
+	return outcome(k.cfg.be.extend(ctx, &k.hd.Keys, h.Token(), ttl)), nil
 }
 
 // TTL returns the time Redis will keep the hold if it is not renewed, asking
@@ -136,26 +88,29 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.usable(); err != nil {
 		return 0, err
 	}
-	h := l.hold()
-	if h == nil || (l.cfg.ownerSet && !h.active()) {
-		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.User, ErrNotHeld)
+	h := l.hd.Hold()
+	if h == nil || (l.cfg.ownerSet && !h.Active()) {
+		return 0, l.hd.Err("ttl", ErrNotHeld)
 	}
-	d, err := l.be.pttl(ctx, &l.k, h.token)
-	// A flag, not st != 0: extendGone is the zero extendStatus.
-	notOurs, st := false, extendOK
+	type reply struct {
+		d   time.Duration
+		err error
+	}
+	r, ok := lease.Call(&l.hd, ctx, func() reply {
+		d, err := l.cfg.be.pttl(ctx, &l.hd.Keys, h.Token())
+		return reply{d, err}
+	})
 	switch {
-	case errors.Is(err, errGone):
-		notOurs, st = true, extendGone
-	case errors.Is(err, errNotOurs):
-		notOurs, st = true, extendStolen
+	case !ok:
+		return 0, l.hd.Err("ttl", context.Cause(ctx))
+	case errors.Is(r.err, errGone):
+		l.hd.Lose(h, lease.Gone)
+		return 0, l.hd.Err("ttl", ErrNotHeld)
+	case errors.Is(r.err, errNotOurs):
+		l.hd.Lose(h, lease.Stolen)
+		return 0, l.hd.Err("ttl", ErrNotHeld)
+	case r.err != nil:
+		return 0, l.hd.Err("ttl", r.err)
 	}
-	switch {
-	case notOurs:
-		l.c.renewal.remove(h)
-		h.markLost(l.c.renewal.reason(h, st), nil)
-		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.User, ErrNotHeld)
-	case err != nil:
-		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.User, err)
-	}
-	return d, nil
+	return r.d, nil
 }

@@ -11,14 +11,14 @@ import (
 // only counts the writes of the connection it is sent on), for
 // [WithReplicaAck]. Too few acknowledgements undo the acquisition.
 func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, error) {
-	node, err := l.c.masterFor(ctx, l.k.Lock())
+	node, err := l.cfg.c.masterFor(ctx, l.hd.Keys.Lock())
 	if err != nil {
 		return acquireResult{}, err
 	}
 	conn := node.Conn()
 	defer conn.Close()
 	be := &scriptBackend{rdb: conn, reentrant: l.cfg.ownerSet, fencing: l.cfg.fencing}
-	r, err := be.acquire(ctx, &l.k, token, l.cfg.ttl)
+	r, err := be.acquire(ctx, &l.hd.Keys, token, l.cfg.ttl)
 	if err != nil || !r.ok {
 		return r, err
 	}
@@ -26,9 +26,9 @@ func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, e
 	if err == nil && acks >= int64(l.cfg.acks) {
 		return r, nil
 	}
-	if !l.cfg.ownerSet {
-		_, _ = be.release(ctx, &l.k, token)
-	}
+	// The token names this hold alone, re-entrant or not: the release
+	// drops it and nothing of the owner's others.
+	_, _ = be.release(ctx, &l.hd.Keys, token)
 	if err != nil {
 		return acquireResult{}, fmt.Errorf("replica ack: %w", err)
 	}

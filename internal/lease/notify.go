@@ -1,0 +1,432 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifyIdle is how long a channel without waiters stays subscribed, so a
+// key that is waited on again and again is not subscribed afresh each time.
+const notifyIdle = 30 * time.Second
+
+// closeWait bounds how long Close waits for the subscriptions to end.
+const closeWait = 100 * time.Millisecond
+
+// Source is a client a channel's messages arrive through. Equal Sources
+// share one subscription (one pub/sub connection).
+type Source interface {
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// Sources returns the Sources of channel: the core's one client (a Ring's
+// shard for the channel), redlock's every node. It returns none when none
+// is at hand (every Ring shard down); waiters then rely on their backoff.
+type Sources func(channel string) []Source
+
+// Notifier is a Client's pub/sub subscription. Waiters of a key join its
+// channel (P{K}:notify); a release message wakes the longest-waiting of
+// them, so each process sends one attempt per release instead of a herd.
+// A waiter that gives up passes an unused wake-up on. A release in this
+// process may also hand its hold straight to that waiter (handoff.go).
+//
+// Subscribing happens on a goroutine of its own: a server that does not
+// answer delays no Acquire. No notifier lock is held across a go-redis
+// call: one that blocks on the network or panics must not stall every
+// release and Close.
+type Notifier struct {
+	e       *Engine
+	sources Sources
+	wg      sync.WaitGroup // its goroutines; Close waits for them at most closeWait
+
+	mu    sync.Mutex
+	subs  map[Source]*subscription
+	chans map[string]*channelState
+
+	// giftTaken, set only by tests (SetGiftHook), runs on a waiter's
+	// goroutine after it took a handed-over hold, before it installs it.
+	giftTaken func()
+}
+
+// subscription is one pub/sub connection, read by its own goroutine (run).
+type subscription struct {
+	ps *redis.PubSub
+	// order serializes SUBSCRIBE and UNSUBSCRIBE on ps, so a channel swept
+	// as idle and joined again at once is subscribed after it was
+	// unsubscribed. It is taken before n.mu, never while n.mu is held.
+	order sync.Mutex
+}
+
+type channelState struct {
+	name       string
+	subs       []*subscription // those SUBSCRIBE was sent on
+	subscribed bool            // a subscribe on every source was started
+	ready      bool            // a source confirmed the subscription
+	waiters    []*Waiter
+	idleSince  time.Time
+	handoffs   int // consecutive direct handoffs (handoff.go)
+}
+
+// Waiter is one Acquire listening on a channel.
+type Waiter struct {
+	n  *Notifier
+	cs *channelState
+	ch chan struct{} // buffered 1: a wake-up is never lost, never doubled
+
+	// For direct handoff (handoff.go): the waiting handle, its kind and
+	// token, hd nil when it cannot take a handed-over hold; state and gift
+	// under n.mu.
+	hd    *Handle
+	k     Kind
+	token string
+	state int
+	gift  Gift
+}
+
+func (n *Notifier) init(e *Engine, sources Sources) {
+	n.e, n.sources = e, sources
+	n.chans = map[string]*channelState{}
+	n.subs = map[Source]*subscription{}
+}
+
+// queued reports whether this process already has waiters on channel.
+func (n *Notifier) queued(channel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.chans[channel]
+	return cs != nil && len(cs.waiters) > 0
+}
+
+// join adds a waiter to channel, subscribing if needed. ready reports that
+// the subscription is confirmed, so any release from now on wakes someone;
+// when it is not, the waiter is woken once the confirmation arrives.
+func (n *Notifier) join(channel string, hd *Handle, k Kind, token string) (w *Waiter, ready bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.e.Closed() {
+		return nil, false
+	}
+	cs := n.chans[channel]
+	if cs == nil {
+		cs = &channelState{name: channel}
+		n.chans[channel] = cs
+	}
+	w = &Waiter{n: n, cs: cs, ch: make(chan struct{}, 1), token: token}
+	if hd.pol.Handoff {
+		w.hd, w.k = hd, k
+	}
+	cs.waiters = append(cs.waiters, w)
+	if !cs.subscribed {
+		cs.subscribed = true
+		n.wg.Add(1) // under n.mu: close either sees it or we saw closed
+		go func() {
+			defer n.wg.Done()
+			n.subscribe(cs)
+		}()
+	}
+	return w, cs.ready
+}
+
+// subscribe sends SUBSCRIBE for cs's channel on the subscription of each
+// of its sources.
+func (n *Notifier) subscribe(cs *channelState) {
+	sent := false
+	for _, src := range n.sources(cs.name) {
+		s := n.subscription(src)
+		if s == nil {
+			continue
+		}
+		n.mu.Lock()
+		done := slices.Contains(cs.subs, s)
+		n.mu.Unlock()
+		if done {
+			sent = true
+			continue
+		}
+		s.order.Lock()
+		if s.ps.Subscribe(n.e.ctx, cs.name) == nil {
+			n.mu.Lock()
+			cs.subs = append(cs.subs, s)
+			n.mu.Unlock()
+			sent = true
+		}
+		s.order.Unlock()
+	}
+	if !sent {
+		n.mu.Lock()
+		cs.subscribed = false // the next join tries again
+		n.mu.Unlock()
+	}
+}
+
+// subscription returns the subscription of src, opening it and starting
+// its goroutine on first need; nil when there is none to be had (the
+// client panicked, the Client closed).
+func (n *Notifier) subscription(src Source) *subscription {
+	n.mu.Lock()
+	s := n.subs[src]
+	n.mu.Unlock()
+	if s != nil {
+		return s
+	}
+	ps := n.open(src)
+	if ps == nil {
+		return nil
+	}
+	n.mu.Lock()
+	if s = n.subs[src]; s != nil || n.e.Closed() {
+		// Another join opened one first, or Close came: ps never connected.
+		n.mu.Unlock()
+		_ = ps.Close()
+		return s
+	}
+	s = &subscription{ps: ps}
+	n.subs[src] = s
+	n.wg.Add(1) // under n.mu, so close either sees s or we saw closed
+	n.mu.Unlock()
+	go n.run(s)
+	return s
+}
+
+// open returns a pub/sub connection of src subscribed to nothing yet
+// (go-redis dials on the first SUBSCRIBE). A client that panics here (a
+// *redis.Ring does when asked for no channel) leaves waiters to their
+// backoff instead of crashing.
+func (n *Notifier) open(src Source) (ps *redis.PubSub) {
+	defer func() {
+		if r := recover(); r != nil {
+			ps = nil
+			if lg := n.logger(); lg != nil {
+				lg.Warn("wake-ups off: subscribe panicked",
+					slog.String("client", fmt.Sprintf("%T", src)), slog.Any("panic", r))
+			}
+		}
+	}()
+	return src.Subscribe(n.e.ctx)
+}
+
+// logger returns the logger of the Client's own policy, if any.
+func (n *Notifier) logger() *slog.Logger { return n.e.Logger }
+
+// wake returns the channel that fires when the waiter should try again; nil
+// (never fires) for a nil waiter.
+func (w *Waiter) wake() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.ch
+}
+
+// leave removes the waiter; a wake-up it did not use goes to the next one.
+// A waiter leaving while a release hands it the hold marks itself gone, and
+// the release undoes the handoff; one leaving with an unused handed-over
+// hold undoes it here.
+func (w *Waiter) leave() {
+	if w == nil {
+		return
+	}
+	n := w.n
+	n.mu.Lock()
+	var undo bool
+	switch w.state {
+	case waiterClaimed:
+		w.state = waiterGone
+	case waiterGifted:
+		undo = true // a held gift, or a retry of unknown outcome: undo both
+		w.state = waiterGone
+	}
+	cs := w.cs
+	if i := slices.Index(cs.waiters, w); i >= 0 {
+		cs.waiters = slices.Delete(cs.waiters, i, i+1)
+	}
+	select {
+	case <-w.ch:
+		cs.signalHead()
+	default:
+	}
+	if len(cs.waiters) == 0 {
+		cs.idleSince = time.Now()
+	}
+	n.mu.Unlock()
+	if undo {
+		w.undo()
+	}
+}
+
+func signal(w *Waiter) {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// signalHead wakes the longest-waiting waiter. Callers hold n.mu.
+func (cs *channelState) signalHead() {
+	if len(cs.waiters) > 0 {
+		signal(cs.waiters[0])
+	}
+}
+
+// run receives the messages of s until Close. go-redis reconnects and
+// resubscribes by itself after a broken connection; the fresh confirmations
+// wake every waiter of those channels, since a release may have been missed
+// meanwhile. A connection go-redis closed for good (a Ring shard removed,
+// the redis client closed) is dropped.
+func (n *Notifier) run(s *subscription) {
+	defer n.wg.Done()
+	ctx := n.e.ctx
+	ps := s.ps
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	<-pause.C
+	lastSweep := time.Now()
+	failures := 0
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, notifyIdle/3)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(lastSweep) >= notifyIdle/3 {
+			n.sweep(s)
+			lastSweep = time.Now()
+		}
+		if err != nil {
+			if isTimeout(err) {
+				continue
+			}
+			if errors.Is(err, redis.ErrClosed) {
+				n.drop(s)
+				return
+			}
+			// The connection is down: wait before go-redis redials.
+			failures++
+			pause.Reset(min(time.Duration(failures)*50*time.Millisecond, time.Second))
+			select {
+			case <-ctx.Done():
+				return
+			case <-pause.C:
+			}
+			continue
+		}
+		failures = 0
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				n.confirmed(m.Channel)
+			}
+		case *redis.Message:
+			n.mu.Lock()
+			if cs := n.chans[m.Channel]; cs != nil {
+				cs.signalHead()
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+// confirmed marks channel ready and wakes all its waiters: each joined
+// before it listened, so each looks once more.
+func (n *Notifier) confirmed(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.chans[channel]
+	if cs == nil {
+		return
+	}
+	cs.ready = true
+	for _, w := range cs.waiters {
+		signal(w)
+	}
+}
+
+// sweep unsubscribes on s the channels nobody has waited on for
+// notifyIdle, and forgets a channel subscribed nowhere any more. It holds
+// s.order throughout, so a join that subscribes one of them afresh sends
+// its SUBSCRIBE after the UNSUBSCRIBE, never before.
+func (n *Notifier) sweep(s *subscription) {
+	s.order.Lock()
+	defer s.order.Unlock()
+	var idle []string
+	n.mu.Lock()
+	for name, cs := range n.chans {
+		if len(cs.waiters) > 0 || time.Since(cs.idleSince) < notifyIdle {
+			continue
+		}
+		if i := slices.Index(cs.subs, s); i >= 0 {
+			cs.subs = slices.Delete(cs.subs, i, i+1)
+			cs.subscribed = false // a join subscribes it on every source again
+			idle = append(idle, name)
+		}
+		if len(cs.subs) == 0 {
+			delete(n.chans, name)
+		}
+	}
+	n.mu.Unlock()
+	if len(idle) > 0 {
+		_ = s.ps.Unsubscribe(n.e.ctx, idle...)
+	}
+}
+
+// drop forgets s, closed for good: its channels are subscribed afresh by
+// their next join; until then their waiters rely on their backoff.
+func (n *Notifier) drop(s *subscription) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, x := range n.subs {
+		if x == s {
+			delete(n.subs, k)
+		}
+	}
+	for _, cs := range n.chans {
+		if i := slices.Index(cs.subs, s); i >= 0 {
+			cs.subs = slices.Delete(cs.subs, i, i+1)
+			cs.subscribed = false
+			cs.ready = cs.ready && len(cs.subs) > 0
+		}
+	}
+}
+
+// close ends every subscription and waits for the Notifier's goroutines, at
+// most closeWait; Close has begun, so no new one starts. go-redis holds a
+// PubSub's mutex while it dials and greets its server, and PubSub.Close
+// needs that mutex: against a stopped server it waits until go-redis's read
+// timeout passes (never, with ReadTimeout -1). So each PubSub is closed on
+// a goroutine of its own, and a subscription stuck on such a server ends on
+// its own when go-redis gives up or the server answers.
+func (n *Notifier) close() {
+	n.mu.Lock()
+	subs := make([]*subscription, 0, len(n.subs))
+	for _, s := range n.subs {
+		subs = append(subs, s)
+	}
+	for _, s := range subs {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			_ = s.ps.Close()
+		}()
+	}
+	n.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		n.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
