@@ -20,10 +20,7 @@ import (
 // what it may have set is removed in the background, once the call has
 // returned, by a goroutine [Client.Close] waits for.
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
-	if err := l.usable(); err != nil {
-		return false, err
-	}
-	return l.hd.TryAcquire(ctx, (*kind)(l))
+	return l.handle().TryAcquire(ctx, (*kind)(l))
 }
 
 // Acquire waits until the lock is held, ctx is done, or the wait timeout
@@ -45,12 +42,7 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 // Acquire leaves no hold behind: what an attempt of unknown outcome may have
 // set is removed in the background, as for TryAcquire. Acquire on a handle
 // that is held returns ErrInvalid.
-func (l *Lock) Acquire(ctx context.Context) error {
-	if err := l.usable(); err != nil {
-		return err
-	}
-	return l.hd.Acquire(ctx, (*kind)(l))
-}
+func (l *Lock) Acquire(ctx context.Context) error { return l.handle().Acquire(ctx, (*kind)(l)) }
 
 // Try sends one acquire.
 func (k *kind) Try(ctx context.Context, token string) lease.Attempt {

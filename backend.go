@@ -125,16 +125,16 @@ func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...a
 
 // send builds one EVAL or EVALSHA command in a single argument slice and
 // sends it, through the Client's coalescer unless coalescing is off. A
-// release or handoff goes as a onceCmd.
+// release or handoff goes as a luascripts.OnceCmd, never resent.
 func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []string, args []any) *redis.Cmd {
 	n := 3 + len(keys) + len(args)
 	var (
 		a    []any
-		once *onceCmd
+		once *luascripts.OnceCmd
 	)
 	if i == scriptRelease || i == scriptHandoff {
-		once = new(onceCmd)
-		a = once.argv[:0]
+		once = new(luascripts.OnceCmd)
+		a = once.Argv[:0]
 	}
 	if n > cap(a) {
 		a = make([]any, 0, n)
@@ -160,25 +160,6 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 	}
 	return cmd
 }
-
-// onceCmd is a command go-redis must not resend after a connection error,
-// nor any pipeline that carries it: a release or a handoff (by script or in
-// a transaction). Run twice, such a command finds the hold already gone:
-// it would report our own release as a loss, and a re-entrant release would
-// find nothing to drop (see release.lua). Sent once, a call whose reply is
-// lost has an unknown outcome, which its caller reports as an error.
-//
-// The other calls — acquire, extend, renewal, TTL — give the same outcome
-// when resent with the same token, so they keep go-redis's retries.
-type onceCmd struct {
-	*redis.Cmd
-	// Room for a release's arguments ("evalsha", sha, 2, two keys, token,
-	// flag), so that the wrapper costs no allocation of its own.
-	argv [7]any
-}
-
-// NoRetry tells go-redis not to resend the command.
-func (*onceCmd) NoRetry() bool { return true }
 
 // Script flags, boxed once: converting a string to an interface allocates.
 var argOne, argZero any = "1", "0"
@@ -274,38 +255,14 @@ func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.D
 	return time.Duration(n) * time.Millisecond, nil
 }
 
-// renew sends every item's extend script in one pipeline (go-redis splits it
-// per node on a cluster), then replays by EVAL any that met NOSCRIPT.
+// renew sends every item's extend script in one pipeline (see
+// luascripts.ExtendAll).
 func (b *scriptBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
-	cmds := make([]*redis.Cmd, len(items))
-	run := func(eval bool, which []int) {
-		pipe := b.rdb.Pipeline()
-		for _, i := range which {
-			it := items[i]
-			args := []any{it.token, ms(it.ttl), flag(b.reentrant)}
-			if eval {
-				cmds[i] = luascripts.Extend.Eval(ctx, pipe, it.k.LockKeys(), args...)
-			} else {
-				cmds[i] = luascripts.Extend.EvalSha(ctx, pipe, it.k.LockKeys(), args...)
-			}
-		}
-		_, _ = pipe.Exec(ctx) // per-command errors are read below
+	all := make([]luascripts.ExtendItem, len(items))
+	for i, it := range items {
+		all[i] = luascripts.ExtendItem{Keys: it.k, Token: it.token, TTL: it.ttl}
 	}
-	all := make([]int, len(items))
-	for i := range all {
-		all[i] = i
-	}
-	run(false, all)
-	var missing []int
-	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		run(true, missing)
-	}
-	for i, cmd := range cmds {
+	for i, cmd := range luascripts.ExtendAll(ctx, b.rdb, all, b.reentrant) {
 		n, err := cmd.Int64()
 		st[i], errs[i] = checkStatus("renewal", n, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // watchBackend runs every operation without scripting (ReleaseWatch), for
@@ -111,15 +113,15 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 }
 
 // release deletes the key in a transaction that go-redis must not resend
-// (see onceCmd): run again, it would find the key gone and report our own
+// (see luascripts.OnceCmd): run again, it would find the key gone and report our own
 // release as a loss. go-redis does not resend a MULTI/EXEC whose reply was
-// cut today; the onceCmd makes that a rule for every client. A transaction
+// cut today; the OnceCmd makes that a rule for every client. A transaction
 // whose reply is lost returns the connection's error: the outcome is
 // unknown.
 func (b *watchBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
-		del := new(onceCmd)
-		del.Cmd = redis.NewCmd(ctx, append(del.argv[:0], "del", k.Lock())...)
+		del := new(luascripts.OnceCmd)
+		del.Cmd = redis.NewCmd(ctx, append(del.Argv[:0], "del", k.Lock())...)
 		_ = p.Process(ctx, del)
 		p.Publish(ctx, k.Notify(), "released")
 	})

@@ -1,11 +1,8 @@
 package lock
 
 import (
-	"crypto/rand"
 	"fmt"
 	"strings"
-
-	"github.com/google/uuid"
 
 	"github.com/agentlock/lock/internal/lease"
 	"github.com/agentlock/lock/internal/luascripts"
@@ -18,7 +15,6 @@ import (
 // holder.
 type Lock struct {
 	cfg *settings // the Client's own when NewLock had no options; nil on error
-	err error     // configuration error, returned by every verb
 	hd  lease.Handle
 }
 
@@ -29,9 +25,8 @@ type Lock struct {
 // every verb of the handle. NewLock talks to no server and starts nothing.
 func (c *Client) NewLock(key string, opts ...Option) *Lock {
 	l := &Lock{}
-	l.hd.Keys.User = key
 	if c.zero() {
-		l.err = keyError(key, errZeroClient)
+		l.hd.Fail(key, keyError(key, errZeroClient))
 		return l
 	}
 	s, err := c.set, c.err
@@ -52,7 +47,7 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 		err = invalidf("key %q: on Redis Cluster a key must not start with '}'", key)
 	}
 	if err != nil {
-		l.err = keyError(key, err)
+		l.hd.Fail(key, keyError(key, err))
 		return l
 	}
 	l.cfg = s
@@ -66,93 +61,56 @@ func keyError(key string, err error) error {
 }
 
 // Key returns the caller's key, as given to NewLock; "" on a zero Lock.
-func (l *Lock) Key() string {
-	if l == nil {
-		return ""
-	}
-	return l.hd.Keys.User
-}
+func (l *Lock) Key() string { return l.handle().Key() }
 
 // Token returns the token of the current or last hold: a random UUID v4, or
 // the owner id for a re-entrant lock ([WithOwner]). "" before the first
 // acquisition.
-func (l *Lock) Token() string {
-	if l == nil {
-		return ""
-	}
-	return l.hd.Token()
-}
+func (l *Lock) Token() string { return l.handle().Token() }
 
 // Fence returns the fencing token of the current or last hold: a number that
 // strictly increases with each acquisition of the key, to be passed to a
 // downstream store that rejects writes carrying an older fence than it has
 // seen. 0 before the first acquisition, or with [WithFencing](false).
-func (l *Lock) Fence() int64 {
-	if l == nil {
-		return 0
-	}
-	return l.hd.Fence()
-}
+func (l *Lock) Fence() int64 { return l.handle().Fence() }
 
 // Lost returns a channel closed when the current hold ends involuntarily:
 // taken by someone else, expired, deleted, or not confirmed by renewal
 // before its safety deadline. A Release does not close it. Each hold has its
 // own channel; before the first acquisition Lost returns nil (a channel that
 // never closes). See [Lock.LostErr] for the reason.
-func (l *Lock) Lost() <-chan struct{} {
-	if l == nil {
-		return nil
-	}
-	return l.hd.Lost()
-}
+func (l *Lock) Lost() <-chan struct{} { return l.handle().Lost() }
 
 // LostErr returns the [*LostError] of the current hold once [Lock.Lost] has
 // closed, and nil before. It matches [ErrLockLost].
-func (l *Lock) LostErr() error {
+func (l *Lock) LostErr() error { return l.handle().LostErr() }
+
+// errZeroClient is what the locks of a Client not made by NewClient report.
+var errZeroClient = invalidf("zero Client: make clients with NewClient")
+
+// handle returns the engine's handle; nil for a nil Lock.
+func (l *Lock) handle() *lease.Handle {
 	if l == nil {
 		return nil
 	}
-	return l.hd.LostErr()
-}
-
-var (
-	errZeroClient = invalidf("zero Client: make clients with NewClient")
-	errZeroLock   = invalidf("zero Lock: make locks with Client.NewLock")
-)
-
-// usable returns the handle's configuration error, if any: every verb asks
-// first, so a zero or nil Lock, or one from a zero Client, touches nothing.
-func (l *Lock) usable() error {
-	switch {
-	case l == nil:
-		return errZeroLock
-	case l.err != nil:
-		return l.err
-	case l.cfg == nil:
-		return errZeroLock
-	}
-	return nil
+	return &l.hd
 }
 
 // kind is a Lock as the engine sees it (lease.Kind): the Redis calls of its
 // verbs. (*kind)(l) converts a *Lock at no cost.
 type kind Lock
 
-// Token returns a random UUID v4 from crypto/rand. For a re-entrant lock it
-// returns the hold's id instead: the owner id, '#', and a UUID of its own,
-// so that Redis tells this hold from the owner's others and a retried or
-// resent call for it counts once (see acquire.lua).
+// Token returns a random UUID v4. For a re-entrant lock it returns the
+// hold's id instead: the owner id, '#', and a UUID of its own, so that Redis
+// tells this hold from the owner's others and a retried or resent call for
+// it counts once (see acquire.lua).
 func (k *kind) Token() (string, error) {
-	// A version 4 UUID filled straight from crypto/rand: uuid.NewRandom reads
-	// through an io.Reader and costs one more allocation per acquisition.
-	var u uuid.UUID
-	if _, err := rand.Read(u[:]); err != nil {
+	u, err := lease.NewToken()
+	if err != nil {
 		return "", fmt.Errorf("token: %w", err)
 	}
-	u[6] = u[6]&0x0f | 0x40 // version 4
-	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 	if k.cfg.ownerSet {
-		return k.cfg.owner + "#" + u.String(), nil
+		return k.cfg.owner + "#" + u, nil
 	}
-	return u.String(), nil
+	return u, nil
 }

@@ -3,8 +3,9 @@ package lock
 import (
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // Defaults, documented on the options that change them.
@@ -88,19 +89,12 @@ func (cfg config) with(opts []Option) config {
 
 // validate reports the first out-of-range value, wrapping ErrInvalid.
 func (cfg *config) validate() error {
+	if err := lease.CheckOptions(cfg.ttl, cfg.wait, cfg.backoffMin, cfg.backoffMax, cfg.prefix); err != nil {
+		return err
+	}
 	switch {
-	case cfg.ttl < time.Millisecond:
-		return invalidf("ttl %v: must be at least 1ms", cfg.ttl)
-	case cfg.wait < 0:
-		return invalidf("wait timeout %v: must not be negative", cfg.wait)
-	case cfg.backoffMin <= 0 || cfg.backoffMax <= 0:
-		return invalidf("backoff %v..%v: both bounds must be positive", cfg.backoffMin, cfg.backoffMax)
-	case cfg.backoffMin > cfg.backoffMax:
-		return invalidf("backoff %v..%v: min exceeds max", cfg.backoffMin, cfg.backoffMax)
 	case cfg.mode != ReleaseScript && cfg.mode != ReleaseWatch:
 		return invalidf("release mode %d: unknown", int(cfg.mode))
-	case strings.ContainsAny(cfg.prefix, "{}"):
-		return invalidf("prefix %q: must not contain '{' or '}' (it would move the hash tag)", cfg.prefix)
 	case cfg.ownerSet && cfg.owner == "":
 		return invalidf("owner: must not be empty")
 	case cfg.ownerSet && cfg.mode == ReleaseWatch:
@@ -211,8 +205,8 @@ func WithCoalescing(on bool) Option { return func(c *config) { c.coalesce = on }
 // WithReplicaAck makes an acquisition count only once n replicas have
 // confirmed it: right after the acquire, on the same connection, the lock
 // sends WAIT n timeout to the master holding the key. With fewer
-// acknowledgements the lock releases what it set (a re-entrant hold is left
-// to its TTL instead) and the call fails with an error wrapping
+// acknowledgements the lock releases what it set (for a re-entrant lock,
+// that hold alone) and the call fails with an error wrapping
 // [ErrNotAcquired]. This narrows, but does not close, the
 // window in which a failover to a replica that missed the write grants the
 // lock twice (see SAFETY.md). Default 0: no WAIT. n must not be negative and

@@ -33,12 +33,7 @@ import (
 // A second Release after a successful one likewise asks Redis, returns
 // ErrNotHeld and touches nothing of anyone else's, for re-entrant holds too.
 // Release works after [Client.Close].
-func (l *Lock) Release(ctx context.Context) error {
-	if err := l.usable(); err != nil {
-		return err
-	}
-	return l.hd.Release(ctx, (*kind)(l))
-}
+func (l *Lock) Release(ctx context.Context) error { return l.handle().Release(ctx, (*kind)(l)) }
 
 // Release drops h: it hands the hold straight to a waiter of this Client
 // when it can (only a hold that has not ended: once released or lost here,
@@ -61,10 +56,7 @@ func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Out
 // the reply came, [ErrInvalid] for ttl < 1ms, [ErrClosed] after Close, or
 // the Redis error.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := l.usable(); err != nil {
-		return err
-	}
-	return l.hd.Extend(ctx, (*kind)(l), ttl)
+	return l.handle().Extend(ctx, (*kind)(l), ttl)
 }
 
 // CheckTTL refuses a TTL Redis cannot hold.
@@ -85,7 +77,7 @@ func (k *kind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (le
 // someone else's (reporting it lost), or the Redis error. A hold someone
 // made persistent reports -1.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	if err := l.usable(); err != nil {
+	if err := l.handle().Usable(); err != nil {
 		return 0, err
 	}
 	h := l.hd.Hold()

@@ -20,5 +20,5 @@ import (
 // opts override the Client's defaults for this lock.
 func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) error {
 	l := c.NewLock(key, opts...)
-	return lease.WithLock(ctx, "lock", &l.hd, (*kind)(l), l.usable(), fn)
+	return lease.WithLock(ctx, "lock", &l.hd, (*kind)(l), fn)
 }

@@ -47,8 +47,6 @@ var (
 	errNodeTimeout = fmt.Errorf("redlock: node timeout: %w", context.DeadlineExceeded)
 	// errNotOurs is a node's error when our token is not there.
 	errNotOurs = errors.New("redlock: hold not on node")
-	// errWaitTimeout is the cause of a wait that ran out.
-	errWaitTimeout = errors.New("redlock: wait timeout")
 	// errValidity reports an acquisition whose validity ran out before it
 	// completed.
 	errValidity = errors.New("redlock: no validity left")

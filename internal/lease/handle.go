@@ -11,11 +11,13 @@ import (
 )
 
 // Handle is the engine's part of one lock handle; a kind's Lock embeds it
-// and calls Init. Its methods are safe for concurrent use, but one handle
+// and calls Init (or Fail). Its verbs are safe on a nil or zero Handle:
+// they return an error wrapping ErrInvalid. Its methods are safe for concurrent use, but one handle
 // holds the lock at most once at a time.
 type Handle struct {
 	Keys luascripts.Keys // the lock's keys; Keys.User is the caller's key
-	pol  *Policy         // nil on the handle of a zero Lock
+	pol  *Policy         // nil on the handle of a zero Lock, or one that failed
+	err  error           // the configuration error, returned by every verb
 
 	mu   sync.Mutex
 	busy bool  // an Acquire or TryAcquire is under way
@@ -25,6 +27,38 @@ type Handle struct {
 // Init makes hd a handle on keys under pol.
 func (hd *Handle) Init(pol *Policy, keys luascripts.Keys) {
 	hd.pol, hd.Keys = pol, keys
+}
+
+// Fail makes hd the handle of a lock on key that cannot be used: every
+// verb returns err.
+func (hd *Handle) Fail(key string, err error) {
+	hd.Keys.User, hd.err = key, err
+}
+
+// errZeroLock is what every verb of a zero or nil Lock returns.
+var errZeroLock = Invalidf("zero Lock: make locks with Client.NewLock")
+
+// Usable returns the error every verb returns before it does anything: the
+// configuration error, or one wrapping ErrInvalid for a nil handle or one
+// never set up (a zero Lock), which touch nothing.
+func (hd *Handle) Usable() error {
+	switch {
+	case hd == nil:
+		return errZeroLock
+	case hd.err != nil:
+		return hd.err
+	case hd.pol == nil:
+		return errZeroLock
+	}
+	return nil
+}
+
+// Key returns the caller's key; "" on a nil handle.
+func (hd *Handle) Key() string {
+	if hd == nil {
+		return ""
+	}
+	return hd.Keys.User
 }
 
 // Policy returns the handle's policy.
@@ -42,7 +76,8 @@ func (hd *Handle) Hold() *Hold {
 }
 
 // Token returns the token of the current or last hold as callers see it:
-// the owner id for a re-entrant hold. "" before the first.
+// the owner id for a re-entrant hold. "" before the first. Like every
+// accessor of a Handle, it is safe on a nil one.
 func (hd *Handle) Token() string {
 	if h := hd.Hold(); h != nil {
 		return hd.pol.publicToken(h.token)
@@ -95,6 +130,9 @@ func (hd *Handle) Lose(h *Hold, st Status) { hd.pol.Engine.lose(h, st, false) }
 
 // begin checks that an acquisition may start and marks the handle busy.
 func (hd *Handle) begin() error {
+	if err := hd.Usable(); err != nil {
+		return err
+	}
 	if hd.pol.Engine.Closed() {
 		return hd.Err("acquire", ErrClosed)
 	}
@@ -215,6 +253,9 @@ func (hd *Handle) TryAcquire(ctx context.Context, k Kind) (bool, error) {
 // TTL if it is still there. A hold that already ended is still asked about,
 // so a second Release touches nothing of anyone else's.
 func (hd *Handle) Release(ctx context.Context, k Kind) error {
+	if err := hd.Usable(); err != nil {
+		return err
+	}
 	h := hd.Hold()
 	if h == nil {
 		return hd.Err("release", ErrNotHeld)
@@ -261,6 +302,9 @@ func (hd *Handle) Release(ctx context.Context, k Kind) error {
 // has it (reporting it lost) or it was lost before the reply came, or the
 // call's error.
 func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
+	if err := hd.Usable(); err != nil {
+		return err
+	}
 	p, e := hd.pol, hd.pol.Engine
 	if e.Closed() {
 		return hd.Err("extend", ErrClosed)
@@ -326,6 +370,13 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 // settleExtend records the outcome of an Extend to ttl sent at sent; with
 // settled not nil, once settled closes (see Kind.Extend).
 func (e *Engine) settleExtend(h *Hold, ttl time.Duration, sent time.Time, o Outcome, settled <-chan struct{}) {
+	if settled != nil {
+		select {
+		case <-settled:
+			settled = nil // every call has returned already
+		default:
+		}
+	}
 	switch {
 	case o.Status == Gone || o.Status == Stolen:
 		e.lose(h, o.Status, false)

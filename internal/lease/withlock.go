@@ -9,16 +9,13 @@ import (
 // as Acquire), runs fn with a context cancelled — cause: the loss — when
 // the hold is lost, then releases on a fresh context bounded by
 // Policy.UndoTimeout, also when fn panics or calls runtime.Goexit (the
-// panic continuing). hd is a handle fresh from the kind's NewLock, and
-// usable its configuration error, if any. It returns the Acquire error if
+// panic continuing). hd is a handle fresh from the kind's NewLock. It
+// returns the Acquire error if
 // the lock was never held; otherwise fn's error joined with the loss, if
 // the hold was lost while fn ran, and with any release error.
-func WithLock(ctx context.Context, pkg string, hd *Handle, k Kind, usable error, fn func(context.Context) error) error {
+func WithLock(ctx context.Context, pkg string, hd *Handle, k Kind, fn func(context.Context) error) error {
 	if fn == nil {
 		return NewOpError(pkg, "with lock", hd.Keys.User, Invalidf("nil func"))
-	}
-	if usable != nil {
-		return usable
 	}
 	if err := hd.Acquire(ctx, k); err != nil {
 		return err
