@@ -78,3 +78,36 @@ func TestObserver(t *testing.T) {
 		}
 	})
 }
+
+// TestObserver_eventsCarryCallerCtx: the events of a call (acquire start
+// and end, release, extend) carry the caller's context, so a tracing
+// Observer can join its trace; background events (a loss found by renewal)
+// carry none.
+func TestObserver_eventsCarryCallerCtx(t *testing.T) {
+	tg := realTarget(t)
+	rec := &recorder{}
+	c := newClient(t, tg.rdb, lock.WithObserver(rec))
+	key := keyFor(t)
+	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+	l := c.NewLock(key, lock.WithTTL(600*time.Millisecond))
+	must(t, "Acquire()", l.Acquire(ctx))
+	must(t, "Extend()", l.Extend(ctx, time.Second))
+	must(t, "Release()", l.Release(ctx))
+	if ok, err := l.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("TryAcquire() = %v, %v, want true, nil", ok, err)
+	}
+	tg.expire(t, key)
+	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
+
+	if kinds := rec.kinds(); len(kinds) != 7 {
+		t.Fatalf("events %v, want 7 (acquire start and end twice, extend, release, lost)", kinds)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, e := range rec.events {
+		caller := e.Ctx != nil && e.Ctx.Value(ctxKey{}) == "caller"
+		if background := e.Kind == lock.EventLost; caller == background {
+			t.Fatalf("%v event Ctx = %v, want the caller's for a call's events and nil for a loss", e.Kind, e.Ctx)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 			failure = l.raiseFences(ctx, token, granted, fences, fence, validUntil)
 		}
 		if failure == nil && !time.Now().Before(validUntil) {
-			failure = fmt.Errorf("%w: %w after %v", lock.ErrNotAcquired, errValidity, time.Since(start))
+			failure = lease.Chain(lock.ErrNotAcquired, errValidity, fmt.Errorf("after %v", time.Since(start)))
 		}
 		if failure == nil {
 			l.acq.Store(r)
@@ -150,9 +150,9 @@ func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fen
 	for _, i := range low {
 		switch {
 		case res[i].err != nil:
-			qe.Errs[i] = fmt.Errorf("fence raise: %w", res[i].err)
+			qe.Errs[i] = lease.Chain(errFenceRaise, res[i].err)
 		case res[i].code != 1:
-			qe.Errs[i] = fmt.Errorf("fence raise: %w", errNotOurs)
+			qe.Errs[i] = lease.Chain(errFenceRaise, errNotOurs)
 		default:
 			qe.Reached++
 		}

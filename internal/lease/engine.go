@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Engine is one Client's background machinery: the renewal loop for every
@@ -16,7 +17,8 @@ type Engine struct {
 	closed atomic.Bool
 	ctx    context.Context // ends at Close, stopping background work
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // every goroutine Close waits for
+	wg     sync.WaitGroup // the renewal loop and its calls: Close waits for them
+	bg     sync.WaitGroup // background tasks (Go): Close waits for them up to BackgroundWait
 
 	// Notifier is the Client's pub/sub subscription for wake-ups.
 	Notifier Notifier
@@ -58,20 +60,27 @@ func (e *Engine) Closed() bool { return e.closed.Load() }
 // background calls.
 func (e *Engine) Context() context.Context { return e.ctx }
 
-// Go runs fn on a goroutine that Close waits for, and reports true; once
-// Close has begun it runs nothing and reports false.
+// BackgroundWait bounds how long Close waits for the background tasks
+// still running (Go): each is bounded on its own, but a call to a server
+// that does not answer lasts until go-redis gives it up, whatever its
+// context says, unless the client sets ContextTimeoutEnabled.
+const BackgroundWait = 5 * time.Second
+
+// Go runs fn, a task bounded on its own, on a goroutine that Close waits
+// for (up to BackgroundWait), and reports true; once Close has begun it
+// runs nothing and reports false.
 func (e *Engine) Go(fn func()) bool {
 	e.mu.Lock()
 	// Close sets closed, then takes e.mu before it waits: a Go that sees
-	// closed false here has added to wg before that wait.
+	// closed false here has added to bg before that wait.
 	if e.closed.Load() {
 		e.mu.Unlock()
 		return false
 	}
-	e.wg.Add(1)
+	e.bg.Add(1)
 	e.mu.Unlock()
 	go func() {
-		defer e.wg.Done()
+		defer e.bg.Done()
 		fn()
 	}()
 	return true
@@ -85,11 +94,12 @@ func (e *Engine) background(fn func()) {
 	}
 }
 
-// Close stops the renewal loop and the subscriptions, and waits for every
-// goroutine of the Engine; stop, if not nil, runs after the background
-// context ended and before the wait. Holds still held get timers that
-// report them lost at their deadlines. Only the first call does anything;
-// it reports whether it was that one.
+// Close stops the renewal loop and the subscriptions and waits for the
+// loop and its calls, then for the background tasks up to BackgroundWait;
+// stop, if not nil, runs after the background context ended and before the
+// waits. Holds still held get timers that report them lost at their
+// deadlines. Only the first call does anything; it reports whether it was
+// that one.
 func (e *Engine) Close(stop func()) bool {
 	if e.closed.Swap(true) {
 		return false
@@ -103,5 +113,16 @@ func (e *Engine) Close(stop func()) bool {
 	}
 	e.wg.Wait()
 	e.abandon()
+	done := make(chan struct{})
+	go func() {
+		e.bg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(BackgroundWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 	return true
 }

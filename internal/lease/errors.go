@@ -37,12 +37,18 @@ type OpError struct {
 // turn, most general first ("not held", then why).
 func NewOpError(pkg, op, key string, errs ...error) *OpError {
 	e := &OpError{Pkg: pkg, Op: op, Key: key}
-	if len(errs) == 1 {
-		e.Err = errs[0]
-	} else {
-		e.Err = &chain{errs}
-	}
+	e.Err = Chain(errs...)
 	return e
+}
+
+// Chain returns errs said in turn, most general first, each without its
+// package prefix ("not held: lock \"k\" lost (stolen)"); it matches each
+// of them. A single error is returned as it is.
+func Chain(errs ...error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return &chain{errs}
 }
 
 // Error reports the package, the verb, the key and the error.

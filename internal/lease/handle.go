@@ -174,13 +174,23 @@ func (hd *Handle) install(token string, fence int64, sent time.Time) (*Hold, err
 	return h, nil
 }
 
-// undo removes, in the background, what an attempt with token may have set.
-func (hd *Handle) undo(k Kind, token string) {
+// undo removes what an attempt with token may have set, on a goroutine of
+// the Engine bounded by Policy.UndoTimeout, and waits for it until wait is
+// done (a nil wait: not at all).
+func (hd *Handle) undo(k Kind, token string, wait <-chan struct{}) {
+	done := make(chan struct{})
 	hd.pol.Engine.background(func() {
+		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), hd.pol.UndoTimeout)
 		defer cancel()
 		k.Undo(ctx, token)
 	})
+	if wait != nil {
+		select {
+		case <-done:
+		case <-wait:
+		}
+	}
 }
 
 // attempt makes one attempt with token and installs the hold it takes. An
@@ -192,7 +202,7 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 		var ok bool
 		a, ok = runBounded(hd.pol.Engine, ctx, func() Attempt { return k.Try(ctx, token) }, func(a Attempt) {
 			if a.OK || a.Unknown {
-				hd.undo(k, token)
+				hd.undo(k, token, nil)
 			}
 		})
 		if !ok {
@@ -206,7 +216,7 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 	}
 	h, err := hd.install(token, a.Fence, a.Sent)
 	if err != nil {
-		hd.undo(k, token)
+		hd.undo(k, token, ctx.Done())
 		return Attempt{Err: err}, nil, false
 	}
 	return a, h, false
@@ -214,7 +224,8 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 
 // TryAcquire makes one attempt: (true, nil) when the lock is now held,
 // (false, nil) when someone else holds it, (false, err) on failure. What a
-// failed attempt may have set is undone in the background.
+// failed attempt may have set is undone in the background; TryAcquire waits
+// for that until ctx is done.
 func (hd *Handle) TryAcquire(ctx context.Context, k Kind) (bool, error) {
 	if err := hd.begin(); err != nil {
 		return false, err
@@ -237,7 +248,7 @@ func (hd *Handle) TryAcquire(ctx context.Context, k Kind) (bool, error) {
 		return false, nil
 	}
 	if a.Unknown {
-		hd.undo(k, token)
+		hd.undo(k, token, ctx.Done())
 	}
 	hd.attemptFailed(ctx, token, 1, 1, a.Err)
 	err = hd.Err("acquire", a.Err)
@@ -399,7 +410,7 @@ func unanswered(ctx context.Context) error {
 type unansweredError struct{ cause error }
 
 func (e *unansweredError) Error() string {
-	return "lock: no reply by the caller's deadline, outcome unknown: " + e.cause.Error()
+	return "lock: no reply before the call's context ended, outcome unknown: " + Bare(e.cause)
 }
 func (e *unansweredError) Unwrap() error { return e.cause }
 

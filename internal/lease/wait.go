@@ -99,7 +99,12 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 				pttl, fails = a.PTTL, 0
 			case cut:
 				// The wait ended during the call: it is settled in the
-				// background, and its error says nothing of Redis.
+				// background. No reply is all we know of Redis.
+				if lastErr == nil {
+					lastErr = a.Err
+				}
+				fails++
+				hd.attemptFailed(ctx, token, attempts, fails, a.Err)
 			default:
 				unknown = unknown || a.Unknown
 				if wctx.Err() != nil && errors.Is(a.Err, wctx.Err()) {
@@ -149,7 +154,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 		}
 	}
 	if unknown && !p.FreshTokens {
-		hd.undo(k, token)
+		hd.undo(k, token, wctx.Done())
 	}
 	if err != nil {
 		return attempts, nil, token, hd.Err("acquire", err)
