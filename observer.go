@@ -10,9 +10,11 @@ import (
 
 // Observer is told what the locks of a [Client] do, for metrics and
 // tracing. Observe is called synchronously, on the goroutine that saw the
-// event: the caller's for acquire, release and extend (and for a loss that
-// Release, Extend or TTL discovers), the Client's renewal goroutines for
-// renewal failures and losses, a timer's for a loss after Close. It must be
+// event: the caller's for acquire, failed attempts, release and extend (and
+// for a loss that Release, Extend or TTL discovers), the Client's
+// goroutines for renewal failures and losses (also a loss found when a
+// call its caller stopped waiting for returns), a timer's for a loss after
+// Close. It must be
 // safe for concurrent use, return quickly, and not call [Client.Close]
 // (Close waits for the goroutines that call it).
 //

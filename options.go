@@ -171,8 +171,9 @@ func WithOwner(id string) Option { return func(c *config) { c.owner, c.ownerSet 
 // renewal failures and losses. nil (the default) means none, at no cost.
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
-// WithLogger sets where the library logs renewal failures and losses. nil
-// (the default) means silent.
+// WithLogger sets where the library logs renewal failures and losses (as
+// warnings) and failed acquire attempts (at debug level; a warning at the
+// third in a row and every tenth after). nil (the default) means silent.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithMaxHold caps how long a hold is renewed, counted from its acquisition:

@@ -32,7 +32,9 @@ import (
 //
 // A second Release after a successful one likewise asks Redis, returns
 // ErrNotHeld and touches nothing of anyone else's, for re-entrant holds too.
-// Release works after [Client.Close].
+// Release returns by ctx's deadline, give or take a goroutine's scheduling,
+// even when Redis does not answer: the outcome is then unknown, and the
+// call goes on in the background. Release works after [Client.Close].
 func (l *Lock) Release(ctx context.Context) error { return l.handle().Release(ctx, (*kind)(l)) }
 
 // Release drops h: it hands the hold straight to a waiter of this Client
@@ -52,9 +54,12 @@ func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Out
 // our hold; later renewals keep the new TTL. A shorter TTL brings the hold's
 // safety deadline forward before the call is sent, and keeps it there if
 // the call fails. It returns an error wrapping [ErrNotHeld] when the hold
-// is gone or someone else's (reporting it lost) or was reported lost before
-// the reply came, [ErrInvalid] for ttl < 1ms, [ErrClosed] after Close, or
-// the Redis error.
+// was released or reported lost (without asking Redis: a hold given up is
+// not revived), when Redis no longer has it or someone else does
+// (reporting it lost), or when it was reported lost before the reply came;
+// [ErrInvalid] for ttl < 1ms, [ErrClosed] after Close, or the Redis error.
+// It returns by ctx's deadline, as Release does: a call still unanswered
+// then counts, for the hold's safety deadline, as out until it returns.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return l.handle().Extend(ctx, (*kind)(l), ttl)
 }
@@ -75,7 +80,8 @@ func (k *kind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (le
 // TTL returns the time Redis will keep the hold if it is not renewed, asking
 // Redis. It returns an error wrapping [ErrNotHeld] when the hold is gone or
 // someone else's (reporting it lost), or the Redis error. A hold someone
-// made persistent reports -1.
+// made persistent reports -1. It returns by ctx's deadline, as Release
+// does.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.handle().Usable(); err != nil {
 		return 0, err

@@ -143,8 +143,9 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // extends, renewal failures and losses. nil (the default) means none.
 func WithObserver(o lock.Observer) Option { return func(c *config) { c.observer = o } }
 
-// WithLogger sets where renewal failures and losses are logged. nil (the
-// default) means silent.
+// WithLogger sets where renewal failures and losses (as warnings) and
+// failed acquire attempts (at debug level; a warning at the third in a row
+// and every tenth after) are logged. nil (the default) means silent.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithFencing sets whether holds carry a fence (default on; see [Lock.Fence]).
