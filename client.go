@@ -72,9 +72,10 @@ func (c *Client) zero() bool { return c == nil || !c.eng.Ready() }
 // them to return: if a renewal call is out to a server that does not answer,
 // that wait lasts until go-redis gives the call up (its read and dial
 // timeouts); a subscription still connecting to such a server is waited
-// for at most 100ms, and ends on its own later. Close also waits for the
-// undos of acquisitions whose outcome was unknown (each bounded by the
-// lock's TTL, at most 5s). It is idempotent and always returns nil, also on
+// for at most 100ms, and ends on its own later. Close also waits, at most
+// 5s, for the background work of calls their callers stopped waiting for
+// and for the undos of acquisitions whose outcome was unknown. It is
+// idempotent and always returns nil, also on
 // a zero or nil Client. Locks still held are no longer renewed: their Lost
 // channels close at their safety deadlines. Afterwards Acquire,
 // TryAcquire, Extend and WithLock return [ErrClosed]; Release still deletes
