@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"sync"
 	"syscall"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -20,26 +20,13 @@ import (
 // scheduling of a goroutine or two, on a loaded machine under -race.
 const deadlineSlack = 150 * time.Millisecond
 
-// closedAddr returns a loopback address nothing listens on: a dial is
-// refused at once.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("Listen() error = %v", err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // unreachable returns a go-redis client (default options) to a Redis that
 // does not answer: a closed port, or a real server stopped with SIGSTOP
 // (connections are accepted, no reply comes) until the test's cleanup.
 func unreachable(t *testing.T, how string) *redis.Client {
 	t.Helper()
 	if how == "closed port" {
-		rdb := redis.NewClient(&redis.Options{Addr: closedAddr(t)})
+		rdb := redis.NewClient(&redis.Options{Addr: kindtest.ClosedAddr(t)})
 		t.Cleanup(func() { rdb.Close() })
 		return rdb
 	}
@@ -174,8 +161,6 @@ func (h *logRecorder) levels(msg string) []slog.Level {
 	return out
 }
 
-type ctxKey struct{}
-
 // TestLock_Acquire_reportsEachFailedAttempt: an Acquire that waits on an
 // unreachable Redis reports every failed attempt to the Observer, with the
 // caller's context and the attempt's number and error, and logs it: at
@@ -183,12 +168,12 @@ type ctxKey struct{}
 func TestLock_Acquire_reportsEachFailedAttempt(t *testing.T) {
 	// No retries inside go-redis: each attempt is one refused dial. A pool
 	// larger than the attempts never starts go-redis's background dialer.
-	rdb := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1, PoolSize: 100000})
+	rdb := redis.NewClient(&redis.Options{Addr: kindtest.ClosedAddr(t), MaxRetries: -1, DialerRetries: 1, PoolSize: 100000})
 	t.Cleanup(func() { rdb.Close() })
 	rec, logs := &recorder{}, &logRecorder{}
 	c := newClient(t, rdb, lock.WithObserver(rec), lock.WithLogger(slog.New(logs)),
 		lock.WithBackoff(time.Millisecond, 2*time.Millisecond), lock.WithWaitTimeout(300*time.Millisecond))
-	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+	ctx := kindtest.CallerCtx()
 	err := c.NewLock(keyFor(t)).Acquire(ctx)
 	wantErr(t, "Acquire() on a closed port", err, lock.ErrNotAcquired)
 	wantErr(t, "Acquire() on a closed port", err, syscall.ECONNREFUSED)
@@ -207,7 +192,7 @@ func TestLock_Acquire_reportsEachFailedAttempt(t *testing.T) {
 	for i, e := range failed {
 		// The last attempt may be cut short by the wait's end instead.
 		refused := errors.Is(e.Err, syscall.ECONNREFUSED) || i == len(failed)-1
-		if e.Attempts != i+1 || !refused || e.Ctx == nil || e.Ctx.Value(ctxKey{}) != "caller" {
+		if e.Attempts != i+1 || !refused || e.Ctx != ctx {
 			t.Fatalf("EventAttemptFailed %d = {Attempts %d, Err %v, Ctx %v}, want attempt %d, the refused dial and the caller's ctx",
 				i, e.Attempts, e.Err, e.Ctx, i+1)
 		}

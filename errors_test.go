@@ -2,13 +2,13 @@ package lock_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 )
 
 // TestErrors_prefixSaidOnce: the error of every verb names the package,
@@ -27,44 +27,34 @@ func TestErrors_prefixSaidOnce(t *testing.T) {
 	_, ttlErr := lost.TTL(ctx) // finds the key gone: lost
 	closed := lock.NewClient(tg.rdb)
 	closed.Close()
-	refusing := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
+	refusing := redis.NewClient(&redis.Options{Addr: kindtest.ClosedAddr(t), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { refusing.Close() })
 	refused := newClient(t, refusing)
 	timeout, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 
-	for _, tt := range []struct {
-		name string
-		err  error
-	}{
-		{"empty key", c.NewLock("").Acquire(ctx)},
-		{"invalid option", c.NewLock(key, lock.WithTTL(0)).Acquire(ctx)},
-		{"zero Lock", new(lock.Lock).Acquire(ctx)},
-		{"zero Client", new(lock.Client).NewLock(key).Acquire(ctx)},
-		{"Release never acquired", c.NewLock(key).Release(ctx)},
-		{"Extend never acquired", c.NewLock(key).Extend(ctx, time.Second)},
-		{"Extend ttl 0", holder.Extend(ctx, 0)},
-		{"Acquire held handle", holder.Acquire(ctx)},
-		{"Acquire after Close", closed.NewLock(key).Acquire(ctx)},
-		{"Acquire wait timeout", c.NewLock(key, lock.WithWaitTimeout(20*time.Millisecond)).Acquire(ctx)},
-		{"Acquire ctx deadline", c.NewLock(key).Acquire(timeout)},
-		{"Acquire refused", refused.NewLock(key, lock.WithWaitTimeout(20*time.Millisecond)).Acquire(ctx)},
-		{"TryAcquire refused", func() error { _, err := refused.NewLock(key).TryAcquire(ctx); return err }()},
-		{"TTL of a lost hold", ttlErr},
-		{"Extend of a lost hold", lost.Extend(ctx, time.Second)},
-		{"Release of a lost hold", lost.Release(ctx)},
-		{"LostErr", lost.LostErr()},
-		{"WithLock nil func", c.WithLock(ctx, key, nil)},
-		{"WithLock hold lost", c.WithLock(ctx, key+":fn", func(context.Context) error {
+	kindtest.PrefixOnce(t, map[string]error{
+		"empty key":              c.NewLock("").Acquire(ctx),
+		"invalid option":         c.NewLock(key, lock.WithTTL(0)).Acquire(ctx),
+		"zero Lock":              new(lock.Lock).Acquire(ctx),
+		"zero Client":            new(lock.Client).NewLock(key).Acquire(ctx),
+		"Release never acquired": c.NewLock(key).Release(ctx),
+		"Extend never acquired":  c.NewLock(key).Extend(ctx, time.Second),
+		"Extend ttl 0":           holder.Extend(ctx, 0),
+		"Acquire held handle":    holder.Acquire(ctx),
+		"Acquire after Close":    closed.NewLock(key).Acquire(ctx),
+		"Acquire wait timeout":   c.NewLock(key, lock.WithWaitTimeout(20*time.Millisecond)).Acquire(ctx),
+		"Acquire ctx deadline":   c.NewLock(key).Acquire(timeout),
+		"Acquire refused":        refused.NewLock(key, lock.WithWaitTimeout(20*time.Millisecond)).Acquire(ctx),
+		"TryAcquire refused":     func() error { _, err := refused.NewLock(key).TryAcquire(ctx); return err }(),
+		"TTL of a lost hold":     ttlErr,
+		"Extend of a lost hold":  lost.Extend(ctx, time.Second),
+		"Release of a lost hold": lost.Release(ctx),
+		"LostErr":                lost.LostErr(),
+		"WithLock nil func":      c.WithLock(ctx, key, nil),
+		"WithLock hold lost": c.WithLock(ctx, key+":fn", func(context.Context) error {
 			tg.expire(t, key+":fn")
 			return nil
-		})},
-	} {
-		if tt.err == nil {
-			t.Fatalf("%s: error = nil, want one", tt.name)
-		}
-		if n := strings.Count(tt.err.Error(), "lock: "); n != 1 {
-			t.Errorf("%s: error %q says \"lock: \" %d times, want once", tt.name, tt.err, n)
-		}
-	}
+		}),
+	})
 }

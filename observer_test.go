@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 )
 
 // recorder is an Observer that keeps every event.
@@ -85,29 +86,14 @@ func TestObserver(t *testing.T) {
 // carry none.
 func TestObserver_eventsCarryCallerCtx(t *testing.T) {
 	tg := realTarget(t)
-	rec := &recorder{}
+	rec := &kindtest.Recorder{}
 	c := newClient(t, tg.rdb, lock.WithObserver(rec))
 	key := keyFor(t)
-	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+	ctx := kindtest.CallerCtx()
 	l := c.NewLock(key, lock.WithTTL(600*time.Millisecond))
-	must(t, "Acquire()", l.Acquire(ctx))
-	must(t, "Extend()", l.Extend(ctx, time.Second))
-	must(t, "Release()", l.Release(ctx))
-	if ok, err := l.TryAcquire(ctx); !ok || err != nil {
-		t.Fatalf("TryAcquire() = %v, %v, want true, nil", ok, err)
-	}
+	kindtest.EveryCall(t, ctx, l)
 	tg.expire(t, key)
 	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
-
-	if kinds := rec.kinds(); len(kinds) != 7 {
-		t.Fatalf("events %v, want 7 (acquire start and end twice, extend, release, lost)", kinds)
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	for _, e := range rec.events {
-		caller := e.Ctx != nil && e.Ctx.Value(ctxKey{}) == "caller"
-		if background := e.Kind == lock.EventLost; caller == background {
-			t.Fatalf("%v event Ctx = %v, want the caller's for a call's events and nil for a loss", e.Kind, e.Ctx)
-		}
-	}
+	// Those of every call, then the loss.
+	kindtest.CallerCtxOnly(t, rec, 7)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 	"github.com/agentlock/lock/redlock"
@@ -75,14 +76,7 @@ func wantIs(t *testing.T, what string, err, target error) {
 	}
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
+var isClosed = kindtest.IsClosed
 
 // holders counts the nodes whose lock key holds token.
 func holders(t *testing.T, nodes []redis.UniversalClient, key, token string) int {
