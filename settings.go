@@ -3,6 +3,8 @@ package lock
 import (
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentlock/lock/internal/lease"
 )
 
@@ -34,9 +36,7 @@ func (c *Client) settings(cfg config) *settings {
 		// handed over (see handoff.lua).
 		Handoff: cfg.mode == ReleaseScript && !cfg.ownerSet && cfg.acks == 0,
 		Fencing: cfg.fencing,
-		// go-redis keeps a ctx deadline only with ContextTimeoutEnabled,
-		// and a coalesced call rides a pipeline shared with others.
-		Bounded:     true,
+		Bounded:     !keepsDeadlines(c.rdb) || cfg.coalesce,
 		UndoTimeout: cleanupTimeout(cfg.ttl),
 		Margin:      safetyMargin,
 		Group:       s.group,
@@ -50,6 +50,24 @@ func (c *Client) settings(cfg config) *settings {
 		s.pol.Observe = observerFunc(cfg.observer)
 	}
 	return s
+}
+
+// keepsDeadlines reports whether rdb ends a call at its context's deadline
+// by itself: go-redis does so only with ContextTimeoutEnabled. Otherwise a
+// call whose caller has a deadline runs on a goroutine of its own, so that
+// the verb returns by then. A coalesced call rides a pipeline shared with
+// others, which no caller's deadline ends, so coalescing needs that
+// goroutine too (lease.Policy.Bounded).
+func keepsDeadlines(rdb redis.UniversalClient) bool {
+	switch v := rdb.(type) {
+	case *redis.Client:
+		return v.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return v.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return v.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // safetyMargin is how long before its TTL would run out (counted from when

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 )
 
@@ -19,6 +20,8 @@ func (hd *Handle) bounded(ctx context.Context) bool {
 
 // pending is one call runBounded runs.
 type pending[R any] struct {
+	call  func() R
+	after func(R)
 	r     R
 	done  chan struct{}
 	state atomic.Int32 // callRunning, then callDone or callLeft
@@ -30,22 +33,32 @@ const (
 	callLeft    // the caller left first: the call's result goes to after
 )
 
+// run makes the call, on a goroutine counted in wg (nil: none).
+func (p *pending[R]) run(wg *sync.WaitGroup) {
+	if wg != nil {
+		defer wg.Done()
+	}
+	p.r = p.call()
+	if p.state.CompareAndSwap(callRunning, callDone) {
+		close(p.done)
+		return
+	}
+	if p.after != nil {
+		p.after(p.r)
+	}
+}
+
 // runBounded runs call on a goroutine of e and waits for it until ctx is
 // done. It returns call's result and true, or, when ctx ended first, the
 // zero R and false: call then runs on, and after (when not nil) receives
 // its result on that goroutine once it returns.
 func runBounded[R any](e *Engine, ctx context.Context, call func() R, after func(R)) (R, bool) {
-	p := &pending[R]{done: make(chan struct{})}
-	e.background(func() {
-		p.r = call()
-		if p.state.CompareAndSwap(callRunning, callDone) {
-			close(p.done)
-			return
-		}
-		if after != nil {
-			after(p.r)
-		}
-	})
+	p := &pending[R]{call: call, after: after, done: make(chan struct{})}
+	if e.track() {
+		go p.run(&e.bg)
+	} else {
+		go p.run(nil) // Close has begun: the call is bounded on its own
+	}
 	select {
 	case <-p.done:
 		return p.r, true

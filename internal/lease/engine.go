@@ -70,19 +70,27 @@ const BackgroundWait = 5 * time.Second
 // for (up to BackgroundWait), and reports true; once Close has begun it
 // runs nothing and reports false.
 func (e *Engine) Go(fn func()) bool {
-	e.mu.Lock()
-	// Close sets closed, then takes e.mu before it waits: a Go that sees
-	// closed false here has added to bg before that wait.
-	if e.closed.Load() {
-		e.mu.Unlock()
+	if !e.track() {
 		return false
 	}
-	e.bg.Add(1)
-	e.mu.Unlock()
 	go func() {
 		defer e.bg.Done()
 		fn()
 	}()
+	return true
+}
+
+// track counts one more background task that Close waits for and reports
+// true, or reports false once Close has begun.
+func (e *Engine) track() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// Close sets closed, then takes e.mu before it waits: a task counted
+	// here is counted before that wait.
+	if e.closed.Load() {
+		return false
+	}
+	e.bg.Add(1)
 	return true
 }
 
