@@ -34,8 +34,8 @@ func (c *Client) settings(cfg config) *settings {
 		Notify:     cfg.notify,
 		// Only plain script-mode holds without a replica WAIT can be
 		// handed over (see handoff.lua).
-		Handoff: cfg.mode == ReleaseScript && !cfg.ownerSet && cfg.acks == 0,
-		Fencing: cfg.fencing,
+		Handoff:     cfg.mode == ReleaseScript && !cfg.ownerSet && cfg.acks == 0,
+		Fencing:     cfg.fencing,
 		Bounded:     !keepsDeadlines(c.rdb) || cfg.coalesce,
 		UndoTimeout: cleanupTimeout(cfg.ttl),
 		Margin:      safetyMargin,

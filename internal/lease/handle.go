@@ -174,20 +174,20 @@ func (hd *Handle) install(token string, fence int64, sent time.Time) (*Hold, err
 }
 
 // undo removes what an attempt with token may have set, on a goroutine of
-// the Engine bounded by Policy.UndoTimeout, and waits for it until wait is
-// done (a nil wait: not at all).
-func (hd *Handle) undo(k Kind, token string, wait <-chan struct{}) {
+// the Engine bounded by Policy.UndoTimeout, and waits for it until ctx is
+// done; a nil ctx: not at all.
+func (hd *Handle) undo(ctx context.Context, k Kind, token string) {
 	done := make(chan struct{})
 	hd.pol.Engine.background(func() {
 		defer close(done)
-		ctx, cancel := context.WithTimeout(context.Background(), hd.pol.UndoTimeout)
+		uctx, cancel := context.WithTimeout(context.Background(), hd.pol.UndoTimeout)
 		defer cancel()
-		k.Undo(ctx, token)
+		k.Undo(uctx, token)
 	})
-	if wait != nil {
+	if ctx != nil {
 		select {
 		case <-done:
-		case <-wait:
+		case <-ctx.Done():
 		}
 	}
 }
@@ -201,7 +201,7 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 		var ok bool
 		a, ok = runBounded(hd.pol.Engine, ctx, func() Attempt { return k.Try(ctx, token) }, func(a Attempt) {
 			if a.OK || a.Unknown {
-				hd.undo(k, token, nil)
+				hd.undo(nil, k, token)
 			}
 		})
 		if !ok {
@@ -215,7 +215,7 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 	}
 	h, err := hd.install(token, a.Fence, a.Sent)
 	if err != nil {
-		hd.undo(k, token, ctx.Done())
+		hd.undo(ctx, k, token)
 		return Attempt{Err: err}, nil, false
 	}
 	return a, h, false

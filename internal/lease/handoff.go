@@ -139,7 +139,7 @@ func (w *Waiter) undo() {
 	if h := w.hd.Hold(); h != nil && h.token == w.token {
 		return
 	}
-	w.hd.undo(w.k, w.token, nil)
+	w.hd.undo(nil, w.k, w.token)
 }
 
 // SetGiftHook makes every waiter call fn after it takes a hold a release

@@ -32,7 +32,7 @@ func (hd *Handle) TryAcquire(ctx context.Context, k Kind) (bool, error) {
 		return false, nil
 	}
 	if a.Unknown {
-		hd.undo(k, token, ctx.Done())
+		hd.undo(ctx, k, token)
 	}
 	hd.attemptFailed(ctx, token, 1, 1, a.Err)
 	err = hd.Err("acquire", a.Err)

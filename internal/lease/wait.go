@@ -154,7 +154,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 		}
 	}
 	if unknown && !p.FreshTokens {
-		hd.undo(k, token, wctx.Done())
+		hd.undo(wctx, k, token)
 	}
 	if err != nil {
 		return attempts, nil, token, hd.Err("acquire", err)
