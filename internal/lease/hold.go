@@ -172,16 +172,18 @@ func (h *Hold) lose(reason Reason, err error, byRelease bool) {
 	ch := h.lost
 	h.mu.Unlock()
 
+	// The Observer and the log first: whoever reacts to Lost() finds the
+	// loss already reported.
+	p.observe(h.hd.Keys.User, Event{Kind: EventLost, Token: h.token, Fence: h.fence, Err: cause})
+	if lg := p.Logger; lg != nil {
+		lg.Warn(p.Pkg+" lost", slog.String("key", h.hd.Keys.User), slog.String("reason", reason.Name()),
+			slog.Int64("fence", h.fence), slog.Any("err", err))
+	}
 	if ch != nil {
 		close(ch)
 	}
 	for _, fn := range fns {
 		fn(cause)
-	}
-	p.observe(h.hd.Keys.User, Event{Kind: EventLost, Token: h.token, Fence: h.fence, Err: cause})
-	if lg := p.Logger; lg != nil {
-		lg.Warn(p.Pkg+" lost", slog.String("key", h.hd.Keys.User), slog.String("reason", reason.Name()),
-			slog.Int64("fence", h.fence), slog.Any("err", err))
 	}
 }
 
