@@ -170,7 +170,7 @@ func TestLock_Acquire_reportsEachFailedAttempt(t *testing.T) {
 	// larger than the attempts never starts go-redis's background dialer.
 	rdb := redis.NewClient(&redis.Options{Addr: kindtest.ClosedAddr(t), MaxRetries: -1, DialerRetries: 1, PoolSize: 100000})
 	t.Cleanup(func() { rdb.Close() })
-	rec, logs := &recorder{}, &logRecorder{}
+	rec, logs := &kindtest.Recorder{}, &logRecorder{}
 	c := newClient(t, rdb, lock.WithObserver(rec), lock.WithLogger(slog.New(logs)),
 		lock.WithBackoff(time.Millisecond, 2*time.Millisecond), lock.WithWaitTimeout(300*time.Millisecond))
 	ctx := kindtest.CallerCtx()
@@ -178,14 +178,12 @@ func TestLock_Acquire_reportsEachFailedAttempt(t *testing.T) {
 	wantErr(t, "Acquire() on a closed port", err, lock.ErrNotAcquired)
 	wantErr(t, "Acquire() on a closed port", err, syscall.ECONNREFUSED)
 
-	rec.mu.Lock()
 	var failed []lock.Event
-	for _, e := range rec.events {
+	for _, e := range rec.Events() {
 		if e.Kind == lock.EventAttemptFailed {
 			failed = append(failed, e)
 		}
 	}
-	rec.mu.Unlock()
 	if len(failed) < 3 {
 		t.Fatalf("%d EventAttemptFailed in 300ms of refused attempts, want at least 3", len(failed))
 	}

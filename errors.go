@@ -40,20 +40,20 @@ type LossReason int
 
 const (
 	// LossStolen: the key holds another token; someone else has the lock.
-	LossStolen LossReason = iota + 1
+	LossStolen = LossReason(lease.LossStolen)
 	// LossExpired: the key is gone and our lease had run out by our clock,
 	// typically after a process pause or with renewal off.
-	LossExpired
+	LossExpired = LossReason(lease.LossExpired)
 	// LossForceReleased: the key is gone although our lease should still have
 	// been valid: it was deleted behind our back, or Redis lost its data
 	// (restart without persistence, failover with async replication).
-	LossForceReleased
+	LossForceReleased = LossReason(lease.LossForceReleased)
 	// LossUnreachable: renewal could not confirm the hold before the local
 	// safety deadline, so the hold is given up before it could expire.
-	LossUnreachable
+	LossUnreachable = LossReason(lease.LossUnreachable)
 	// LossMaxHold: the hold reached the cap set with [WithMaxHold] and was no
 	// longer renewed.
-	LossMaxHold
+	LossMaxHold = LossReason(lease.LossMaxHold)
 )
 
 // String returns the reason in a word or two, as used in error messages.

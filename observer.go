@@ -40,26 +40,26 @@ type EventKind int
 
 const (
 	// EventAcquireStart: Acquire or TryAcquire began.
-	EventAcquireStart EventKind = iota + 1
+	EventAcquireStart = EventKind(lease.EventAcquireStart)
 	// EventAcquire: Acquire or TryAcquire ended; Err is nil when the lock is
 	// held, otherwise the error returned (TryAcquire's "held by another" is
 	// reported as [ErrNotAcquired]).
-	EventAcquire
+	EventAcquire = EventKind(lease.EventAcquire)
 	// EventRelease: Release ended; Err as returned.
-	EventRelease
+	EventRelease = EventKind(lease.EventRelease)
 	// EventExtend: Extend ended; Err as returned.
-	EventExtend
+	EventExtend = EventKind(lease.EventExtend)
 	// EventRenewalFailed: one renewal of a held lock failed with Err. It is
 	// retried, unless the hold's safety deadline has come: then an
 	// EventLost follows.
-	EventRenewalFailed
+	EventRenewalFailed = EventKind(lease.EventRenewalFailed)
 	// EventLost: the hold ended involuntarily; Err is the [*LostError].
-	EventLost
+	EventLost = EventKind(lease.EventLost)
 	// EventAttemptFailed: one attempt of Acquire or TryAcquire failed with
 	// Err (Redis unreachable, a transient error reply, a reply too late to
 	// trust); Attempts is its number. Acquire tries again until its wait
 	// ends. An attempt that finds the lock held by another is no failure.
-	EventAttemptFailed
+	EventAttemptFailed = EventKind(lease.EventAttemptFailed)
 )
 
 var eventNames = map[EventKind]string{

@@ -121,16 +121,21 @@ func (e *Engine) Close(stop func()) bool {
 	}
 	e.wg.Wait()
 	e.abandon()
+	waitFor(&e.bg, BackgroundWait)
+	return true
+}
+
+// waitFor waits until wg's count is zero, at most d.
+func waitFor(wg *sync.WaitGroup, d time.Duration) {
 	done := make(chan struct{})
 	go func() {
-		e.bg.Wait()
+		wg.Wait()
 		close(done)
 	}()
-	t := time.NewTimer(BackgroundWait)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
 	}
-	return true
 }

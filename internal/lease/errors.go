@@ -105,11 +105,11 @@ func JoinErrs(errs ...error) error {
 	return errors.Join(errs...)
 }
 
-// Reason says why a hold ended involuntarily. Its values are those of the
-// root package's LossReason, which converts it.
+// Reason says why a hold ended involuntarily. The root package's
+// LossReason constants are defined from these.
 type Reason int
 
-// The reasons, in LossReason's order.
+// The reasons. Add new ones at the end: the values are public.
 const (
 	LossStolen Reason = iota + 1
 	LossExpired

@@ -50,11 +50,11 @@ type Policy struct {
 	Logger  *slog.Logger // nil: silent
 }
 
-// EventKind says what an Event reports. Its values are those of the root
-// package's EventKind, which converts it.
+// EventKind says what an Event reports. The root package's EventKind
+// constants are defined from these.
 type EventKind int
 
-// The kinds, in the root package's order.
+// The kinds of events. Add new ones at the end: the values are public.
 const (
 	EventAcquireStart EventKind = iota + 1
 	EventAcquire

@@ -148,15 +148,5 @@ func (n *Notifier) close() {
 		}()
 	}
 	n.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		n.wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(closeWait)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
+	waitFor(&n.wg, closeWait)
 }
