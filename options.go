@@ -78,14 +78,7 @@ func defaultConfig() config {
 	}
 }
 
-func (cfg config) with(opts []Option) config {
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	return cfg
-}
+func (cfg config) with(opts []Option) config { return lease.With(cfg, opts) }
 
 // validate reports the first out-of-range value, wrapping ErrInvalid.
 func (cfg *config) validate() error {

@@ -38,3 +38,13 @@ func NewToken() (string, error) {
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 	return u.String(), nil
 }
+
+// With returns cfg with opts applied in order; nil options are skipped.
+func With[C any, O ~func(*C)](cfg C, opts []O) C {
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return cfg
+}
