@@ -103,19 +103,24 @@
 //
 // Every verb returns by its caller's deadline (and Acquire by its wait
 // timeout), give or take the scheduling of a goroutine. When the caller's
-// context has a deadline that go-redis would not keep (the client lacks
-// ContextTimeoutEnabled), a call runs on a goroutine of its own and the
-// verb stops waiting at the deadline; what the call still does is settled
-// in the background, by the Engine: an acquire that may have taken the
-// lock is undone once its call returns, an Extend counts as out until
-// then. An attempt whose outcome is unknown is likewise undone in the
-// background, bounded by Policy.UndoTimeout; Close waits for these undos.
+// context has a deadline the kind's client would not keep (Policy.Bounded:
+// the client lacks ContextTimeoutEnabled, or its calls ride shared
+// pipelines), the call runs on a goroutine of its own and the verb stops
+// waiting at the deadline; what the call still does is settled in the
+// background, by the Engine: an acquire that may have taken the lock is
+// undone once its call returns, an Extend counts as out until then. An
+// attempt whose outcome is unknown is likewise undone on a goroutine of the
+// Engine, bounded by Policy.UndoTimeout; the verb waits for that undo only
+// until its caller's context ends. Close waits for these background tasks
+// up to BackgroundWait (5s).
 //
 // # Errors
 //
 // The sentinels (ErrNotAcquired, ErrNotHeld, ErrLockLost, ErrClosed,
 // ErrInvalid) are defined here, with their texts, and the root package
-// re-exports them, so every kind returns the same values. A verb's error is
+// re-exports them, so every kind returns the same values; so are the event
+// kinds and loss reasons, from which the root package defines its
+// constants. A verb's error is
 // an *OpError ("lock: release \"k\": not held"): package, verb and key said
 // once, each wrapped error's own "lock: " or "redlock: " prefix dropped.
 package lease
