@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/agentlock/lock/internal/lease"
@@ -26,9 +27,15 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 // Acquire waits until the lock is held, ctx is done, or the wait timeout
 // ([WithWaitTimeout]) passes. Between attempts it sleeps with jittered
 // exponential backoff ([WithBackoff]), never past the holder's remaining TTL,
-// and wakes at once when a holder releases ([WithNotify]). Every attempt of
-// one Acquire carries the same token, so an attempt whose reply was lost but
-// which took the lock is confirmed by the next.
+// and wakes at once when a holder releases ([WithNotify]). The attempts of
+// one Acquire carry the same token, so an attempt whose reply was lost but
+// which took the lock is confirmed by the next. Once Acquire has sent a
+// release of its token to undo a success it cannot trust (confirmed after
+// the lease's safety deadline, a hold a release handed over too late, or
+// too few replica acknowledgements with [WithReplicaAck]), the attempts
+// that follow carry a fresh token (for a re-entrant lock, a fresh hold id
+// of the same owner): that release may land late, after a later attempt
+// took the key, and must then find nothing of that attempt's to delete.
 //
 // It returns nil when held; an error wrapping [ErrNotAcquired] when the wait
 // ended, also matching context.Cause(ctx) when ctx ended it and the last
@@ -56,6 +63,9 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 	} else {
 		r, err = k.cfg.be.acquire(ctx, &k.hd.Keys, token, k.cfg.ttl)
 	}
+	if errors.As(err, new(undoneError)) {
+		return lease.Attempt{Err: err, Spent: true, Final: !retryable(err)}
+	}
 	if err != nil {
 		return lease.Attempt{Err: err, Unknown: sent(err), Final: !retryable(err)}
 	}
@@ -68,3 +78,10 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 func (k *kind) Undo(ctx context.Context, token string) {
 	_, _ = k.cfg.be.release(ctx, &k.hd.Keys, token)
 }
+
+// undoneError is the error of an attempt that took the lock and sent the
+// release of its token itself (too few replica acknowledgements): the
+// token is spent, and the Acquire goes on with a fresh one.
+type undoneError struct{ error }
+
+func (e undoneError) Unwrap() error { return e.error }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,6 +81,13 @@ type scriptBackend struct {
 	co        *lanes // nil: every call is sent on its own (WithCoalescing(false))
 	reentrant bool
 	fencing   bool
+	// unanswered holds, by token, the pipelines still out with an acquire
+	// whose caller left before the reply (see coalescer.do); n counts them.
+	// A release of such a token waits for the pipeline first, so that the
+	// undo of an acquire of unknown outcome never lands before the acquire.
+	mu         sync.Mutex
+	unanswered map[string]<-chan struct{}
+	n          atomic.Int32
 	// evaled marks the scripts this backend has sent whole once. Until then
 	// a call uses EVAL, which also caches the script on the server, so even
 	// the first acquire on a fresh server is one round trip; afterwards it
@@ -107,11 +115,18 @@ var scriptText = func() (t [5]struct{ src, sha any }) {
 	return t
 }()
 
+// scriptCmd is a script call. Every script of ours replies with one
+// integer, which an IntCmd keeps without boxing it.
+type scriptCmd struct{ *redis.IntCmd }
+
+// Int64 returns the reply.
+func (c scriptCmd) Int64() (int64, error) { return c.Result() }
+
 // run sends script i with keys and args and returns its reply.
-func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...any) *redis.Cmd {
+func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...any) scriptCmd {
 	if b.evaled[i].Load() {
 		cmd := b.send(ctx, i, false, keys, args)
-		if !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if err := cmd.Err(); err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return cmd
 		}
 	}
@@ -123,18 +138,26 @@ func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...a
 	return cmd
 }
 
+// leaves marks the scripts whose call may return at the end of its ctx
+// while the shared pipeline carrying it is still out (see coalescer): an
+// acquire (its undo waits for the pipeline, see unanswered), a release (the
+// hold is out of renewal already) and a TTL. An extend or handoff waits for
+// its reply: the renewal loop counts on no write of a hold landing after
+// its call returned, and a handed-over hold must reach its waiter.
+var leaves = [scriptHandoff + 1]bool{scriptAcquire: true, scriptRelease: true, scriptPTTL: true}
+
 // send builds one EVAL or EVALSHA command in a single argument slice and
 // sends it, through the Client's coalescer unless coalescing is off. A
-// release or handoff goes as a luascripts.OnceCmd, never resent.
-func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []string, args []any) *redis.Cmd {
+// release or handoff goes as a onceCmd.
+func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []string, args []any) scriptCmd {
 	n := 3 + len(keys) + len(args)
 	var (
 		a    []any
-		once *luascripts.OnceCmd
+		once *onceCmd
 	)
 	if i == scriptRelease || i == scriptHandoff {
-		once = new(luascripts.OnceCmd)
-		a = once.Argv[:0]
+		once = new(onceCmd)
+		a = once.argv[:0]
 	}
 	if n > cap(a) {
 		a = make([]any, 0, n)
@@ -148,18 +171,42 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 	for _, k := range keys {
 		a = append(a, k)
 	}
-	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	cmd := redis.NewIntCmd(ctx, append(a, args...)...)
 	var c redis.Cmder = cmd
 	if once != nil {
-		once.Cmd, c = cmd, once
+		once.IntCmd, c = cmd, once
 	}
-	if b.co != nil {
-		b.co.lane(ctx, keys[0]).do(ctx, c)
-	} else {
+	if b.co == nil {
 		_ = b.rdb.Process(ctx, c) // the error is in cmd
+		return scriptCmd{cmd}
 	}
-	return cmd
+	if err := b.co.lane(ctx, keys[0]).do(ctx, c, leaves[i]); err != nil {
+		// The call left without its reply; cmd may still get one from a
+		// pipeline, which nobody reads.
+		cmd = redis.NewIntCmd(ctx)
+		cmd.SetErr(err)
+	}
+	return scriptCmd{cmd}
 }
+
+// onceCmd is a command go-redis must not resend after a connection error,
+// nor any pipeline that carries it: a release or a handoff (by script or in
+// a transaction). Run twice, such a command finds the hold already gone:
+// it would report our own release as a loss, and a re-entrant release would
+// find nothing to drop (see release.lua). Sent once, a call whose reply is
+// lost has an unknown outcome, which its caller reports as an error.
+//
+// The other calls — acquire, extend, renewal, TTL — give the same outcome
+// when resent with the same token, so they keep go-redis's retries.
+type onceCmd struct {
+	*redis.IntCmd
+	// Room for a release's arguments ("evalsha", sha, 2, two keys, token,
+	// flag), so that the wrapper costs no allocation of its own.
+	argv [7]any
+}
+
+// NoRetry tells go-redis not to resend the command.
+func (*onceCmd) NoRetry() bool { return true }
 
 // Script flags, boxed once: converting a string to an interface allocates.
 var argOne, argZero any = "1", "0"
@@ -173,45 +220,52 @@ func flag(b bool) any {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-// ttlArg is the script argument for ttl in milliseconds. The default TTL's
-// is boxed once; others cost an allocation per call.
+// ttlArg is the script argument for ttl in milliseconds. Converting an
+// int64 to an interface allocates, so the boxed value of the default TTL is
+// kept, and those of the last few other TTLs used (a process uses few).
 func ttlArg(d time.Duration) any {
 	if d == DefaultTTL {
 		return defaultTTLArg
 	}
-	return ms(d)
+	m := ms(d)
+	slot := &ttlArgs[uint64(m)*0x9e3779b97f4a7c15>>58]
+	if b := slot.Load(); b != nil && b.ms == m {
+		return b.v
+	}
+	b := &boxedTTL{ms: m, v: m}
+	slot.Store(b)
+	return b.v
 }
+
+// boxedTTL is a TTL in milliseconds and the same boxed; ttlArgs keeps one
+// per slot, the slot picked by a hash of the TTL.
+type boxedTTL struct {
+	ms int64
+	v  any
+}
+
+var ttlArgs [64]atomic.Pointer[boxedTTL]
 
 var defaultTTLArg any = ms(DefaultTTL)
 
 func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
-	v, err := b.run(ctx, scriptAcquire, k.AcquireKeys(),
-		token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Result()
+	n, err := b.run(ctx, scriptAcquire, k.AcquireKeys(),
+		token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Int64()
 	if err != nil {
+		var u unansweredError
+		if errors.As(err, &u) {
+			b.leftUnanswered(token, u.settled)
+		}
 		return acquireResult{}, err
 	}
-	return parseAcquire(v)
-}
-
-// parseAcquire reads acquire.lua's reply, {status, value}, without the
-// allocation of Cmd.Int64Slice.
-func parseAcquire(v any) (acquireResult, error) {
-	r, ok := v.([]any)
-	if !ok || len(r) != 2 {
-		return acquireResult{}, fmt.Errorf("lock: unexpected acquire reply %v", v)
-	}
-	status, ok1 := r[0].(int64)
-	value, ok2 := r[1].(int64)
-	switch {
-	case !ok1 || !ok2 || status < 0 || status > 2:
-		return acquireResult{}, fmt.Errorf("lock: unexpected acquire reply %v", v)
-	case status == 0:
-		return acquireResult{pttl: time.Duration(max(value, 0)) * time.Millisecond}, nil
-	}
-	return acquireResult{ok: true, fence: value}, nil
+	ok, fence, left := luascripts.AcquireReply(n)
+	return acquireResult{ok: ok, fence: fence, pttl: left}, nil
 }
 
 func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
+	if err := b.awaitAcquire(ctx, token); err != nil {
+		return 0, err
+	}
 	n, err := b.run(ctx, scriptRelease, k.ReleaseKeys(),
 		token, flag(b.reentrant)).Int64()
 	if n == 2 { // one re-entrant level dropped

@@ -23,6 +23,12 @@ type watchBackend struct {
 // conflict means the key changed under us, which for a lock key is rare.
 const watchRetries = 16
 
+// acquire sends SET NX PX, the fence INCR and the counter's PEXPIRE in one
+// MULTI, with a GET and PTTL of the key to tell a hold of ours (an earlier
+// attempt whose reply was lost) from someone else's. The INCR runs even when
+// the SET fails, so fences leave gaps, but a successful SET and its INCR are
+// one atomic step. A fence below luascripts.Clocked comes from a counter that
+// was missing: see raiseFence.
 func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
 	var (
 		set   *redis.BoolCmd
@@ -33,9 +39,10 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		set = p.SetNX(ctx, k.Lock(), token, ttl)
 		if b.fencing {
-			// INCR runs even when SET NX fails, so fences leave gaps, but the
-			// successful SET and its INCR are still one atomic step.
 			incr = p.Incr(ctx, k.Fence())
+			// Every write of the counter gives it a TTL, so that a failed
+			// attempt on a missing counter leaves no key that lives forever.
+			p.PExpire(ctx, k.Fence(), luascripts.FenceTTL)
 		}
 		get = p.Get(ctx, k.Lock())
 		pttlc = p.PTTL(ctx, k.Lock())
@@ -44,14 +51,8 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
 		return acquireResult{}, err
 	}
-	var fence int64
-	if incr != nil {
-		fence = incr.Val()
-	}
-	if set.Val() {
-		return acquireResult{ok: true, fence: fence}, nil
-	}
-	if get.Err() == nil && get.Val() == token {
+	ours := set.Val()
+	if !ours && get.Err() == nil && get.Val() == token {
 		// Ours already: an earlier attempt whose reply was lost. Reset the
 		// TTL. The fence from this MULTI is newer than any earlier holder's
 		// and older than any later one's, so it serves this hold.
@@ -59,15 +60,78 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 		if err != nil {
 			return acquireResult{}, err
 		}
-		if st == extendOK {
-			return acquireResult{ok: true, fence: fence}, nil
+		ours = st == extendOK
+	}
+	if !ours {
+		return acquireResult{pttl: max(pttlc.Val(), 0)}, nil
+	}
+	var fence int64
+	if incr != nil {
+		fence = incr.Val()
+		if fence < luascripts.Clocked {
+			if fence, ours, err = b.raiseFence(ctx, k, token); err != nil || !ours {
+				return acquireResult{}, err
+			}
 		}
 	}
-	left := pttlc.Val()
-	if left < 0 {
-		left = 0
+	return acquireResult{ok: true, fence: fence}, nil
+}
+
+// raiseFence restarts a fencing counter that our acquire's INCR found
+// missing (or written without a TTL by an older version): under WATCH of the
+// lock and the counter, it checks that the lock still holds our token, reads
+// the counter and the server's clock (TIME), and sets the counter to the
+// larger of its value plus one and the clock in microseconds, for
+// luascripts.FenceTTL. That value is our hold's fence. As in fence.lua, it
+// lies above every fence the expired counter handed out while the server's
+// clock does not go back; unlike the script, it takes a second round trip
+// (once per FenceTTL on a busy key, or per acquisition of a key used once),
+// and other attempts' INCRs may come between ours and the raise: those
+// attempts failed (we hold the lock), so their values serve no one. It
+// reports false when the lock is no longer ours.
+func (b *watchBackend) raiseFence(ctx context.Context, k *keys, token string) (int64, bool, error) {
+	var fence int64
+	txf := func(tx *redis.Tx) error {
+		var (
+			get, cur *redis.StringCmd
+			now      *redis.TimeCmd
+		)
+		_, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+			get = p.Get(ctx, k.Lock())
+			cur = p.Get(ctx, k.Fence())
+			now = p.Time(ctx)
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
+			return err
+		}
+		if get.Err() != nil || get.Val() != token {
+			return errNotOurs
+		}
+		if err := now.Err(); err != nil {
+			return err
+		}
+		c, _ := cur.Int64() // missing or not a number: 0
+		fence = max(c+1, now.Val().UnixMicro())
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, k.Fence(), fence, luascripts.FenceTTL)
+			return nil
+		})
+		return err
 	}
-	return acquireResult{pttl: left}, nil
+	for range watchRetries {
+		err := b.rdb.Watch(ctx, txf, k.Lock(), k.Fence())
+		switch {
+		case errors.Is(err, redis.TxFailedErr):
+			continue
+		case errors.Is(err, errNotOurs):
+			return 0, false, nil
+		case err != nil:
+			return 0, false, err
+		}
+		return fence, true, nil
+	}
+	return 0, false, redis.TxFailedErr
 }
 
 // checkAndExec runs fn in MULTI if the lock still holds token, under WATCH.
@@ -120,8 +184,8 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 // unknown.
 func (b *watchBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
-		del := new(luascripts.OnceCmd)
-		del.Cmd = redis.NewCmd(ctx, append(del.Argv[:0], "del", k.Lock())...)
+		del := new(onceCmd)
+		del.IntCmd = redis.NewIntCmd(ctx, append(del.argv[:0], "del", k.Lock())...)
 		_ = p.Process(ctx, del)
 		p.Publish(ctx, k.Notify(), "released")
 	})

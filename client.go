@@ -68,16 +68,20 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 // it has no configuration, backends or background work to lend a lock.
 func (c *Client) zero() bool { return c == nil || !c.eng.Ready() }
 
-// Close stops the renewal loop and the wake-up subscription and waits for
+// Close stops the renewal loop and the wake-up subscriptions and waits for
 // them to return: if a renewal call is out to a server that does not answer,
 // that wait lasts until go-redis gives the call up (its read and dial
 // timeouts); a subscription still connecting to such a server is waited
 // for at most 100ms, and ends on its own later. Close also waits, at most
 // 5s, for the background work of calls their callers stopped waiting for
 // and for the undos of acquisitions whose outcome was unknown. It is
-// idempotent and always returns nil, also on
-// a zero or nil Client. Locks still held are no longer renewed: their Lost
-// channels close at their safety deadlines. Afterwards Acquire,
+// idempotent and always returns nil, also on a zero or nil Client.
+//
+// Locks still held are no longer renewed: their Lost channels close at
+// their safety deadlines, also while Close waits. Each hold gets a timer
+// for its deadline before Close waits for anything; a hold whose renewal
+// call is out is watched by that call until it returns, and gets its timer
+// then, at the deadline the call's answer leaves it. Afterwards Acquire,
 // TryAcquire, Extend and WithLock return [ErrClosed]; Release still deletes
 // a hold, so shutdown order strands nothing. Close does not close the redis
 // client.

@@ -20,9 +20,15 @@ import (
 // client spend most of their time on calls this small.
 //
 // A queued call whose ctx ends before it is sent leaves the queue with
-// ctx's error. Once sent, a call waits for its reply like any go-redis call
-// (a cancelled ctx does not stop a go-redis read either): the library must
-// learn what happened to a call that may have taken a lock.
+// ctx's error. A call that rides a shared pipeline and may leave (acquire,
+// release, TTL) returns at the end of its own ctx too, with an error that
+// says it was sent and its outcome is unknown, while the pipeline finishes
+// in the background: the pipeline runs without any one caller's
+// cancellation, and go-redis would otherwise hold each rider until the
+// shared reply or its ReadTimeout. Extend and handoff wait for their reply:
+// the renewal loop and a waiter rely on knowing when such a write can no
+// longer land. A call sent alone waits for its reply like any go-redis
+// call (a cancelled ctx stops it only with ContextTimeoutEnabled).
 //
 // go-redis resends a pipeline whole after a connection error, calls whose
 // replies had arrived included, unless one of its commands forbids it (see
@@ -97,15 +103,20 @@ func (ls *lanes) lane(ctx context.Context, key string) *coalescer {
 
 var queuedPool = sync.Pool{New: func() any { return &queued{ready: make(chan []*queued, 1)} }}
 
-// do sends cmd and returns when its reply (or error) is in cmd.
-func (c *coalescer) do(ctx context.Context, cmd redis.Cmder) {
+// do sends cmd and returns nil once cmd holds its reply (or error). When
+// ctx ends first it returns an error instead and leaves cmd alone: an
+// unsentError if cmd was still queued (it is never sent), or, if leave is
+// set and cmd is in a pipeline, an unansweredError, whose settled channel
+// closes when that pipeline is done (cmd then holds a reply nobody reads).
+// Without leave, a call in a pipeline sees it through.
+func (c *coalescer) do(ctx context.Context, cmd redis.Cmder, leave bool) error {
 	c.mu.Lock()
 	if c.out < c.limit {
 		c.out++
 		c.mu.Unlock()
 		_ = c.rdb.Process(ctx, cmd) // the error is in cmd
 		c.next()
-		return
+		return nil
 	}
 	q := queuedPool.Get().(*queued)
 	q.cmd = cmd
@@ -120,17 +131,48 @@ func (c *coalescer) do(ctx context.Context, cmd redis.Cmder) {
 		if i := slices.Index(c.queue, q); i >= 0 {
 			c.queue = slices.Delete(c.queue, i, i+1)
 			c.mu.Unlock()
-			cmd.SetErr(unsentError{context.Cause(ctx)})
 			c.put(q)
-			return
+			return unsentError{context.Cause(ctx)}
 		}
 		c.mu.Unlock()
-		batch = <-q.ready // already taken into a batch: see it through
+		// Taken into a batch: its leader sends it, or we are that leader
+		// and are about to be handed it.
+		if leave {
+			settled := make(chan struct{})
+			go func() {
+				defer close(settled)
+				if batch := <-q.ready; batch != nil {
+					c.send(ctx, batch) // lead it: the others ride on it
+				}
+				c.put(q)
+			}()
+			return unansweredError{cause: context.Cause(ctx), settled: settled}
+		}
+		batch = <-q.ready
 	}
-	if batch != nil {
+	if batch == nil { // another leader sent it, and the reply is in
+		c.put(q)
+		return nil
+	}
+	if !leave || ctx.Done() == nil {
 		c.send(ctx, batch)
+		c.put(q)
+		return nil
 	}
-	c.put(q)
+	// We lead, and may leave before the reply: the pipeline runs in the
+	// background so that the calls riding on it get theirs.
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		c.send(ctx, batch)
+	}()
+	select {
+	case <-settled:
+		c.put(q)
+		return nil
+	case <-ctx.Done():
+		return unansweredError{cause: context.Cause(ctx), settled: settled}
+	}
 }
 
 // unsentError is the error of a call that left the queue unsent: Redis
@@ -139,6 +181,61 @@ type unsentError struct{ cause error }
 
 func (e unsentError) Error() string { return "lock: call not sent: " + e.cause.Error() }
 func (e unsentError) Unwrap() error { return e.cause }
+
+// unansweredError is the error of a call that left a shared pipeline at
+// the end of its ctx, before the reply: it may take effect in Redis until
+// settled closes, and an undo must wait for that (see scriptBackend).
+type unansweredError struct {
+	cause   error
+	settled <-chan struct{}
+}
+
+func (e unansweredError) Error() string {
+	return "lock: call sent, outcome unknown (no reply before ctx ended): " + e.cause.Error()
+}
+func (e unansweredError) Unwrap() error { return e.cause }
+
+// leftUnanswered records that an acquire with token left its pipeline
+// before the reply, until settled closes.
+func (b *scriptBackend) leftUnanswered(token string, settled <-chan struct{}) {
+	b.mu.Lock()
+	if b.unanswered == nil {
+		b.unanswered = map[string]<-chan struct{}{}
+	}
+	b.unanswered[token] = settled
+	b.n.Add(1)
+	b.mu.Unlock()
+	go func() {
+		<-settled
+		b.mu.Lock()
+		if b.unanswered[token] == settled {
+			delete(b.unanswered, token)
+			b.n.Add(-1)
+		}
+		b.mu.Unlock()
+	}()
+}
+
+// awaitAcquire waits until no pipeline carrying an acquire with token is
+// out, or ctx ends (then the release must not be sent: it would land
+// before the acquire it undoes).
+func (b *scriptBackend) awaitAcquire(ctx context.Context, token string) error {
+	if b.n.Load() == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	settled := b.unanswered[token]
+	b.mu.Unlock()
+	if settled == nil {
+		return nil
+	}
+	select {
+	case <-settled:
+		return nil
+	case <-ctx.Done():
+		return unsentError{context.Cause(ctx)}
+	}
+}
 
 // sent reports whether a call that failed with err may have reached Redis.
 func sent(err error) bool {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,5 +310,172 @@ func TestCoalescingQueuedCancel(t *testing.T) {
 		if n, err := rdb.Exists(ctx, lockKey(l.Key())).Result(); err != nil || n != 0 {
 			t.Fatalf("EXISTS of the cancelled lock = %d, %v; want 0", n, err)
 		}
+	})
+}
+
+// pipeGate holds script calls: those sent alone until single closes, those
+// in a pipeline until openPipes. It counts the pipelines it holds.
+type pipeGate struct {
+	single, pipes chan struct{}
+	once          sync.Once
+	held          atomic.Int32
+}
+
+// addPipeGate adds a pipeGate to rdb; its pipelines go at cleanup, also
+// when the test fails.
+func addPipeGate(t *testing.T, rdb *redis.Client) *pipeGate {
+	g := &pipeGate{single: make(chan struct{}), pipes: make(chan struct{})}
+	rdb.AddHook(g)
+	t.Cleanup(g.openPipes)
+	return g
+}
+
+func (g *pipeGate) openPipes() { g.once.Do(func() { close(g.pipes) }) }
+
+// eventually fails the test unless cond holds within 10s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func isScriptCall(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" || cmd.Name() == "eval" }
+
+func (g *pipeGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *pipeGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isScriptCall(cmd) {
+			<-g.single
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (g *pipeGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if slices.ContainsFunc(cmds, isScriptCall) {
+			g.held.Add(1)
+			<-g.pipes
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// ridePipeline starts calls while every send slot of c is held at g's
+// single gate, so that they queue up; then it lets the slots go, and
+// returns once the queued calls are out in one pipeline, held at g's
+// pipeline gate. The fillers' locks are released at cleanup.
+func ridePipeline(t *testing.T, c *lock.Client, g *pipeGate, calls ...func()) {
+	t.Helper()
+	ctx := context.Background()
+	var fillers []*lock.Lock
+	var wg sync.WaitGroup
+	for i := range lock.CoalescerLimit() {
+		l := c.NewLock(fmt.Sprintf("%s:filler:%d", keyFor(t), i))
+		fillers = append(fillers, l)
+		wg.Go(func() { _ = tryOK(ctx, l) })
+	}
+	waitLoad(t, c, len(fillers))
+	for _, call := range calls {
+		go call()
+	}
+	waitLoad(t, c, len(fillers)+len(calls))
+	close(g.single)
+	wg.Wait()
+	eventually(t, "the queued calls go out as a pipeline", func() bool { return g.held.Load() > 0 })
+	t.Cleanup(func() {
+		for _, l := range fillers {
+			_ = l.Release(ctx)
+		}
+	})
+}
+
+// TestCoalescing_sentCallLeavesAtItsCtxEnd: a TTL and a Release riding a
+// shared pipeline that gets no reply return when their own ctx ends, with
+// ctx's error, not when the pipeline does; the pipeline still finishes in
+// the background (the release takes effect once it goes through).
+func TestCoalescing_sentCallLeavesAtItsCtxEnd(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		rdb, c := warmClient(t, tg)
+		held := c.NewLock(keyFor(t) + ":ttl")
+		must(t, "Acquire()", held.Acquire(ctx))
+		released := c.NewLock(keyFor(t) + ":release")
+		must(t, "Acquire()", released.Acquire(ctx))
+		g := addPipeGate(t, rdb)
+		ttlCtx, endTTL := context.WithCancel(ctx)
+		relCtx, endRel := context.WithCancel(ctx)
+		ttlErr, relErr := make(chan error, 1), make(chan error, 1)
+		ridePipeline(t, c, g,
+			func() { _, err := held.TTL(ttlCtx); ttlErr <- err },
+			func() { relErr <- released.Release(relCtx) })
+		endTTL()
+		endRel()
+		for name, ch := range map[string]chan error{"TTL()": ttlErr, "Release()": relErr} {
+			select {
+			case err := <-ch:
+				wantErr(t, name+" riding a held pipeline", err, context.Canceled)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s did not return within 5s of its ctx's end while its pipeline was held", name)
+			}
+		}
+		if n := g.held.Load(); n != 1 {
+			t.Fatalf("%d pipelines held, want the one the calls rode", n)
+		}
+		g.openPipes()
+		eventually(t, "the release that left its pipeline takes effect once the pipeline goes through",
+			func() bool { return tg.rdb.Exists(ctx, lockKey(released.Key())).Val() == 0 })
+		d, err := held.TTL(ctx)
+		if err != nil || d <= 0 {
+			t.Fatalf("TTL() once the pipeline is through = %v, %v; want the time left", d, err)
+		}
+		must(t, "Release()", held.Release(ctx))
+	})
+}
+
+// TestCoalescing_undoWaitsForAnUnansweredAcquire: an acquire that left its
+// shared pipeline at its ctx's end has an unknown outcome, and its undo
+// waits for that pipeline: when the acquire lands late, the undo still
+// comes after it and the key is left free.
+func TestCoalescing_undoWaitsForAnUnansweredAcquire(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		rdb, c := warmClient(t, tg)
+		g := addPipeGate(t, rdb)
+		l := c.NewLock(keyFor(t))
+		acqCtx, endAcq := context.WithCancel(ctx)
+		type result struct {
+			ok  bool
+			err error
+		}
+		done := make(chan result, 1)
+		ridePipeline(t, c, g, func() {
+			ok, err := l.TryAcquire(acqCtx)
+			done <- result{ok, err}
+		})
+		endAcq()
+		eventually(t, "the acquire leaves its held pipeline at its ctx's end",
+			func() bool { return lock.UnansweredAcquires(c) > 0 })
+		g.openPipes() // the acquire lands now, after its caller left
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("TryAcquire did not return once the pipeline went through")
+		}
+		if r.ok {
+			t.Fatal("TryAcquire() = true after its ctx ended before the reply, want false")
+		}
+		wantErr(t, "TryAcquire()", r.err, context.Canceled)
+		// Once the pipeline is done, the late acquire has landed: the undo
+		// must have come after it.
+		eventually(t, "the pipeline with the acquire finishes", func() bool { return lock.UnansweredAcquires(c) == 0 })
+		tg.wantFree(t, l.Key(), "after an acquire of unknown outcome was undone")
 	})
 }

@@ -27,6 +27,10 @@ func CoalescerLoad(c *Client) (out, queued int, queues []int) {
 
 // IdleWaiters reports, for tests, how many waiters of c wait on key (under
 // the default prefix) between attempts: those a release can hand over to.
+// A waiter counts once nothing but a release (or its backoff) will make it
+// try again: no wake-up it has not acted on, and its channel's
+// subscription confirmed (that wakes every waiter for one more attempt) or
+// no longer under way (it failed).
 func IdleWaiters(c *Client, key string) int {
 	k := luascripts.NewKeys(DefaultPrefix, key)
 	return c.eng.Notifier.IdleWaiters(k.Notify())
@@ -72,4 +76,18 @@ func newClientWithBackend(be backend, opts ...Option) *Client {
 	}
 	c.set = c.settings(c.cfg)
 	return c
+}
+
+// UnansweredAcquires reports, for tests, how many acquires of c left a
+// shared pipeline before its reply and wait for it to finish.
+func UnansweredAcquires(c *Client) int {
+	c.beMu.Lock()
+	defer c.beMu.Unlock()
+	n := 0
+	for _, be := range c.backends {
+		if sb, ok := be.(*scriptBackend); ok {
+			n += int(sb.n.Load())
+		}
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -96,14 +97,31 @@ func (s *fuzzServer) answer(cmd redis.Cmder) {
 		r = s.replies[s.i%len(s.replies)]
 		s.i++
 	}
-	c, ok := cmd.(*redis.Cmd)
-	switch {
-	case !ok:
-		cmd.SetErr(errors.New("fuzz: unexpected command type"))
-	case r.err != nil:
-		c.SetErr(r.err)
-	default:
+	if r.err != nil {
+		cmd.SetErr(r.err)
+		return
+	}
+	switch c := cmd.(type) {
+	case *redis.Cmd: // a renewal, by go-redis's Script
 		c.SetVal(r.val)
+	case interface{ SetVal(int64) }: // an IntCmd, alone or in a onceCmd
+		// What go-redis makes of a reply that is not an integer: an
+		// error (it also reads a decimal string as one).
+		switch v := r.val.(type) {
+		case int64:
+			c.SetVal(v)
+		case string:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				cmd.SetErr(err)
+				return
+			}
+			c.SetVal(n)
+		default:
+			cmd.SetErr(fmt.Errorf("fuzz: not an integer reply: %#v", v))
+		}
+	default:
+		cmd.SetErr(errors.New("fuzz: unexpected command type"))
 	}
 }
 
@@ -133,37 +151,29 @@ func (s *fuzzServer) ProcessPipelineHook(redis.ProcessPipelineHook) redis.Proces
 	}
 }
 
-// isInt64Pair reports whether v is the shape acquire.lua replies with: two
-// integers (go-redis also reads a decimal string as an integer).
-func isInt64Pair(v any) bool {
-	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
-		return false
+// isInt64 reports whether v is the shape acquire.lua replies with: an
+// integer (go-redis also reads a decimal string as an integer).
+func isInt64(v any) bool {
+	switch v := v.(type) {
+	case int64:
+		return true
+	case string:
+		_, err := strconv.ParseInt(v, 10, 64)
+		return err == nil
 	}
-	for _, e := range a {
-		switch e := e.(type) {
-		case int64:
-		case string:
-			if _, err := strconv.ParseInt(e, 10, 64); err != nil {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
+	return false
 }
 
 // FuzzScriptReplies feeds the script backend arbitrary replies, as a
 // broken server or proxy might send, for acquire, release, extend, pttl and
-// a pipelined renewal. None may panic; an acquire reply that is not a pair
-// of integers must be an error, never a hold.
+// a pipelined renewal. None may panic; an acquire reply that is not an
+// integer must be an error, never a hold.
 func FuzzScriptReplies(f *testing.F) {
-	f.Add([]byte{2, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 5}) // {1, 5}: acquired
-	f.Add([]byte{2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 100})
-	f.Add([]byte{2, 1, 0, 1})             // {1}: too short
-	f.Add([]byte{2, 3, 0, 1, 0, 2, 0, 3}) // three elements
-	f.Add([]byte{2, 2, 1, 3, 'a', 'b', 'c', 0, 7})
+	f.Add([]byte{0, 5})                                              // acquired, fence 5
+	f.Add([]byte{0, 0x9c, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) // held by another, 99ms left
+	f.Add([]byte{1, 3, '1', '2', '3'})                               // a decimal string
+	f.Add([]byte{1, 3, 'a', 'b', 'c'})
+	f.Add([]byte{2, 2, 0, 1, 0, 5})    // {1, 5}: an array, not an integer
 	f.Add([]byte{3, 2, 2, 0, 2, 0, 9}) // NOSCRIPT, then a reply
 	f.Add([]byte{4})
 	f.Add([]byte{6})
@@ -196,7 +206,7 @@ func FuzzScriptReplies(f *testing.F) {
 				// The reply that decided is the last one served (after a
 				// NOSCRIPT, the EVAL's).
 				last := srv.replies[(srv.i-1)%len(srv.replies)]
-				if !isInt64Pair(last.val) || last.err != nil {
+				if !isInt64(last.val) || last.err != nil {
 					t.Fatalf("acquire accepted reply %#v (served %d..%d): %+v", last, start, srv.i, r)
 				}
 			}

@@ -97,9 +97,10 @@ func (c optionCase) options() []lock.Option {
 // independently of options.go.
 func (c optionCase) valid() bool {
 	ms := int64(time.Millisecond)
+	minTTL := 100 * ms // MinTTL
 	mode := lock.ReleaseMode(c.mode % 4)
 	switch {
-	case c.ttl < ms, c.wait < 0, c.bmin <= 0, c.bmax <= 0, c.bmin > c.bmax, c.maxHold < 0:
+	case c.ttl < minTTL, c.wait < 0, c.bmin <= 0, c.bmax <= 0, c.bmin > c.bmax, c.maxHold < 0:
 		return false
 	case mode != lock.ReleaseScript && mode != lock.ReleaseWatch:
 		return false

@@ -29,7 +29,9 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 	case err != nil:
 		// Unknown outcome: the waiter's own acquire, with its token, will
 		// find out (a key already holding its token counts as acquired).
-		n.Settle(w, lease.Gift{Retry: true})
+		// The call may have set the waiter's token: a waiter that gives
+		// up must undo it.
+		n.Settle(w, lease.Gift{Retry: true, Unknown: true})
 		return lease.Outcome{Err: err}, true
 	case v == -1:
 		n.Settle(w, lease.Gift{Retry: true})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // TestLock_Acquire_wokenByPublish: a waiter in another Client (as in another
@@ -283,4 +286,201 @@ func TestRelease_staleHandleLetsNoWaiterInBesideHolder(t *testing.T) {
 	must(t, "w2 Acquire()", recv(t, done2, "w2 Acquire"))
 	wantHeldBy(t, tg.rdb, w2, "after w1's Release, w2's hold")
 	must(t, "w2 Release()", w2.Release(ctx))
+}
+
+// cutHandoff is a go-redis hook: the first handoff call reaches Redis, then
+// runs onCut and is reported failed, as a reply lost on the wire would be;
+// it records the waiter's token the call carried. Acquire calls on keys
+// containing ":filler" (alone or in a pipeline) wait until gate closes.
+type cutHandoff struct {
+	onCut func()
+	gate  chan struct{}
+
+	mu     sync.Mutex
+	cut    bool
+	waiter string // the waiter's token in the cut handoff call
+}
+
+func isScript(cmd redis.Cmder, s *redis.Script, src string) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	v := fmt.Sprint(args[1])
+	return v == s.Hash() || v == src
+}
+
+func (h *cutHandoff) filler(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return isScript(cmd, luascripts.Acquire, luascripts.Sources[0]) && len(args) > 3 &&
+		strings.Contains(fmt.Sprint(args[3]), ":filler")
+}
+
+func (h *cutHandoff) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *cutHandoff) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.filler(cmd) {
+			<-h.gate
+			return next(ctx, cmd)
+		}
+		if !isScript(cmd, luascripts.Handoff, luascripts.Sources[4]) {
+			return next(ctx, cmd)
+		}
+		h.mu.Lock()
+		first := !h.cut
+		h.cut = true
+		h.mu.Unlock()
+		err := next(ctx, cmd)
+		if !first || err != nil {
+			return err
+		}
+		h.mu.Lock()
+		h.waiter = fmt.Sprint(cmd.Args()[6])
+		h.mu.Unlock()
+		h.onCut()
+		cmd.SetErr(io.ErrUnexpectedEOF)
+		return io.ErrUnexpectedEOF
+	}
+}
+
+func (h *cutHandoff) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if h.filler(cmd) {
+				<-h.gate
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// waitCoalescer waits until the Client's coalescers report done(out, queued).
+func waitCoalescer(t *testing.T, c *lock.Client, what string, done func(out, queued int) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, queued, _ := lock.CoalescerLoad(c)
+		if done(out, queued) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: coalescer has %d sends out and %d calls queued", what, out, queued)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// probeCtx is a cancellable context that reports (closes seen) the first
+// time anyone asks its error or cause after cancel.
+type probeCtx struct {
+	context.Context
+	stop      context.CancelFunc
+	cancelled atomic.Bool
+	seen      chan struct{}
+	once      sync.Once
+}
+
+func newProbeCtx(parent context.Context) *probeCtx {
+	ctx, stop := context.WithCancel(parent)
+	return &probeCtx{Context: ctx, stop: stop, seen: make(chan struct{})}
+}
+
+func (c *probeCtx) cancel() {
+	c.cancelled.Store(true)
+	c.stop()
+}
+
+func (c *probeCtx) asked() {
+	if c.cancelled.Load() {
+		c.once.Do(func() { close(c.seen) })
+	}
+}
+
+func (c *probeCtx) Err() error {
+	c.asked()
+	return c.Context.Err()
+}
+
+func (c *probeCtx) Value(key any) any {
+	c.asked()
+	return c.Context.Value(key)
+}
+
+// TestAcquire_givingUpAfterUnknownHandoffLeavesNoHold: a Release hands its
+// hold to a waiter of the same Client, the handoff takes effect in Redis but
+// its reply is lost, so the waiter is told to retry with its own token
+// (outcome unknown). When the waiter gives up before that attempt reaches
+// Redis (its ctx ends while the attempt waits in the busy coalescer), its
+// failed Acquire must not leave the handed-over hold behind: Redis must not
+// keep the key with the waiter's token for its whole TTL.
+func TestAcquire_givingUpAfterUnknownHandoffLeavesNoHold(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	rdb := tg.newRDB(t)
+	hook := &cutHandoff{gate: make(chan struct{})}
+	rdb.AddHook(hook)
+	var openGate sync.Once
+	t.Cleanup(func() { openGate.Do(func() { close(hook.gate) }) })
+	c := newClient(t, rdb)
+
+	a := c.NewLock(key)
+	must(t, "Acquire()", a.Acquire(ctx))
+	wctx := newProbeCtx(ctx)
+	defer wctx.cancel()
+	w := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+	done := make(chan error, 1)
+	go func() { done <- w.Acquire(wctx) }()
+	waitIdle(t, c, key, 1)
+
+	// While the handoff is out, other calls of the Client fill every send
+	// slot of the coalescer and one more waits in its queue; they stay
+	// there until the gate opens.
+	var fillers sync.WaitGroup
+	var held []*lock.Lock // under hook.mu
+	hook.onCut = func() {
+		for i := 1; ; i++ {
+			l := c.NewLock(fmt.Sprintf("%s:filler:%d", key, i))
+			fillers.Go(func() {
+				if ok, err := l.TryAcquire(ctx); ok && err == nil {
+					hook.mu.Lock()
+					held = append(held, l)
+					hook.mu.Unlock()
+				}
+			})
+			waitLoad(t, c, 1+i) // the handoff and i fillers
+			if _, queued, _ := lock.CoalescerLoad(c); queued > 0 {
+				return
+			}
+		}
+	}
+	err := a.Release(ctx)
+	t.Logf("Release() with the handoff's reply cut = %v", err)
+	// The waiter was told to retry; its attempt waits in the queue.
+	waitCoalescer(t, c, "the waiter's attempt queued", func(_, queued int) bool { return queued == 1 })
+	wctx.cancel()
+	// Once the waiter reads its ctx's error, its attempt has left the
+	// queue unsent: the fillers may go, and whatever the waiter sends to
+	// clean up finds a free slot.
+	recv(t, wctx.seen, "the waiter's attempt leaving the queue")
+	openGate.Do(func() { close(hook.gate) })
+	werr := recv(t, done, "waiter Acquire")
+	wantErr(t, "waiter Acquire()", werr, lock.ErrNotAcquired)
+	fillers.Wait()
+	for _, l := range held {
+		must(t, "filler Release()", l.Release(ctx))
+	}
+
+	hook.mu.Lock()
+	token := hook.waiter
+	hook.mu.Unlock()
+	if token == "" {
+		t.Fatalf("the cut handoff call carried no waiter token")
+	}
+	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got == token {
+		t.Fatalf("after the waiter's Acquire failed (%v), Redis keeps the key with its token for PTTL %v: a handed-over hold stranded",
+			werr, tg.rdb.PTTL(ctx, lockKey(key)).Val())
+	}
 }

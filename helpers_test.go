@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +114,55 @@ func must(t *testing.T, call string, err error) {
 	if err != nil {
 		t.Fatalf("%s error = %v, want nil", call, err)
 	}
+}
+
+// takeOver has a lock of c wait up to d for first's key. If it gets the key,
+// first's Lost() must already be closed; if it does not, Redis must still
+// have first's token. what says how first came to this point.
+func takeOver(t *testing.T, c *lock.Client, rdb redis.UniversalClient, first *lock.Lock, d time.Duration, what string) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	other := c.NewLock(first.Key(), lock.WithNotify(false), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+	actx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	switch err := other.Acquire(actx); {
+	case err == nil:
+		if !isClosed(first.Lost()) {
+			t.Fatalf("%s; %v later another client holds the key, yet Lost() is open",
+				what, time.Since(start).Round(time.Millisecond))
+		}
+	case !errors.Is(err, lock.ErrNotAcquired):
+		t.Fatalf("other client's Acquire() error = %v", err)
+	default:
+		if got, err := rdb.Get(ctx, lockKey(first.Key())).Result(); got != first.Token() && !isClosed(first.Lost()) {
+			t.Fatalf("%s; after %v GET = %q, %v, not our token, yet Lost() is open", what, d, got, err)
+		}
+	}
+}
+
+// holdsPerMaster acquires n locks of c with ttl on each of cl's three
+// masters, keys derived from t.Name(), and returns them by master.
+func holdsPerMaster(t *testing.T, cl *redistest.Cluster, c *lock.Client, n int, ttl time.Duration) map[*redistest.Server][]*lock.Lock {
+	t.Helper()
+	ctx := context.Background()
+	locks := map[*redistest.Server][]*lock.Lock{}
+	for i, held := 0, 0; held < 3*n; i++ {
+		if i == 1000 {
+			t.Fatalf("1000 keys cover %d masters, want 3", len(locks))
+		}
+		key := fmt.Sprintf("%s:%d", keyFor(t), i)
+		srv, err := cl.MasterForKey(ctx, lockKey(key))
+		if err != nil {
+			t.Fatalf("MasterForKey(%q): %v", key, err)
+		}
+		if len(locks[srv]) == n {
+			continue
+		}
+		l := c.NewLock(key, lock.WithTTL(ttl))
+		must(t, "Acquire()", l.Acquire(ctx))
+		locks[srv] = append(locks[srv], l)
+		held++
+	}
+	return locks
 }

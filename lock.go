@@ -71,7 +71,10 @@ func (l *Lock) Token() string { return l.handle().Token() }
 // Fence returns the fencing token of the current or last hold: a number that
 // strictly increases with each acquisition of the key, to be passed to a
 // downstream store that rejects writes carrying an older fence than it has
-// seen. 0 before the first acquisition, or with [WithFencing](false).
+// seen. Nested re-entrant holds ([WithOwner]) share their outermost hold's
+// fence. Fences are large (a counter starts from the server's clock in
+// microseconds) and leave gaps. 0 before the first acquisition, or with
+// [WithFencing](false).
 func (l *Lock) Fence() int64 { return l.handle().Fence() }
 
 // Lost returns a channel closed when the current hold ends involuntarily:

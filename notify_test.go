@@ -1,8 +1,13 @@
 package lock_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,4 +120,165 @@ func TestNotify_subscribePanicLeavesBackoff(t *testing.T) {
 		must(t, "waiter Release()", waiter.Release(ctx))
 	}
 	closeWithin(t, c)
+}
+
+// pauseOnDial is a go-redis hook that, once armed, pauses srv (SIGSTOP)
+// just before the client next dials it, and closes reading once that
+// connection waits for the server's first reply (go-redis's greeting).
+type pauseOnDial struct {
+	srv     *redistest.Server
+	armed   atomic.Bool
+	reading chan struct{}
+	once    sync.Once
+}
+
+func (h *pauseOnDial) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr != h.srv.Addr() || !h.armed.Swap(false) {
+			return next(ctx, network, addr)
+		}
+		if h.srv.Pause() == nil {
+			waitStopped(h.srv.Pid())
+		}
+		cn, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &readSignal{Conn: cn, h: h}, nil
+	}
+}
+
+// readSignal reports its first Read: the client now waits for the server.
+type readSignal struct {
+	net.Conn
+	h *pauseOnDial
+}
+
+func (c *readSignal) Read(b []byte) (int, error) {
+	c.h.once.Do(func() { close(c.h.reading) })
+	return c.Conn.Read(b)
+}
+
+// waitStopped waits, at most 5s, until process pid is stopped: SIGSTOP
+// takes effect asynchronously, and a server still running could answer the
+// next call.
+func waitStopped(pid int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// The state follows the command name, which is in parentheses.
+		if i := bytes.LastIndexByte(b, ')'); err != nil || (i >= 0 && i+2 < len(b) && b[i+2] == 'T') {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (h *pauseOnDial) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *pauseOnDial) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// stoppingShard is a *redis.Ring of two real servers (ReadTimeout -1, no
+// health-check pings) whose next connection to the shard of key, once
+// hook is armed, finds that shard stopped (SIGSTOP); another Client holds
+// key. resume continues the shard; it also runs at cleanup.
+type stoppingShard struct {
+	ring   *redis.Ring
+	hook   *pauseOnDial
+	key    string
+	resume func()
+}
+
+func newStoppingShard(t *testing.T) *stoppingShard {
+	t.Helper()
+	s1, s2 := redistest.Start(t, redistest.Config{}), redistest.Start(t, redistest.Config{})
+	hook := &pauseOnDial{srv: s2, reading: make(chan struct{})}
+	ring := redis.NewRing(&redis.RingOptions{
+		Addrs:       map[string]string{"shard0": s1.Addr(), "shard1": s2.Addr()},
+		ReadTimeout: -1,
+		MaxRetries:  -1,
+		// No health-check pings: the only connection dialed to s2 after the
+		// hook is armed is the subscription's.
+		HeartbeatFrequency: time.Hour,
+		NewClient: func(opt *redis.Options) *redis.Client {
+			c := redis.NewClient(opt)
+			c.AddHook(hook)
+			return c
+		},
+	})
+	t.Cleanup(func() { ring.Close() })
+	resume := func() { _ = s2.Resume() }
+	t.Cleanup(resume)
+	ctx := context.Background()
+	var key string
+	for i := 0; ; i++ {
+		key = fmt.Sprintf("%s:%d", keyFor(t), i)
+		shard, err := ring.GetShardClientForKey(lockKey(key))
+		must(t, "GetShardClientForKey()", err)
+		if shard.Options().Addr == s2.Addr() {
+			must(t, "PING the key's shard", shard.Ping(ctx).Err()) // its pool has a connection now
+			break
+		}
+	}
+	holder := newClient(t, newRing(t, s1, s2)).NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	return &stoppingShard{ring: ring, hook: hook, key: key, resume: resume}
+}
+
+// TestClose_promptWhileSubscribingToStoppedShard: on a *redis.Ring, a
+// waiter's wake-up subscription connects to the key's shard, which stops
+// (SIGSTOP) as the connection is made. Close must still return promptly:
+// go-redis holds the subscription's mutex while it greets the server, and
+// with ReadTimeout -1 it holds it until the server resumes.
+func TestClose_promptWhileSubscribingToStoppedShard(t *testing.T) {
+	st := newStoppingShard(t)
+	c := lock.NewClient(st.ring, lock.WithBackoff(time.Minute, time.Minute))
+	st.hook.armed.Store(true) // the next connection to the shard is the subscription's
+	acquired := make(chan error, 1)
+	go func() { acquired <- c.NewLock(st.key).Acquire(context.Background()) }()
+	recv(t, st.hook.reading, "the waiter's subscription waiting for the stopped shard")
+
+	closed := make(chan struct{})
+	start := time.Now()
+	go func() {
+		c.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(time.Second):
+		st.resume()
+		<-closed
+		<-acquired
+		t.Fatalf("Close() blocked %v while a subscription connected to a stopped shard", time.Since(start))
+	}
+	st.resume()
+	wantErr(t, "Acquire() ended by Close", recv(t, acquired, "waiter Acquire"), lock.ErrClosed)
+}
+
+// TestAcquire_ctxEndsWaitWhileSubscribingToStoppedShard: on a *redis.Ring,
+// a waiter whose wake-up subscription connects to the key's shard as that
+// shard stops (SIGSTOP) must still return when its ctx ends: the
+// subscription's greeting waits for the server (with ReadTimeout -1, until
+// it resumes), and Acquire must not wait with it.
+func TestAcquire_ctxEndsWaitWhileSubscribingToStoppedShard(t *testing.T) {
+	st := newStoppingShard(t)
+	c := newClient(t, st.ring, lock.WithBackoff(time.Minute, time.Minute))
+	st.hook.armed.Store(true) // the next connection to the shard is the subscription's
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	acquired := make(chan error, 1)
+	go func() { acquired <- c.NewLock(st.key).Acquire(ctx) }()
+	recv(t, st.hook.reading, "the waiter's subscription waiting for the stopped shard")
+	cancel()
+	select {
+	case err := <-acquired:
+		wantErr(t, "Acquire() after its ctx ended", err, context.Canceled)
+	case <-time.After(time.Second):
+		st.resume()
+		<-acquired
+		t.Fatalf("Acquire() still waiting 1s after its ctx ended, on a subscription to a stopped shard")
+	}
 }

@@ -8,6 +8,22 @@ import (
 	"github.com/agentlock/lock/internal/lease"
 )
 
+// MinTTL is the shortest lease [WithTTL] and [Lock.Extend] accept; shorter
+// ones are [ErrInvalid]. A hold is renewed every TTL/3 and given up TTL/10 +
+// 2ms before its TTL runs out, so each renewal's round trip, with the
+// scheduling of the goroutines at both ends, must fit in about half the
+// TTL; a shorter lease is reported lost ("unreachable", "expired") by a
+// pause that a healthy system takes in its stride. Measured on a 2-core VM
+// shared with other work, holders renewing for 2-4s against a local Redis:
+// 50 holders lost every 5ms and 10ms lease and, in one round of three,
+// every 20ms one; 300 holders under the race detector lost every 20ms lease,
+// and 50ms ones in one run of several, never 100ms ones. 100ms also leaves
+// room for the stalls Redis itself takes, such as the fork of a BGSAVE
+// (about 10-20ms per GB of data). No TTL survives an overloaded machine
+// (with two more CPU-bound processes on those two cores, 100ms and 200ms
+// leases were lost too): pick one well above the worst pause you expect.
+const MinTTL = lease.MinTTL
+
 // Defaults, documented on the options that change them.
 const (
 	DefaultTTL        = 30 * time.Second
@@ -104,13 +120,18 @@ func (cfg *config) validate() error {
 	return nil
 }
 
+// ttlError is the error for a lease shorter than MinTTL, from WithTTL or
+// Extend.
+func ttlError(ttl time.Duration) error { return lease.TTLError(ttl) }
+
 // WithTTL sets the lease length: how long Redis keeps the lock if its holder
-// stops renewing it (crash, partition). Default 30s; at least 1ms, counted in
-// whole milliseconds. An acquire whose reply arrives after the lease's safety
-// deadline (TTL less a tenth and 2ms, at most half) is undone and counts as
-// failed, so a TTL must exceed the worst round trip by a wide margin. Pick it well above the worst pause you expect (GC,
-// network, a slow Redis), since a hold that cannot be renewed within it is
-// lost; with the watchdog on, the critical section may run far longer.
+// stops renewing it (crash, partition). Default 30s; at least [MinTTL]
+// (100ms), counted in whole milliseconds. An acquire whose reply arrives
+// after the lease's safety deadline (TTL less a tenth and 2ms) is undone and
+// counts as failed, so a TTL must exceed the worst round trip by a wide
+// margin. Pick it well above the worst pause you expect (GC, network, a slow
+// Redis), since a hold that cannot be renewed within it is lost; with the
+// watchdog on, the critical section may run far longer.
 func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
 
 // WithWatchdog turns renewal on or off. On (the default), the Client renews
@@ -177,9 +198,11 @@ func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = 
 
 // WithFencing sets whether each acquisition increments the key's fencing
 // counter (default on; see [Lock.Fence]). The counter is a small Redis key,
-// P{K}:fence, that never expires (it must not go backwards); turn fencing off
-// for locks over an unbounded set of keys whose holders do not need a fence.
-// Off, Fence returns 0.
+// P{K}:fence, that lives a minute from its creation, so keys used once leave
+// nothing behind; a missing counter restarts from the server's clock in
+// microseconds, so fences keep increasing across its expiry (SAFETY.md
+// states the assumptions: a server clock that does not go back). Off, Fence
+// returns 0 and no counter is written.
 func WithFencing(on bool) Option { return func(c *config) { c.fencing = on } }
 
 // WithCoalescing sets whether a lock's calls may share round trips with
@@ -191,9 +214,12 @@ func WithFencing(on bool) Option { return func(c *config) { c.fencing = on } }
 // sides, which raises throughput; a lone call is sent at once, as without
 // coalescing. Calls in a shared pipeline show in go-redis hooks as a
 // pipeline, not as single commands. A call whose ctx ends while it is
-// queued returns at once, unsent; once sent it waits for its reply, as a
-// plain go-redis call does. Renewals are batched by the renewal loop either
-// way; ReleaseWatch and [WithReplicaAck] calls are never coalesced.
+// queued returns at once, unsent. An acquire, release or TTL riding a
+// shared pipeline returns when its ctx ends, its outcome unknown (an
+// acquire is then undone once the pipeline is through); an Extend waits for
+// its reply, and so does a call sent alone, as a plain go-redis call does.
+// Renewals are batched by the renewal loop either way; ReleaseWatch and
+// [WithReplicaAck] calls are never coalesced.
 func WithCoalescing(on bool) Option { return func(c *config) { c.coalesce = on } }
 
 // WithReplicaAck makes an acquisition count only once n replicas have

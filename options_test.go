@@ -18,6 +18,7 @@ func TestOptions_invalid(t *testing.T) {
 		{"ttl zero", []lock.Option{lock.WithTTL(0)}},
 		{"ttl negative", []lock.Option{lock.WithTTL(-time.Second)}},
 		{"ttl under 1ms", []lock.Option{lock.WithTTL(time.Microsecond)}},
+		{"ttl under MinTTL", []lock.Option{lock.WithTTL(lock.MinTTL - time.Millisecond)}},
 		{"wait negative", []lock.Option{lock.WithWaitTimeout(-1)}},
 		{"backoff min > max", []lock.Option{lock.WithBackoff(time.Second, time.Millisecond)}},
 		{"backoff min zero", []lock.Option{lock.WithBackoff(0, time.Millisecond)}},
@@ -113,4 +114,25 @@ func TestOptions_fencingOff(t *testing.T) {
 	if l.Fence() != 0 || m.mr.Exists("lock:{k}:fence") {
 		t.Fatalf("Fence() = %d, keys %v; want 0 and no fence key", l.Fence(), m.mr.Keys())
 	}
+}
+
+// TestTTL_belowMinTTLIsInvalid: a lease shorter than MinTTL cannot be held
+// (renewal cannot confirm it in time), so WithTTL and Extend refuse it with
+// ErrInvalid on a real server, and write nothing; MinTTL itself is held.
+func TestTTL_belowMinTTLIsInvalid(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		for _, ttl := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, lock.MinTTL - time.Millisecond} {
+			checkInvalid(t, ctx, newClient(t, tg.rdb, lock.WithTTL(ttl)).NewLock(keyFor(t)))
+			checkInvalid(t, ctx, newClient(t, tg.rdb).NewLock(keyFor(t), lock.WithTTL(ttl)))
+		}
+		if n := tg.rdb.DBSize(ctx).Val(); n != 0 {
+			t.Fatalf("locks with a TTL under MinTTL wrote %d keys", n)
+		}
+		l := newClient(t, tg.rdb).NewLock(keyFor(t), lock.WithTTL(lock.MinTTL))
+		must(t, "Acquire(MinTTL)", l.Acquire(ctx))
+		wantErr(t, "Extend(MinTTL-1ms)", l.Extend(ctx, lock.MinTTL-time.Millisecond), lock.ErrInvalid)
+		must(t, "Extend(MinTTL)", l.Extend(ctx, lock.MinTTL))
+		must(t, "Release()", l.Release(ctx))
+	})
 }

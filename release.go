@@ -53,21 +53,33 @@ func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Out
 // Extend sets the hold's TTL to ttl, counted from now, if Redis still has
 // our hold; later renewals keep the new TTL. A shorter TTL brings the hold's
 // safety deadline forward before the call is sent, and keeps it there if
-// the call fails. It returns an error wrapping [ErrNotHeld] when the hold
-// was released or reported lost (without asking Redis: a hold given up is
-// not revived), when Redis no longer has it or someone else does
-// (reporting it lost), or when it was reported lost before the reply came;
-// [ErrInvalid] for ttl < 1ms, [ErrClosed] after Close, or the Redis error.
-// It returns by ctx's deadline, as Release does: a call still unanswered
-// then counts, for the hold's safety deadline, as out until it returns.
+// the call fails. A failed call may still reach Redis later (one cut at its
+// deadline can be on the wire), so after it no safety deadline of the hold
+// counts on a TTL longer than ttl, not even one a later Extend or renewal
+// confirms: those still set their TTL in Redis, but the hold is renewed at
+// a third of ttl and declared lost by what ttl leaves. It returns an error
+// wrapping [ErrNotHeld] when the hold was released or reported lost
+// (without asking Redis: a hold given up is not revived), when Redis no
+// longer has it or someone else does (reporting it lost), or when it was
+// reported lost before the reply came; [ErrInvalid] for ttl < [MinTTL],
+// [ErrClosed] after Close, or the Redis error. It returns by ctx's
+// deadline, as Release does: a call still unanswered then counts, for the
+// hold's safety deadline, as out until it returns.
+//
+// Once a Release of the hold has begun, whatever its outcome, the hold is
+// no longer the caller's: it is out of renewal and its [Lock.Lost] never
+// closes, so Extend returns ErrNotHeld without asking Redis. It does so
+// too when such a Release begins while its own call is out: that call may
+// still set ttl on what a failed Release left in Redis, which then lives at
+// most ttl and is nobody's hold. [Lock.TTL] follows the same rule.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return l.handle().Extend(ctx, (*kind)(l), ttl)
 }
 
 // CheckTTL refuses a TTL Redis cannot hold.
 func (k *kind) CheckTTL(ttl time.Duration) error {
-	if ttl < time.Millisecond {
-		return invalidf("ttl %v: must be at least 1ms", ttl)
+	if ttl < MinTTL {
+		return ttlError(ttl)
 	}
 	return nil
 }
@@ -82,13 +94,22 @@ func (k *kind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (le
 // someone else's (reporting it lost), or the Redis error. A hold someone
 // made persistent reports -1. It returns by ctx's deadline, as Release
 // does.
+//
+// Like [Lock.Extend], TTL returns ErrNotHeld without asking Redis once the
+// hold was reported lost or a Release of it has begun, whatever that
+// Release's outcome, and when such a Release begins while its call is
+// out: what a failed Release left in Redis is nobody's hold, and a time
+// left on it would read as one.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.handle().Usable(); err != nil {
 		return 0, err
 	}
 	h := l.hd.Hold()
-	if h == nil || (l.cfg.ownerSet && !h.Active()) {
+	if h == nil {
 		return 0, l.hd.Err("ttl", ErrNotHeld)
+	}
+	if err := l.hd.NotHeld("ttl", h); err != nil {
+		return 0, err
 	}
 	type reply struct {
 		d   time.Duration
@@ -109,6 +130,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, l.hd.Err("ttl", ErrNotHeld)
 	case r.err != nil:
 		return 0, l.hd.Err("ttl", r.err)
+	}
+	if err := l.hd.NotHeld("ttl", h); err != nil {
+		return 0, err // given up while the call was out
 	}
 	return r.d, nil
 }

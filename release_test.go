@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
+	"github.com/agentlock/lock/internal/redistest"
 )
 
 // TestReleaseModes runs the lock's life cycle in both release modes, on both
@@ -410,4 +411,93 @@ func cutRelease(t *testing.T, kind string, shared bool) {
 	if lost := l.LostErr(); lost != nil {
 		t.Errorf("LostErr() = %v after a second Release, want nil", lost)
 	}
+}
+
+// TestExtend_afterFailedReleaseNeverOutlivesKey: a Release whose call fails
+// (here before it reaches Redis) takes the hold out of renewal and ends it,
+// while Redis still has the key. An Extend on the handle then reaches Redis
+// and is confirmed. If it returns nil, the hold is live again with the new
+// TTL, so its Lost() must close before that TTL runs out: when another
+// client takes the key, the first handle must not still look held. The
+// same when the Extend is already out while the Release fails: Redis
+// applies it at once, and a hook holds its reply until the Release has
+// returned.
+func TestExtend_afterFailedReleaseNeverOutlivesKey(t *testing.T) {
+	for _, inFlight := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inFlight=%v", inFlight), func(t *testing.T) {
+			ctx := context.Background()
+			srv := redistest.Start(t, redistest.Config{})
+			rdb := srv.Client(t)
+			fail := &failReleases{}
+			rdb.AddHook(fail)
+			slow := &slowExtendReply{in: make(chan struct{}), open: make(chan struct{})}
+			rdb.AddHook(slow)
+			defer slow.release()
+			l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(3*time.Second))
+			must(t, "Acquire()", l.Acquire(ctx))
+			const short = 600 * time.Millisecond
+			extended := make(chan error, 1)
+			what := fmt.Sprintf("Extend(%v) returned nil after a failed Release", short)
+			if inFlight {
+				what = fmt.Sprintf("Extend(%v), out while a Release failed, returned nil", short)
+				slow.armed.Store(true)
+				go func() { extended <- l.Extend(ctx, short) }()
+				select {
+				case <-slow.in: // applied in Redis; the reply is held
+				case <-time.After(10 * time.Second):
+					t.Fatal("Extend() never reached Redis")
+				}
+			}
+			fail.armed.Store(true)
+			if err := l.Release(ctx); err == nil {
+				t.Fatal("Release() = nil, want the injected connection reset")
+			}
+			// The key is still ours in Redis, but the hold was given up.
+			if d, err := l.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
+				t.Errorf("TTL() after a failed Release = %v, %v, want ErrNotHeld", d, err)
+			}
+			if inFlight {
+				slow.release()
+			} else {
+				go func() { extended <- l.Extend(ctx, short) }()
+			}
+			switch err := <-extended; {
+			case errors.Is(err, lock.ErrNotHeld):
+				return // refused: the hold was given up
+			case err != nil:
+				t.Fatalf("Extend() with a failed Release: %v, want nil or ErrNotHeld", err)
+			}
+			takeOver(t, newClient(t, srv.Client(t)), rdb, l, short+2*time.Second, what)
+		})
+	}
+}
+
+// slowExtendReply is a go-redis hook that, once armed, sends the next
+// Extend call at once and holds its reply back until release: Redis has
+// applied it, the caller does not know yet.
+type slowExtendReply struct {
+	armed atomic.Bool
+	in    chan struct{} // closed when the held call's reply is in
+	open  chan struct{}
+	once  sync.Once
+}
+
+func (h *slowExtendReply) release() { h.once.Do(func() { close(h.open) }) }
+
+func (h *slowExtendReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *slowExtendReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !isScript(cmd, luascripts.Extend, luascripts.Sources[2]) || !h.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmd)
+		}
+		err := next(ctx, cmd)
+		close(h.in)
+		<-h.open
+		return err
+	}
+}
+
+func (h *slowExtendReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -1,9 +1,11 @@
 package lock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -135,6 +138,126 @@ func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *replyGate) {
 	return l, g
 }
 
+// lateExtend is a go-redis hook modelling an Extend call cut at its
+// deadline (as with ContextTimeoutEnabled) while its bytes are still on the
+// wire: the first Extend call waits until its ctx ends and fails with a
+// timeout without reaching Redis, and land sends a copy of it later. The
+// first renewal pipeline after that goes through (closing renewed); later
+// ones wait until the gate opens.
+type lateExtend struct {
+	renewed chan struct{}
+	gate    chan struct{}
+	once    sync.Once
+
+	mu       sync.Mutex
+	late     func() // sends the cut call's copy; nil before the cut
+	renewals int
+}
+
+func (h *lateExtend) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lateExtend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !isScript(cmd, luascripts.Extend, luascripts.Sources[2]) {
+			return next(ctx, cmd)
+		}
+		h.mu.Lock()
+		if h.late != nil {
+			h.mu.Unlock()
+			return next(ctx, cmd)
+		}
+		copied := redis.NewCmd(context.Background(), cmd.Args()...)
+		h.late = func() { _ = next(context.Background(), copied) }
+		h.mu.Unlock()
+		<-ctx.Done()
+		err := fmt.Errorf("read tcp: i/o timeout: %w", os.ErrDeadlineExceeded)
+		cmd.SetErr(err)
+		return err
+	}
+}
+
+func (h *lateExtend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !scriptPipeline(cmds) {
+			return next(ctx, cmds)
+		}
+		h.mu.Lock()
+		cut := h.late != nil
+		if cut {
+			h.renewals++
+		}
+		n := h.renewals
+		h.mu.Unlock()
+		switch {
+		case !cut:
+			return next(ctx, cmds)
+		case n == 1:
+			err := next(ctx, cmds)
+			close(h.renewed)
+			return err
+		}
+		<-h.gate
+		return next(ctx, cmds)
+	}
+}
+
+// land sends the cut Extend's copy to Redis and waits for its reply.
+func (h *lateExtend) land(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	fn := h.late
+	h.mu.Unlock()
+	if fn == nil {
+		t.Fatalf("no Extend call was cut")
+	}
+	fn()
+}
+
+func (h *lateExtend) open() { h.once.Do(func() { close(h.gate) }) }
+
+// TestRenewal_doesNotOutlastFailedShorterExtend: an Extend to a shorter TTL
+// fails at its deadline while its call is still on the wire, and the
+// renewal sent after the failure (with the old, longer TTL) is confirmed.
+// The Extend's call then lands, and Redis lets the key go after the short
+// TTL. With no later renewal answered, Lost() must close before the key is
+// gone: the renewal's confirmation must not count on the longer TTL while
+// a call with the shorter one may still land.
+func TestRenewal_doesNotOutlastFailedShorterExtend(t *testing.T) {
+	const short = 3 * time.Second // the lock's TTL is the default 30s
+	ctx := context.Background()
+	tg := realTarget(t)
+	must(t, "SCRIPT LOAD", luascripts.Extend.Load(ctx, tg.rdb).Err()) // renewals need no EVAL
+	rdb := tg.newRDB(t)
+	hook := &lateExtend{renewed: make(chan struct{}), gate: make(chan struct{})}
+	rdb.AddHook(hook)
+	key := keyFor(t)
+	l := newClient(t, rdb).NewLock(key)
+	t.Cleanup(hook.open) // before the Client closes: it waits for the renewal held
+	must(t, "Acquire()", l.Acquire(ctx))
+
+	ectx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := l.Extend(ectx, short); err == nil {
+		t.Fatalf("Extend(%v) with its call cut = nil, want an error", short)
+	}
+	recv(t, hook.renewed, "the renewal after the failed Extend")
+	hook.land(t) // the short Extend lands now, after the renewal
+	if d := tg.rdb.PTTL(ctx, lockKey(key)).Val(); d > short {
+		t.Fatalf("PTTL after the late Extend = %v, want at most %v", d, short)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !isClosed(l.Lost()) {
+		if tg.rdb.Exists(ctx, lockKey(key)).Val() == 0 {
+			t.Fatalf("Redis let the key go (the late Extend(%v)) while Lost() is open: another client can take it", short)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Lost() still open 10s after the late Extend(%v)", short)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("LostErr() = %v", l.LostErr())
+}
+
 // TestRenewal_clusterStalledMasterSparesOthers: on a 3-master cluster one
 // master is stopped with SIGSTOP (its connections stay open, nothing
 // answers). Its holds are reported lost by their deadline; the holds on the
@@ -160,22 +283,12 @@ func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
 	c := newClient(t, rdb)
 
 	// Three holds on each master.
+	locks := holdsPerMaster(t, cl, c, 3, ttl)
 	master := map[string]*redistest.Server{} // by lock key
-	locks := map[*redistest.Server][]*lock.Lock{}
-	for i := 0; len(master) < 9; i++ {
-		if i == 1000 {
-			t.Fatalf("1000 keys cover %d masters, want 3", len(locks))
+	for srv, ls := range locks {
+		for _, l := range ls {
+			master[lockKey(l.Key())] = srv
 		}
-		key := fmt.Sprintf("%s:%d", keyFor(t), i)
-		srv, err := cl.MasterForKey(ctx, lockKey(key))
-		must(t, "MasterForKey()", err)
-		if len(locks[srv]) == 3 {
-			continue
-		}
-		l := c.NewLock(key, lock.WithTTL(ttl))
-		must(t, "Acquire()", l.Acquire(ctx))
-		master[lockKey(key)] = srv
-		locks[srv] = append(locks[srv], l)
 	}
 
 	var stalled *redistest.Server
@@ -233,4 +346,101 @@ func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
 			t.Fatalf("renewal pipeline %d went to %d masters, want 1: %v", i, len(to), keys)
 		}
 	}
+}
+
+// TestRenewal_failedShorterWriteLandingLate: the renewal rules take a write
+// (Extend or renewal) whose call failed to have landed, if at all, before
+// the failure was reported, so that a write sent afterwards overrides it.
+// TCP does not promise that across connections: a segment still being
+// retransmitted when go-redis times the call out (and closes the
+// connection) reaches Redis all the same, possibly after the next call made
+// on a fresh connection. Here the failed write sets the shorter TTL and
+// lands after a confirmed write with the longer one; once the short TTL
+// runs out and another client takes the key, the first handle's Lost() must
+// already be closed.
+func TestRenewal_failedShorterWriteLandingLate(t *testing.T) {
+	ctx := context.Background()
+	sha := []byte(luascripts.Extend.Hash())
+	src := []byte("extend.lua")
+	extendScript := func(p []byte) bool { return bytes.Contains(p, sha) || bytes.Contains(p, src) }
+
+	// start returns a Client whose calls time out after 200ms and are not
+	// resent by go-redis, its writes open to ls, and a client to the same
+	// server for the test's own calls.
+	start := func(t *testing.T, opts ...lock.Option) (*lock.Client, *lateSegments, *redis.Client) {
+		t.Helper()
+		srv := redistest.Start(t, redistest.Config{})
+		opt := srv.Options()
+		opt.ReadTimeout, opt.MaxRetries = 200*time.Millisecond, -1
+		rdb := redis.NewClient(opt)
+		t.Cleanup(func() { rdb.Close() })
+		ls := newLateSegments(t)
+		rdb.AddHook(ls)
+		obs := srv.Client(t)
+		// Loaded: a held EVALSHA must not meet NOSCRIPT when it lands.
+		must(t, "SCRIPT LOAD", luascripts.Extend.Load(ctx, obs).Err())
+		return newClient(t, rdb, opts...), ls, obs
+	}
+	// landLate waits until no renewal is out, lets the held write land,
+	// and has another client try the key once its short TTL has run out.
+	landLate := func(t *testing.T, l *lock.Lock, ls *lateSegments, obs *redis.Client, short time.Duration) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ls.out.Load() > 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("a renewal is still out after 5s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		ls.deliver()
+		takeOver(t, newClient(t, obs), obs, l, short+2*time.Second,
+			fmt.Sprintf("the failed write (TTL %v) landed late", short))
+	}
+
+	t.Run("extend", func(t *testing.T) {
+		// TTL 30s. Extend(1s) fails on its read timeout while its bytes
+		// are still on the wire; the renewal sent at once after the
+		// failure (TTL 30s) is answered; then the Extend lands.
+		const short = time.Second
+		c, ls, obs := start(t)
+		l := c.NewLock(keyFor(t), lock.WithTTL(30*time.Second))
+		must(t, "Acquire()", l.Acquire(ctx))
+		ls.holdNext(extendScript)
+		before := ls.answered.Load()
+		if err := l.Extend(ctx, short); err == nil {
+			t.Fatal("Extend() = nil, want its read timeout")
+		}
+		for deadline := time.Now().Add(5 * time.Second); ls.answered.Load() == before; {
+			if time.Now().After(deadline) {
+				t.Fatal("no renewal after the failed Extend")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		landLate(t, l, ls, obs, short)
+	})
+
+	t.Run("renewal", func(t *testing.T) {
+		// TTL 3s. The renewal at 1s fails on its read timeout while its
+		// bytes are still on the wire; Extend(30s) is sent at once (the
+		// retry is due 250ms later) and confirmed; then the renewal lands.
+		const ttl = 3 * time.Second
+		failed := make(chan struct{}, 1)
+		c, ls, obs := start(t, lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
+			if e.Kind == lock.EventRenewalFailed {
+				select {
+				case failed <- struct{}{}:
+				default:
+				}
+			}
+		})))
+		l := c.NewLock(keyFor(t), lock.WithTTL(ttl))
+		ls.holdNext(extendScript)
+		must(t, "Acquire()", l.Acquire(ctx))
+		select {
+		case <-failed:
+		case <-time.After(ttl):
+			t.Fatal("no failed renewal within the TTL")
+		}
+		must(t, "Extend()", l.Extend(ctx, 30*time.Second))
+		landLate(t, l, ls, obs, ttl)
+	})
 }

@@ -9,7 +9,8 @@ import (
 
 // acquireAcked is an acquire followed by WAIT on the same connection (WAIT
 // only counts the writes of the connection it is sent on), for
-// [WithReplicaAck]. Too few acknowledgements undo the acquisition.
+// [WithReplicaAck]. Too few acknowledgements, or a failed WAIT, undo the
+// acquisition; the error then says so (see spent).
 func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, error) {
 	node, err := l.cfg.c.masterFor(ctx, l.hd.Keys.Lock())
 	if err != nil {
@@ -26,14 +27,23 @@ func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, e
 	if err == nil && acks >= int64(l.cfg.acks) {
 		return r, nil
 	}
+	if err != nil {
+		err = fmt.Errorf("replica ack: %w", err)
+	} else {
+		err = fmt.Errorf("%w: %d of %d replicas acknowledged within %v",
+			ErrNotAcquired, acks, l.cfg.acks, l.cfg.ackTimeout)
+	}
+	if l.cfg.ownerSet {
+		return acquireResult{}, err
+	}
+	// Undone like a late reply (see install): on a context of its own, as
+	// ctx may be what ended the WAIT, and the token is spent.
 	// The token names this hold alone, re-entrant or not: the release
 	// drops it and nothing of the owner's others.
-	_, _ = be.release(ctx, &l.hd.Keys, token)
-	if err != nil {
-		return acquireResult{}, fmt.Errorf("replica ack: %w", err)
-	}
-	return acquireResult{}, fmt.Errorf("%w: %d of %d replicas acknowledged within %v",
-		ErrNotAcquired, acks, l.cfg.acks, l.cfg.ackTimeout)
+	uctx, cancel := context.WithTimeout(context.Background(), l.cfg.pol.UndoTimeout)
+	defer cancel()
+	_, _ = be.release(uctx, &l.hd.Keys, token)
+	return acquireResult{}, undoneError{err}
 }
 
 // canWait reports whether masterFor can find a node to send WAIT to.

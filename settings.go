@@ -36,7 +36,7 @@ func (c *Client) settings(cfg config) *settings {
 		// handed over (see handoff.lua).
 		Handoff:     cfg.mode == ReleaseScript && !cfg.ownerSet && cfg.acks == 0,
 		Fencing:     cfg.fencing,
-		Bounded:     !keepsDeadlines(c.rdb) || cfg.coalesce,
+		Bounded:     !keepsDeadlines(c.rdb),
 		UndoTimeout: cleanupTimeout(cfg.ttl),
 		Margin:      safetyMargin,
 		Group:       s.group,
@@ -55,9 +55,9 @@ func (c *Client) settings(cfg config) *settings {
 // keepsDeadlines reports whether rdb ends a call at its context's deadline
 // by itself: go-redis does so only with ContextTimeoutEnabled. Otherwise a
 // call whose caller has a deadline runs on a goroutine of its own, so that
-// the verb returns by then. A coalesced call rides a pipeline shared with
-// others, which no caller's deadline ends, so coalescing needs that
-// goroutine too (lease.Policy.Bounded).
+// the verb returns by then (lease.Policy.Bounded). A coalesced call needs
+// no goroutine of its own: it leaves the shared pipeline at its own ctx's
+// end (see coalescer.do).
 func keepsDeadlines(rdb redis.UniversalClient) bool {
 	switch v := rdb.(type) {
 	case *redis.Client:

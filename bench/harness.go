@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -155,6 +156,21 @@ func numMap(m map[string]float64) map[string]num {
 
 // num is a float64 that encodes NaN and infinities as JSON null.
 type num float64
+
+// UnmarshalJSON reads null back as NaN, so that a missing figure prints as
+// "-" in -markdown rather than as 0.
+func (n *num) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = num(math.NaN())
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*n = num(f)
+	return nil
+}
 
 // MarshalJSON writes null for values JSON cannot hold.
 func (n num) MarshalJSON() ([]byte, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -16,10 +17,12 @@ type counter struct {
 	rt   atomic.Int64
 	cmds atomic.Int64
 
-	mu      sync.Mutex
-	logPipe atomic.Bool  // record every pipeline (S7)
-	pipes   []pipeEvent  // when logPipe
-	last    atomic.Int64 // unix ns of the last call sent (S4)
+	mu       sync.Mutex
+	logPipe  atomic.Bool      // record every pipeline (S7)
+	pipes    []pipeEvent      // when logPipe
+	last     atomic.Int64     // unix ns of the last call sent (S4)
+	logNames atomic.Bool      // count commands by name (capacity)
+	names    map[string]int64 // when logNames: commands sent, by name
 }
 
 // pipeEvent is one pipeline sent: when, how many commands, and whether
@@ -44,6 +47,9 @@ func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		c.rt.Add(1)
 		c.cmds.Add(1)
 		c.last.Store(time.Now().UnixNano())
+		if c.logNames.Load() {
+			c.count([]redis.Cmder{cmd})
+		}
 		return next(ctx, cmd)
 	}
 }
@@ -63,8 +69,36 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 			c.pipes = append(c.pipes, pipeEvent{at: now, cmds: len(cmds), script: name == "evalsha" || name == "eval"})
 			c.mu.Unlock()
 		}
+		if c.logNames.Load() {
+			c.count(cmds)
+		}
 		return next(ctx, cmds)
 	}
+}
+
+// count adds cmds to the commands sent by name. A transaction (MULTI …
+// EXEC) counts as its MULTI and EXEC only: the server times the queued
+// commands inside EXEC, as it times a script's calls inside EVALSHA.
+func (c *counter) count(cmds []redis.Cmder) {
+	tx := len(cmds) > 1 && cmds[0].Name() == "multi"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.names == nil {
+		c.names = map[string]int64{}
+	}
+	for i, cmd := range cmds {
+		if tx && i > 0 && i < len(cmds)-1 {
+			continue
+		}
+		c.names[cmd.Name()]++
+	}
+}
+
+// sentByName returns a copy of the commands counted by name so far.
+func (c *counter) sentByName() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.names)
 }
 
 // snapshot returns the round trips and commands counted so far.

@@ -202,6 +202,16 @@ func agentlockImpl(name string, opts ...lock.Option) impl {
 	}}
 }
 
+// agentlockLockTTL is the core with the TTL given to each NewLock, as a
+// user writes `locks.NewLock(key, lock.WithTTL(ttl))` per call, rather than
+// to the Client: every lock then carries a configuration of its own.
+func agentlockLockTTL(name string, ttl time.Duration) impl {
+	return impl{name: name, open: func(rdbs []*redis.Client, _ settings) (func(string) mutex, func()) {
+		c := lock.NewClient(rdbs[0])
+		return func(key string) mutex { return alMutex{l: c.NewLock(key, lock.WithTTL(ttl))} }, func() { _ = c.Close() }
+	}}
+}
+
 // agentlockSpread is the core with n Clients over one go-redis client: each
 // new lock goes to the next Client in turn, so waiters of one key sit in
 // different Clients, as in n processes, and a release reaches them by

@@ -4,6 +4,7 @@
 //	cd bench && go run . -quick        # about 2 minutes
 //	cd bench && go run .               # the full run BENCHMARKS.md quotes
 //	cd bench && go run . -only s1,s3   # some scenarios
+//	cd bench && go run . -only capacity  # server cost per operation, the capacity model
 //	cd bench && go run . -markdown results/latest.json  # tables for BENCHMARKS.md
 //
 // Every scenario runs the implementations in interleaved rounds (A B C,
@@ -19,6 +20,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,7 +31,7 @@ import (
 	"github.com/agentlock/lock/internal/redistest"
 )
 
-// scenario is one of S1..S7.
+// scenario is one of S1..S7 or the capacity model.
 type scenario struct {
 	id    string
 	nodes int // servers it needs
@@ -44,6 +46,7 @@ var scenarios = []scenario{
 	{"s5", 5, (*env).s5},
 	{"s6", 1, (*env).s6},
 	{"s7", 1, (*env).s7},
+	{"capacity", 1, (*env).capacity},
 }
 
 func main() {
@@ -52,6 +55,7 @@ func main() {
 	only := flag.String("only", "", "comma-separated scenarios to run, e.g. s1,s3 (default all)")
 	out := flag.String("out", "results/latest.json", "where to write the machine-readable results")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	traceOut := flag.String("trace", "", "write a runtime/trace of the whole run to this file (go tool trace)")
 	markdown := flag.String("markdown", "", "print this results file as Markdown tables and exit (runs nothing)")
 	flag.Parse()
 	if *markdown != "" {
@@ -73,8 +77,21 @@ func main() {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		defer trace.Stop()
+	}
 	if err := run(*quick, *rounds, *only, *out); err != nil {
 		pprof.StopCPUProfile()
+		trace.Stop()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -99,7 +116,7 @@ func run(quick bool, rounds int, only, out string) error {
 		}
 	}
 	if len(todo) == 0 {
-		return fmt.Errorf("-only %q: no such scenario (s1..s7)", only)
+		return fmt.Errorf("-only %q: no such scenario (s1..s7, capacity)", only)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

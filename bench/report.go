@@ -50,12 +50,15 @@ type table struct {
 	Notes    []string        `json:"notes,omitempty"`
 }
 
+// numRow is one row's figures by column key.
+type numRow map[string]num
+
 // row is one implementation: each round's metrics, their medians, and the
 // median over rounds of the ratio to the baseline of the same round.
 type row struct {
 	Rounds []map[string]num `json:"rounds"`
-	Median map[string]num   `json:"median"`
-	Ratio  map[string]num   `json:"ratio,omitempty"`
+	Median numRow           `json:"median"`
+	Ratio  numRow           `json:"ratio,omitempty"`
 }
 
 func newTable(id, title, baseline string, cols ...column) *table {
@@ -77,7 +80,7 @@ func (t *table) row(name string) *row {
 func (t *table) summarize() {
 	base := t.Rows[t.Baseline]
 	for _, r := range t.Rows {
-		r.Median = map[string]num{}
+		r.Median = numRow{}
 		for _, c := range t.Columns {
 			var xs []float64
 			for _, m := range r.Rounds {
@@ -96,11 +99,20 @@ func (t *table) summarize() {
 				}
 			}
 			if r.Ratio == nil {
-				r.Ratio = map[string]num{}
+				r.Ratio = numRow{}
 			}
 			r.Ratio[c.Key] = num(median(rs))
 		}
 	}
+}
+
+// floats returns m as float64s.
+func (m numRow) floats() map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[k] = float64(v)
+	}
+	return out
 }
 
 // med returns the median of key for impl, NaN if absent.

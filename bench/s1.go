@@ -98,6 +98,8 @@ func (e *env) s1() error {
 	e.check("S1", "round trips per release", t.med("agentlock", "rt_rel"), "<=", 1, "")
 	e.check("S1", "p50 / floor p50", t.rat("agentlock", "p50"), "<=", 1.05,
 		fmt.Sprintf("p50 %.1fµs vs floor %.1fµs", t.med("agentlock", "p50"), t.med("floor", "p50")))
+	e.check("S1", "p50 / redislock p50", ratioOfRatios(t, "agentlock", "redislock", "p50"), "<=", 1.0,
+		fmt.Sprintf("p50 %.1fµs vs %.1fµs", t.med("agentlock", "p50"), t.med("redislock", "p50")))
 	e.check("S1", "ops/s / redislock ops/s", ratioOfRatios(t, "agentlock", "redislock", "ops"), ">=", 1.0,
 		fmt.Sprintf("%.0f vs %.0f ops/s", t.med("agentlock", "ops"), t.med("redislock", "ops")))
 	e.check("S2*", "stretch: S1 p50 with coalescing / without", ratioOfRatios(t, "agentlock", "al-nocoalesce", "p50"), "<=", 1.05,

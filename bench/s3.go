@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -159,33 +157,6 @@ func (e *env) s3Round(in *instance, key string, d time.Duration) (map[string]flo
 	}, nil
 }
 
-// commandCalls sums the calls of INFO commandstats, leaving out the INFO
-// and CONFIG calls the harness itself made.
-func commandCalls(ctx context.Context, rdb *redis.Client) (int64, error) {
-	s, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	var total int64
-	for _, l := range strings.Split(s, "\r\n") {
-		name, rest, ok := strings.Cut(l, ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		name = strings.TrimPrefix(name, "cmdstat_")
-		if name == "info" || strings.HasPrefix(name, "config") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				total += n
-			}
-		}
-	}
-	return total, nil
-}
-
 // pingP50 returns the p50 of n PING round trips, in µs.
 func pingP50(ctx context.Context, rdb *redis.Client, n int) float64 {
 	lat := make([]time.Duration, 0, n)
@@ -197,21 +168,4 @@ func pingP50(ctx context.Context, rdb *redis.Client, n int) float64 {
 		lat = append(lat, time.Since(t0))
 	}
 	return us(percentile(lat, 50))
-}
-
-// serverCPU returns the server's user+system CPU time so far (INFO cpu).
-func serverCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
-	s, err := rdb.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0, err
-	}
-	var sec float64
-	for _, l := range strings.Split(s, "\r\n") {
-		k, v, ok := strings.Cut(l, ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			sec += f
-		}
-	}
-	return time.Duration(sec * float64(time.Second)), nil
 }

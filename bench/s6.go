@@ -8,7 +8,8 @@ import (
 	"github.com/agentlock/lock"
 )
 
-// s6: heap allocations and bytes per TryAcquire+Release, one goroutine.
+// s6: heap allocations and bytes per TryAcquire+Release, one goroutine,
+// a new lock object per call (NewLock, redislock.Obtain, redsync.NewMutex).
 // runtime.MemStats counts every goroutine's allocations, so go-redis's own
 // (its connection reader, the renewal loop) are included, as they are in
 // a real process.
@@ -21,6 +22,7 @@ func (e *env) s6() error {
 		agentlockImpl("al-nofence", lock.WithFencing(false)),
 		agentlockImpl("al-watch", lock.WithReleaseMode(lock.ReleaseWatch)),
 		agentlockImpl("al-observer", lock.WithObserver(&countingObserver{})),
+		agentlockLockTTL("al-lockttl", peerTTL),
 	}
 	ins, names, closeAll := e.openAll(impls, 1, settings{})
 	defer closeAll()

@@ -72,6 +72,16 @@ func TestNumJSON_nanIsNull(t *testing.T) {
 	}
 }
 
+func TestNumJSON_nullIsNaN(t *testing.T) {
+	var m map[string]num
+	if err := json.Unmarshal([]byte(`{"a":null,"b":1.5}`), &m); err != nil {
+		t.Fatalf("Unmarshal() error = %v", err)
+	}
+	if !math.IsNaN(float64(m["a"])) || m["b"] != 1.5 {
+		t.Errorf("Unmarshal() = %v, want a NaN, b 1.5", m)
+	}
+}
+
 func TestGroupTicks(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }

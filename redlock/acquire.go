@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,19 +33,24 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 	n := len(c.nodes)
 	start := time.Now()
 	validUntil := start.Add(s.ttl - drift(s.ttl, s.driftFactor))
-	fencing := "0"
+	fencing, hint := "0", ""
 	if s.fencing {
+		// A new key's counters restart from this value on every node whose
+		// clock agrees with ours within a second: they agree, and the
+		// fence needs no raise round (see fence.lua).
 		fencing = "1"
+		hint = strconv.FormatInt(start.Add(luascripts.FenceHintAhead/2).UnixMicro(), 10)
 	}
 	r := c.fan(ctx, start.Add(s.callTimeout), nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
-		v, err := luascripts.Acquire.Run(ctx, rdb, k.hd.Keys.AcquireKeys(), token, s.ttlArg, "0", fencing).Int64Slice()
+		n, err := luascripts.Acquire.Run(ctx, rdb, k.hd.Keys.AcquireKeys(), token, s.ttlArg, "0", fencing, hint).Int64()
 		if err != nil {
 			return result{err: err}
 		}
-		if len(v) != 2 {
-			return result{err: fmt.Errorf("redlock: unexpected acquire reply %v", v)}
+		ours, fence, left := luascripts.AcquireReply(n)
+		if !ours {
+			return result{val: left.Milliseconds()} // code 0: held, the holder's PTTL in ms
 		}
-		return result{code: v[0], val: v[1]}
+		return result{code: 1, val: fence}
 	})
 
 	states := make([]uint8, n)

@@ -3,8 +3,14 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
@@ -87,14 +93,7 @@ func TestLock_TryAcquire_undoesAcquireLandingLate(t *testing.T) {
 	}
 	late.open() // node 2's acquire lands now, after the round and its undo
 	late.await(t, late.passed, "node 2's acquire")
-	deadline := time.Now().Add(5 * time.Second)
-	for keysLeft(t, nodes[2:], key) > 0 {
-		if time.Now().After(deadline) {
-			pttl := nodes[2].PTTL(ctx, lockKey(key)).Val()
-			t.Fatalf("node 2 keeps the failed attempt's key (PTTL %v), want it undone", pttl)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitKeysGone(t, nodes[2:], key, "node 2's late acquire undone")
 	if n := keysLeft(t, nodes[:1], key); n != 0 {
 		t.Fatalf("node 0 keeps the failed attempt's key, want it undone")
 	}
@@ -105,8 +104,9 @@ func TestLock_TryAcquire_undoesAcquireLandingLate(t *testing.T) {
 func TestLock_TryAcquire_ctxEndsInFenceRound(t *testing.T) {
 	_, nodes := hookableNodes(t, 3)
 	key := keyFor(t)
-	// Counters apart: the fence round has to raise nodes 1 and 2.
-	must(t, "SET fence", nodes[0].Set(context.Background(), lockKey(key)+":fence", 5, 0).Err())
+	// Counters apart: the fence round has to raise nodes 1 and 2 (node 0's
+	// counter is far ahead of the clock the others restart from).
+	must(t, "SET fence", nodes[0].Set(context.Background(), lockKey(key)+":fence", 2*luascripts.Clocked, time.Minute).Err())
 	raise := hookScript(t, nodes[1], luascripts.FenceRaise, false, first(1))
 	c := newClient(t, nodes, redlock.WithQuorum(3), redlock.WithNodeTimeout(5*time.Second), redlock.WithTTL(time.Minute))
 	errCause := errors.New("caller gave up")
@@ -153,4 +153,95 @@ func TestLock_TryAcquire_returnsByDeadlineWithStoppedNodes(t *testing.T) {
 		}
 		wantIs(t, tt.name+"(ctx 200ms)", err, lock.ErrNotAcquired)
 	}
+}
+
+// cutAtDeadline is a go-redis hook on one node's client modelling a call
+// cut by ContextTimeoutEnabled while its bytes are still on the wire (a
+// lost segment waits for TCP's retransmit, 200ms at least on Linux): the
+// first call of one script fails with a timeout at its ctx deadline without
+// reaching the node, and a copy of it reaches the node when land is called.
+type cutAtDeadline struct {
+	sha    string
+	calls  atomic.Int32
+	mu     sync.Mutex
+	landFn func()
+}
+
+func (h *cutAtDeadline) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *cutAtDeadline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *cutAtDeadline) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) < 2 || cmd.Name() != "evalsha" || args[1] != h.sha || h.calls.Add(1) != 1 {
+			return next(ctx, cmd)
+		}
+		late := redis.NewCmd(context.Background(), args...)
+		h.mu.Lock()
+		h.landFn = func() { _ = next(context.Background(), late) }
+		h.mu.Unlock()
+		<-ctx.Done()
+		err := fmt.Errorf("read tcp: i/o timeout: %w", os.ErrDeadlineExceeded)
+		cmd.SetErr(err)
+		return err
+	}
+}
+
+// land sends the cut call's copy to the node and waits for its reply.
+func (h *cutAtDeadline) land(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	fn := h.landFn
+	h.mu.Unlock()
+	if fn == nil {
+		t.Fatalf("no call was cut")
+	}
+	fn()
+}
+
+// A failed TryAcquire whose acquire call to node 2 was cut at the node
+// timeout (ContextTimeoutEnabled, as the docs advise) while the command was
+// still on its way cannot undo it there: the call has returned, so the undo
+// goes at once, and the acquire may land after it (bytes already sent
+// cannot be recalled). What holds instead, as SAFETY.md says: the undo
+// reaches every other node that may have granted the attempt; the stray
+// grant is one node's, so other clients take the lock on the remaining
+// nodes; and it lasts at most its TTL from when it landed.
+func TestLock_TryAcquire_grantLandingAfterCutCallLastsAtMostTTL(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	ctx := context.Background()
+	key := keyFor(t)
+	setOther(t, nodes[1], key)
+	cut := &cutAtDeadline{sha: luascripts.Acquire.Hash()}
+	nodes[2].(*redis.Client).AddHook(cut)
+	const ttl = 2 * time.Second
+	c := newClient(t, nodes, redlock.WithTTL(ttl), loadTolerant)
+	ok, err := c.NewLock(key).TryAcquire(ctx)
+	var qe *redlock.QuorumError
+	if ok || !errors.As(err, &qe) {
+		t.Fatalf("TryAcquire(node 1 held, node 2 cut) = %v, %v; want false and a *QuorumError", ok, err)
+	}
+	// TryAcquire returned after node 0 answered its undo.
+	if n := keysLeft(t, nodes[:1], key); n != 0 {
+		t.Fatalf("node 0 keeps the failed attempt's key, want it undone")
+	}
+	cut.land(t) // node 2's acquire lands now, after the round and its undo
+	d := nodes[2].PTTL(ctx, lockKey(key)).Val()
+	if d > ttl {
+		t.Fatalf("node 2 PTTL after the late acquire = %v, want at most the TTL %v", d, ttl)
+	}
+	t.Logf("node 2 PTTL after the late acquire: %v (a stray grant when positive)", d)
+	// The other holder leaves node 1: another client takes nodes 0 and 1.
+	delKey(t, nodes[1], key)
+	_, own := ownClients(t, nodes)
+	other := newClient(t, own, redlock.WithTTL(ttl), loadTolerant).NewLock(key)
+	ok, err = other.TryAcquire(ctx)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire() by another client with node 2 keeping a stray grant = %v, %v; want true, nil", ok, err)
+	}
+	must(t, "other Release()", other.Release(ctx))
+	waitKeysGone(t, nodes[2:], key, "node 2's stray grant expiring by its TTL")
 }

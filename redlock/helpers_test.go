@@ -108,6 +108,20 @@ func keysLeft(t *testing.T, nodes []redis.UniversalClient, key string) int {
 	return n
 }
 
+// waitKeysGone waits, at most 5s, until none of nodes has key's lock, and
+// fails the test, saying what was expected, otherwise.
+func waitKeysGone(t *testing.T, nodes []redis.UniversalClient, key, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for keysLeft(t, nodes, key) > 0 {
+		if time.Now().After(deadline) {
+			pttl := nodes[0].PTTL(context.Background(), lockKey(key)).Val()
+			t.Fatalf("%s: %d of %d nodes keep the key after 5s (PTTL on the first: %v)", what, keysLeft(t, nodes, key), len(nodes), pttl)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // waitHolders waits until want nodes hold token: Acquire returns at quorum
 // and the other nodes' grants land just after.
 func waitHolders(t *testing.T, nodes []redis.UniversalClient, key, token string, want int) {
@@ -213,29 +227,49 @@ func (h *scriptHook) await(t *testing.T, ch chan int, what string) int {
 
 func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
+// ProcessPipelineHook treats a pipeline carrying the script (the renewal
+// loop sends one per node for a batch of holds) as one call of it.
 func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if h.matches(cmd) {
+				return h.call(ctx, func(ctx context.Context) error { return next(ctx, cmds) })
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
 
 func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if len(args) < 2 || cmd.Name() != "evalsha" || args[1] != h.sha {
+		if !h.matches(cmd) {
 			return next(ctx, cmd)
 		}
-		n := int(h.calls.Add(1))
-		if !h.hold(n) {
-			return next(ctx, cmd)
-		}
-		defer func() { h.passed <- n }()
-		if h.reply {
-			err := next(ctx, cmd)
-			h.arrived <- n
-			<-h.allow
-			return err
-		}
+		return h.call(ctx, func(ctx context.Context) error { return next(ctx, cmd) })
+	}
+}
+
+// matches reports whether cmd is an EVALSHA of the hook's script.
+func (h *scriptHook) matches(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return len(args) >= 2 && cmd.Name() == "evalsha" && args[1] == h.sha
+}
+
+// call runs one call of the script through send, holding it (or its reply)
+// when the hook's hold says so.
+func (h *scriptHook) call(ctx context.Context, send func(context.Context) error) error {
+	n := int(h.calls.Add(1))
+	if !h.hold(n) {
+		return send(ctx)
+	}
+	defer func() { h.passed <- n }()
+	if h.reply {
+		err := send(ctx)
 		h.arrived <- n
 		<-h.allow
-		return next(context.WithoutCancel(ctx), cmd)
+		return err
 	}
+	h.arrived <- n
+	<-h.allow
+	return send(context.WithoutCancel(ctx))
 }

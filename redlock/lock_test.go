@@ -9,6 +9,7 @@ import (
 	"time"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/redlock"
 )
 
@@ -48,9 +49,10 @@ func TestLock_AcquireRelease(t *testing.T) {
 	if l.Key() != key {
 		t.Fatalf("Key() = %q, want %q", l.Key(), key)
 	}
-	if l.Fence() != 1 {
-		t.Fatalf("Fence() = %d, want 1", l.Fence())
+	if l.Fence() < luascripts.Clocked {
+		t.Fatalf("Fence() = %d, want a counter started from the clock", l.Fence())
 	}
+	first := l.Fence()
 	if v := l.Validity(); v <= 0 || v > 10*time.Second {
 		t.Fatalf("Validity() = %v, want in (0, 10s]", v)
 	}
@@ -68,8 +70,8 @@ func TestLock_AcquireRelease(t *testing.T) {
 	wantIs(t, "second Release()", l.Release(ctx), lock.ErrNotHeld)
 
 	must(t, "Acquire() again", l.Acquire(ctx))
-	if l.Fence() != 2 {
-		t.Fatalf("Fence() of the second hold = %d, want 2", l.Fence())
+	if l.Fence() != first+1 {
+		t.Fatalf("Fence() of the second hold = %d, want %d", l.Fence(), first+1)
 	}
 	must(t, "Release()", l.Release(ctx))
 }
@@ -151,28 +153,30 @@ func TestLock_Fence_raisesLaggingCounters(t *testing.T) {
 	c := newClient(t, nodes, redlock.WithQuorum(5))
 	ctx := context.Background()
 	key := keyFor(t)
-	// Counters that diverged, as after minority grants of failed attempts.
-	for i, v := range []int{7, 3, 0, 9, 1} {
-		must(t, "SET fence", nodes[i].Set(ctx, lockKey(key)+":fence", v, 0).Err())
+	// Counters that diverged, as after minority grants of failed attempts
+	// (values from a clock: far ahead of this one, so that none restarts).
+	const base = 2 * luascripts.Clocked
+	for i, v := range []int64{7, 3, 0, 9, 1} {
+		must(t, "SET fence", nodes[i].Set(ctx, lockKey(key)+":fence", base+v, time.Minute).Err())
 	}
 	l := c.NewLock(key)
 	must(t, "Acquire()", l.Acquire(ctx))
-	if l.Fence() != 10 {
-		t.Fatalf("Fence() = %d, want 10 (max counter + 1)", l.Fence())
+	if l.Fence() != base+10 {
+		t.Fatalf("Fence() = %d, want base+10 (max counter + 1)", l.Fence())
 	}
 	if n := redlock.FenceRaises(c); n != 1 {
 		t.Fatalf("FenceRaises = %d, want 1", n)
 	}
 	for i, rdb := range nodes {
 		v, err := rdb.Get(ctx, lockKey(key)+":fence").Int64()
-		if err != nil || v < 10 {
-			t.Fatalf("node %d fence counter = %d, %v; want >= 10", i, v, err)
+		if err != nil || v < base+10 {
+			t.Fatalf("node %d fence counter = %d, %v; want >= base+10", i, v, err)
 		}
 	}
 	must(t, "Release()", l.Release(ctx))
 	must(t, "Acquire()", l.Acquire(ctx))
-	if l.Fence() != 11 || redlock.FenceRaises(c) != 1 {
-		t.Fatalf("Fence() = %d, FenceRaises = %d; want 11 and no new raise", l.Fence(), redlock.FenceRaises(c))
+	if l.Fence() != base+11 || redlock.FenceRaises(c) != 1 {
+		t.Fatalf("Fence() = %d, FenceRaises = %d; want base+11 and no new raise", l.Fence(), redlock.FenceRaises(c))
 	}
 	must(t, "Release()", l.Release(ctx))
 }
@@ -194,6 +198,83 @@ func TestLock_Fence_increasesAcrossHolders(t *testing.T) {
 		}
 		last = l.Fence()
 		must(t, "Release()", l.Release(ctx))
+	}
+}
+
+// TestLock_Fence_countersExpire: on real servers, every node's fencing
+// counter has a TTL after an acquisition, and the counters of a new key
+// start equal on every node, so its fence needs no raise round.
+func TestLock_Fence_countersExpire(t *testing.T) {
+	_, nodes := realNodes(t, 3)
+	c := newClient(t, nodes, redlock.WithQuorum(3))
+	ctx := context.Background()
+	for i := range 3 {
+		key := keyFor(t) + ":" + strconv.Itoa(i)
+		l := c.NewLock(key)
+		must(t, "Acquire()", l.Acquire(ctx))
+		for n, rdb := range nodes {
+			ttl, err := rdb.PTTL(ctx, lockKey(key)+":fence").Result()
+			must(t, "PTTL fence", err)
+			if ttl <= 0 || ttl > luascripts.FenceTTL {
+				t.Fatalf("node %d: PTTL of the fence counter = %v, want in (0, %v]", n, ttl, luascripts.FenceTTL)
+			}
+		}
+		must(t, "Release()", l.Release(ctx))
+	}
+	if n := redlock.FenceRaises(c); n != 0 {
+		t.Fatalf("FenceRaises = %d after 3 new keys, want 0: new counters should start equal", n)
+	}
+}
+
+// TestLock_Fence_increasesAcrossCounterExpiry: on real servers, once the
+// counters are gone from every node, from one node of the next quorum, or
+// were left small and without a TTL by an older version, the next fence is
+// still larger than every earlier one.
+func TestLock_Fence_increasesAcrossCounterExpiry(t *testing.T) {
+	_, nodes := realNodes(t, 3)
+	c := newClient(t, nodes)
+	ctx := context.Background()
+	key := keyFor(t)
+	fence := lockKey(key) + ":fence"
+	drops := []struct {
+		name string
+		drop func(t *testing.T)
+	}{
+		{"deleted everywhere", func(t *testing.T) {
+			for _, rdb := range nodes {
+				must(t, "DEL fence", rdb.Del(ctx, fence).Err())
+			}
+		}},
+		{"expired on one node", func(t *testing.T) {
+			must(t, "PEXPIRE fence", nodes[1].PExpire(ctx, fence, time.Millisecond).Err())
+			deadline := time.Now().Add(5 * time.Second)
+			for nodes[1].Exists(ctx, fence).Val() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("fence counter still there 5s after a 1ms TTL")
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}},
+		{"legacy", func(t *testing.T) {
+			for _, rdb := range nodes {
+				must(t, "SET fence", rdb.Set(ctx, fence, 3, 0).Err())
+			}
+		}},
+	}
+	var last int64
+	for _, d := range drops {
+		for i := range 2 {
+			l := c.NewLock(key)
+			must(t, "Acquire()", l.Acquire(ctx))
+			if l.Fence() <= last {
+				t.Fatalf("counter %s: fence %d after %d, want larger", d.name, l.Fence(), last)
+			}
+			last = l.Fence()
+			must(t, "Release()", l.Release(ctx))
+			if i == 0 {
+				d.drop(t)
+			}
+		}
 	}
 }
 

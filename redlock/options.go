@@ -16,6 +16,9 @@ const (
 	DefaultPrefix      = lock.DefaultPrefix
 	DefaultDriftFactor = 0.01
 	DefaultNodeTimeout = 100 * time.Millisecond
+	// MinTTL is the shortest lease WithTTL and Extend accept, as in the
+	// core ([lock.MinTTL], which says how it was chosen).
+	MinTTL = lock.MinTTL
 )
 
 // Option configures a [Client] (as the default for its locks) or one lock
@@ -100,9 +103,10 @@ func nodeTimeoutFor(nodeTimeout, ttl time.Duration) time.Duration {
 	return max(min(nodeTimeout, ttl/10), time.Millisecond)
 }
 
-// WithTTL sets the lease length on every node. Default 30s; at least 1ms,
-// counted in whole milliseconds, and long enough to leave validity after the
-// drift allowance and two node timeouts. See [lock.WithTTL].
+// WithTTL sets the lease length on every node. Default 30s; at least
+// [MinTTL] (100ms), counted in whole milliseconds, and long enough to leave
+// validity after the drift allowance and two node timeouts. See
+// [lock.WithTTL].
 func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
 
 // WithWatchdog turns renewal on (the default) or off. On, the Client renews

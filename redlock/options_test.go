@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func TestNew_invalid(t *testing.T) {
 		{"drift too large", nodes, []redlock.Option{redlock.WithDriftFactor(0.5)}},
 		{"zero node timeout", nodes, []redlock.Option{redlock.WithNodeTimeout(0)}},
 		{"zero ttl", nodes, []redlock.Option{redlock.WithTTL(0)}},
-		{"ttl without validity", nodes, []redlock.Option{redlock.WithTTL(2 * time.Millisecond)}},
+		{"ttl under MinTTL", nodes, []redlock.Option{redlock.WithTTL(redlock.MinTTL - time.Millisecond)}},
 		{"negative wait", nodes, []redlock.Option{redlock.WithWaitTimeout(-time.Second)}},
 		{"backoff min > max", nodes, []redlock.Option{redlock.WithBackoff(time.Second, time.Millisecond)}},
 		{"prefix with brace", nodes, []redlock.Option{redlock.WithPrefix("a{")}},
@@ -68,6 +69,28 @@ func TestNewLock_invalidPerLock(t *testing.T) {
 	defer l.Release(ctx)
 	wantIs(t, "Extend(0)", l.Extend(ctx, 0), lock.ErrInvalid)
 	wantIs(t, "Acquire(held handle)", l.Acquire(ctx), lock.ErrInvalid)
+}
+
+// TestTTL_belowMinTTLIsInvalid: on real servers, WithTTL and Extend refuse
+// a lease shorter than MinTTL with ErrInvalid and write nothing; MinTTL
+// itself is held.
+func TestTTL_belowMinTTLIsInvalid(t *testing.T) {
+	_, nodes := realNodes(t, 3)
+	ctx := context.Background()
+	for _, ttl := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, redlock.MinTTL - time.Millisecond} {
+		l := newClient(t, nodes, redlock.WithTTL(ttl)).NewLock(keyFor(t))
+		wantIs(t, fmt.Sprintf("Acquire(ttl %v)", ttl), l.Acquire(ctx), lock.ErrInvalid)
+		l = newClient(t, nodes).NewLock(keyFor(t), redlock.WithTTL(ttl))
+		wantIs(t, fmt.Sprintf("Acquire(ttl %v per lock)", ttl), l.Acquire(ctx), lock.ErrInvalid)
+	}
+	if n := keysLeft(t, nodes, keyFor(t)); n != 0 {
+		t.Fatalf("locks with a TTL under MinTTL wrote the key on %d nodes", n)
+	}
+	l := newClient(t, nodes).NewLock(keyFor(t), redlock.WithTTL(redlock.MinTTL))
+	must(t, "Acquire(MinTTL)", l.Acquire(ctx))
+	wantIs(t, "Extend(MinTTL-1ms)", l.Extend(ctx, redlock.MinTTL-time.Millisecond), lock.ErrInvalid)
+	must(t, "Extend(MinTTL)", l.Extend(ctx, redlock.MinTTL))
+	must(t, "Release()", l.Release(ctx))
 }
 
 func TestLock_quorumOfAll(t *testing.T) {

@@ -27,7 +27,9 @@ import (
 // whole TTL. A node whose acquire is still out gets its delete from a
 // goroutine of the Client when the acquire returns — at most a TTL later,
 // and at once when Close begins — and is reported as a node timeout unless
-// that happens by deadline.
+// that happens by deadline. A call that returned without a reply may
+// still land after its delete (see Lock.TryAcquire): its grant then lasts
+// its TTL on that node.
 func (l *Lock) drop(token string, which []int, acq *round, deadline time.Time) []result {
 	c := l.cfg.c
 	n := len(c.nodes)
@@ -214,11 +216,16 @@ func (l *Lock) extendRound(h *lease.Hold, ttl time.Duration, deadline time.Time)
 //
 // A shorter TTL takes effect before the round is sent, whatever its
 // outcome: the validity drops at once to what ttl gives from now (if that is
-// less). Nodes that answered late, or not at all, may have applied it; so a
-// failed Extend to a shorter TTL leaves the hold valid only until that
-// earlier end, and [Lock.Lost] closes then unless a renewal sent after every
-// node's call of the round has returned is confirmed first. A failed Extend
-// to a longer TTL changes nothing. The round's calls are bounded by the
+// less), and renewals use ttl. Nodes that answered late, or not at all, may
+// have applied it; so a failed Extend to a shorter TTL leaves the hold
+// valid only until that earlier end, and [Lock.Lost] closes then unless a
+// renewal is confirmed first. A failed Extend to a longer TTL changes
+// nothing now. The calls that failed or were not answered, in any Extend or
+// renewal round, may still reach their nodes later, so from then on the
+// hold's validity never counts on a longer TTL than theirs, not even after
+// a later round with a longer TTL is confirmed: the nodes get the longer
+// TTL, but [Lock.Validity] counts the shorter one from the round's start,
+// and renewals come at a third of it. The round's calls are bounded by the
 // node timeout for ttl (at most ttl/10) and by the validity; they do not
 // end with ctx, and Extend waits for their replies, also when ctx is
 // already done, and reports what the nodes did.
@@ -242,7 +249,8 @@ func (k *kind) Extend(_ context.Context, h *lease.Hold, ttl time.Duration) (leas
 	t, settled := l.extendRound(h, ttl, deadline)
 	switch {
 	case t.ok >= l.cfg.quorum:
-		return lease.Outcome{Status: lease.Confirmed}, settled
+		// Nodes that failed or did not answer may still apply ttl later.
+		return lease.Outcome{Status: lease.Confirmed, Unknown: t.failed > 0}, settled
 	case t.gone+t.stolen > len(l.cfg.c.nodes)-l.cfg.quorum:
 		return lease.Outcome{Status: t.lost()}, settled
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	lock "github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/redlock"
@@ -95,7 +97,7 @@ func TestLock_Extend_roundBoundedByNewTTL(t *testing.T) {
 	for _, rdb := range nodes {
 		hooks = append(hooks, hookScript(t, rdb, luascripts.Extend, true, every))
 	}
-	const ttl = 50 * time.Millisecond
+	const ttl = redlock.MinTTL
 	done := make(chan error, 1)
 	go func() { done <- l.Extend(ctx, ttl) }()
 	hooks[0].await(t, hooks[0].arrived, "extend at node 0")
@@ -112,4 +114,211 @@ func TestLock_Extend_roundBoundedByNewTTL(t *testing.T) {
 	if !errors.As(err, &qe) {
 		t.Fatalf("Extend(%v) = %v, want a *QuorumError", ttl, err)
 	}
+}
+
+// heldWithLateExtends acquires key with c, on every node, and holds the
+// next Extend call to nodes 0 and 1 on the wire (the hooks' open lets it
+// go); the hold is released at cleanup.
+func heldWithLateExtends(t *testing.T, c *redlock.Client, nodes []redis.UniversalClient, key string) (*redlock.Lock, []*scriptHook) {
+	t.Helper()
+	l := c.NewLock(key)
+	ctx := context.Background()
+	must(t, "Acquire()", l.Acquire(ctx))
+	t.Cleanup(func() { l.Release(ctx) })
+	waitHolders(t, nodes, key, l.Token(), 3)
+	return l, []*scriptHook{
+		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
+		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
+	}
+}
+
+// A failed Extend to a shorter TTL may still land on the nodes that did not
+// answer (its calls are on the wire, as the calls of a late undo were in
+// issue 9, bug 8). A later Extend to a longer TTL that a quorum confirms
+// must not raise the validity past what those late calls leave: once they
+// land on a quorum, the hold must be reported lost (or its validity be
+// over) before another client can take the quorum. No renewal runs during
+// the test (watchdog off): with it, renewals at the short TTL's third would
+// keep the key (see TestLock_Extend_longerAfterFailedShorterRenewsThroughLateCalls).
+func TestLock_Extend_longerDoesNotOutlastLateShorterCalls(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	c := newClient(t, nodes, loadTolerant, redlock.WithWatchdog(false))
+	key := keyFor(t)
+	ctx := context.Background()
+	// The short Extend's calls to nodes 0 and 1 are held on the wire.
+	l, late := heldWithLateExtends(t, c, nodes, key)
+	const short = 500 * time.Millisecond
+	err := l.Extend(ctx, short)
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		t.Fatalf("Extend(%v) with nodes 0 and 1 late = %v, want a *QuorumError", short, err)
+	}
+	must(t, "Extend(30s)", l.Extend(ctx, 30*time.Second))
+	for i, h := range late {
+		h.open()
+		h.await(t, h.passed, "the short Extend's late call")
+		if n := nodes[i].PTTL(ctx, lockKey(key)).Val(); n > short {
+			t.Fatalf("node %d PTTL after the late call = %v, want at most %v", i, n, short)
+		}
+	}
+	waitKeysGone(t, nodes[:2], key, "nodes 0 and 1, a quorum, dropping the key by the late PEXPIRE")
+	_, own := ownClients(t, nodes)
+	other := newClient(t, own, loadTolerant).NewLock(key)
+	ok, err := other.TryAcquire(ctx)
+	if ok && !isClosed(l.Lost()) && l.Validity() > 0 {
+		t.Fatalf("another client holds the lock (fence %d) while the first hold has Validity() = %v and Lost() open: two holders",
+			other.Fence(), l.Validity())
+	}
+	if ok {
+		other.Release(ctx)
+	}
+	t.Logf("TryAcquire() by another client = %v, %v; first hold Validity() = %v, lost: %v", ok, err, l.Validity(), isClosed(l.Lost()))
+}
+
+// With the watchdog on, a hold whose validity is capped by a failed shorter
+// Extend (see TestLock_Extend_longerDoesNotOutlastLateShorterCalls) is
+// renewed by that shorter TTL's third: the later Extend to a longer TTL
+// reports a validity no longer than the short TTL, and once the short
+// Extend's late calls land on a quorum, renewals give the nodes the long
+// TTL back before the short one runs out, so the hold stays ours and
+// nobody else gets in.
+func TestLock_Extend_longerAfterFailedShorterRenewsThroughLateCalls(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	c := newClient(t, nodes, loadTolerant) // TTL 30s
+	key := keyFor(t)
+	ctx := context.Background()
+	l, late := heldWithLateExtends(t, c, nodes, key)
+	const short, long = 2 * time.Second, 30 * time.Second
+	var qe *redlock.QuorumError
+	if err := l.Extend(ctx, short); !errors.As(err, &qe) {
+		t.Fatalf("Extend(%v) with nodes 0 and 1 late = %v, want a *QuorumError", short, err)
+	}
+	must(t, "Extend(30s)", l.Extend(ctx, long))
+	if v := l.Validity(); v > short {
+		t.Fatalf("Validity() after Extend(%v), with calls of a failed Extend(%v) unanswered = %v, want at most %v", long, short, v, short)
+	}
+	for _, h := range late {
+		h.open()
+		h.await(t, h.passed, "the short Extend's late call")
+	}
+	// Renewals send the long TTL: wait until one has landed on nodes 0 and
+	// 1 after the late calls.
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; i < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d PTTL = %v 5s after the late calls, want over %v (renewed)", i, nodes[i].PTTL(ctx, lockKey(key)).Val(), short)
+		}
+		if nodes[i].PTTL(ctx, lockKey(key)).Val() > short {
+			i++
+			continue
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if isClosed(l.Lost()) || l.Validity() <= 0 {
+		t.Fatalf("hold after renewals: Lost() closed = %v (%v), Validity() = %v; want open and valid", isClosed(l.Lost()), l.LostErr(), l.Validity())
+	}
+	_, own := ownClients(t, nodes)
+	if ok, err := newClient(t, own, loadTolerant).NewLock(key).TryAcquire(ctx); ok || err != nil {
+		t.Fatalf("TryAcquire() by another client = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// A Release that races a renewal round must not close Lost: the hold ends
+// by Release, not involuntarily (WithLock would report ErrLockLost for a
+// run that lost nothing). The renewal's calls to nodes 0 and 1 are held on
+// the wire until Release has deleted the key there; Release's own delete
+// at node 2 is held until the renewal round has been counted.
+func TestLock_Release_racingRenewalKeepsLostOpen(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	const ttl, nodeTimeout = 10 * time.Second, time.Second
+	c := newClient(t, nodes, redlock.WithTTL(ttl), redlock.WithNodeTimeout(nodeTimeout))
+	key := keyFor(t)
+	l := c.NewLock(key)
+	ctx := context.Background()
+	renew := []*scriptHook{
+		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
+		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
+	}
+	del := hookScript(t, nodes[2], luascripts.Release, false, first(1))
+	must(t, "Acquire()", l.Acquire(ctx))
+	waitHolders(t, nodes, key, l.Token(), 3)
+	for _, h := range renew {
+		h.await(t, h.arrived, "the first renewal's call") // at TTL/3
+	}
+	roundEnd := time.Now().Add(nodeTimeout)
+	released := make(chan error, 1)
+	go func() { released <- l.Release(ctx) }()
+	del.await(t, del.arrived, "Release's delete at node 2")
+	waitKeysGone(t, nodes[:2], key, "Release deleting the key on nodes 0 and 1")
+	for _, h := range renew {
+		h.open() // the renewal finds the key gone on nodes 0 and 1
+		h.await(t, h.passed, "the renewal's late call")
+	}
+	// The renewal round has been counted by its deadline; a second more
+	// lets a loss it reports be signalled.
+	select {
+	case <-l.Lost():
+	case <-time.After(time.Until(roundEnd) + time.Second):
+	}
+	lostDuringRelease := isClosed(l.Lost())
+	del.open()
+	select {
+	case err := <-released:
+		must(t, "Release()", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Release() did not return")
+	}
+	if lostDuringRelease {
+		t.Fatalf("Lost() closed while Release deleted the hold: LostErr() = %v", l.LostErr())
+	}
+}
+
+// An Extend that races a Release must not close Lost either: its calls to
+// nodes 0 and 1 are held on the wire until Release has deleted the key
+// there, and Release's own delete at node 2 is held until Extend returned.
+func TestLock_Extend_racingReleaseKeepsLostOpen(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	// Extend's round ends 3s after it starts: the held calls are let go
+	// well before, so their replies (key gone) are counted.
+	c := newClient(t, nodes, redlock.WithNodeTimeout(3*time.Second)) // TTL 30s: no renewal during the test
+	key := keyFor(t)
+	l := c.NewLock(key)
+	ctx := context.Background()
+	must(t, "Acquire()", l.Acquire(ctx))
+	waitHolders(t, nodes, key, l.Token(), 3)
+	ext := []*scriptHook{
+		hookScript(t, nodes[0], luascripts.Extend, false, first(1)),
+		hookScript(t, nodes[1], luascripts.Extend, false, first(1)),
+	}
+	del := hookScript(t, nodes[2], luascripts.Release, false, first(1))
+	extended := make(chan error, 1)
+	go func() { extended <- l.Extend(ctx, 20*time.Second) }()
+	for _, h := range ext {
+		h.await(t, h.arrived, "Extend's call")
+	}
+	released := make(chan error, 1)
+	go func() { released <- l.Release(ctx) }()
+	del.await(t, del.arrived, "Release's delete at node 2")
+	waitKeysGone(t, nodes[:2], key, "Release deleting the key on nodes 0 and 1")
+	for _, h := range ext {
+		h.open() // Extend finds the key gone on nodes 0 and 1
+	}
+	var err error
+	select {
+	case err = <-extended:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Extend() did not return")
+	}
+	lostDuringRelease := isClosed(l.Lost())
+	del.open()
+	select {
+	case rerr := <-released:
+		must(t, "Release()", rerr)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Release() did not return")
+	}
+	if lostDuringRelease {
+		t.Fatalf("Lost() closed by an Extend (error %v) racing Release: LostErr() = %v", err, l.LostErr())
+	}
+	wantIs(t, "Extend() racing Release", err, lock.ErrNotHeld)
 }

@@ -64,7 +64,9 @@ func (g renewGroup) Renew(ctx context.Context, hs []*lease.Hold, ttls []time.Dur
 		}
 		switch {
 		case t.ok >= g.quorum:
-			out[j] = lease.Outcome{Status: lease.Confirmed}
+			// Nodes that failed or did not answer may still apply the TTL
+			// later.
+			out[j] = lease.Outcome{Status: lease.Confirmed, Unknown: t.failed > 0}
 		case t.gone+t.stolen > n-g.quorum:
 			out[j] = lease.Outcome{Status: t.lost()}
 		default:

@@ -14,21 +14,22 @@ import (
 )
 
 // aclScript is the least privilege the default (script) mode needs: its own
-// keys and channels, EVALSHA/EVAL, the commands its scripts call, pub/sub
-// for wake-ups, and PING. go-redis's handshake (HELLO, CLIENT SETINFO) is
+// keys and channels, EVALSHA/EVAL, the commands its scripts call (TIME, by
+// which a fencing counter restarts), pub/sub for wake-ups, and PING. go-redis's handshake (HELLO, CLIENT SETINFO) is
 // refused and it falls back to RESP2 by itself. "+client|setinfo" must not
 // appear: Redis before 7.2 rejects the whole ACL SETUSER for it.
 var aclScript = []string{
 	"resetkeys", "~lock:*", "resetchannels", "&lock:*", "-@all",
 	"+evalsha", "+eval", "+set", "+get", "+exists", "+type", "+pexpire", "+pttl",
-	"+incr", "+del", "+publish", "+hset", "+hexists", "+hincrby",
-	"+subscribe", "+unsubscribe", "+ping",
+	"+incr", "+time", "+del", "+publish", "+hset", "+hsetnx", "+hget", "+hdel",
+	"+hexists", "+hincrby", "+subscribe", "+unsubscribe", "+ping",
 }
 
-// aclWatch is the least privilege of ReleaseWatch, which runs no script.
+// aclWatch is the least privilege of ReleaseWatch, which runs no script
+// (TIME restarts a fencing counter there too).
 var aclWatch = []string{
 	"resetkeys", "~lock:*", "resetchannels", "&lock:*", "-@all",
-	"+watch", "+unwatch", "+multi", "+exec", "+discard", "+set", "+get", "+incr",
+	"+watch", "+unwatch", "+multi", "+exec", "+discard", "+set", "+get", "+incr", "+time",
 	"+pttl", "+pexpire", "+del", "+publish", "+subscribe", "+unsubscribe", "+ping",
 }
 

@@ -237,18 +237,19 @@ func mutexSection(ctx context.Context, c *lock.Client, rdb *redis.Client, ref *r
 }
 
 // TestMutex_detectorsCatchABrokenLock is the control of the mutex test: the
-// same critical section under a lock whose lease (5ms, never renewed) is far
-// shorter than the section (about 5ms plus round trips) must show overlaps
-// and lost updates, so the zeros reported above are measurements, not
-// blind spots.
+// same critical section under a lock whose lease (MinTTL, never renewed) is
+// shorter than the section (MinTTL + 20ms plus round trips) must show
+// overlaps and lost updates, so the zeros reported above are measurements,
+// not blind spots.
 func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 	s := redistest.Start(t, redistest.Config{})
 	ref := startReferee(t)
 	rdb := s.Client(t)
-	locks := lock.NewClient(rdb, lock.WithTTL(5*time.Millisecond), lock.WithWatchdog(false))
+	locks := lock.NewClient(rdb, lock.WithTTL(lock.MinTTL), lock.WithWatchdog(false))
 	defer locks.Close()
 	ctx := context.Background()
-	const goroutines, iters = 8, 40
+	const goroutines, iters = 8, 5
+	const section = lock.MinTTL + 20*time.Millisecond
 	var wg sync.WaitGroup
 	var done atomic.Int64
 	for range goroutines {
@@ -267,7 +268,7 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 					return
 				}
 				v, _ := rdb.Get(ctx, recordKey("broken")).Int()
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(section)
 				rdb.Set(ctx, recordKey("broken"), v+1, 0)
 				_, _ = rc.write("broken", l.Fence())
 				_ = rc.exit("broken")
@@ -284,7 +285,7 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 		"lost_updates", lost, "stale_presented", st.StalePresented, "fenced_rejected", st.Rejected,
 		"stale_accepted", st.StaleAccepted)
 	if st.Overlaps == 0 || lost == 0 || st.StalePresented == 0 {
-		t.Errorf("a 5ms lease over ~5ms sections: overlaps %d, lost updates %d, stale writes %d; want all above 0",
-			st.Overlaps, lost, st.StalePresented)
+		t.Errorf("a %v lease over %v sections: overlaps %d, lost updates %d, stale writes %d; want all above 0",
+			lock.MinTTL, section, st.Overlaps, lost, st.StalePresented)
 	}
 }

@@ -128,6 +128,7 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 	closing := e.ctx.Err() != nil
 	var lost []lossNote
 	var failed []int
+	var left []leftNote // after Close: timers at their deadlines, not the heap
 	e.mu.Lock()
 	for i, h := range hs {
 		h.inFlight = false
@@ -136,14 +137,18 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 		}
 		h.settledAt = max(h.settledAt, now)
 		o := out[i]
+		if o.Status == Failed || o.Unknown {
+			// It may still land, after later writes (see ttlCap).
+			h.unknownWrite(ttls[i])
+		}
 		if o.Status == Failed && o.Err == nil {
 			o.Err = errNoAnswer
 			out[i] = o
 		}
 		switch {
 		case o.Status == Confirmed:
-			dl := h.hd.pol.deadlineFor(sent, ttls[i])
-			renewAt := later(sent, h.ttl/3)
+			dl := h.hd.pol.deadlineFor(sent, h.capped(ttls[i]))
+			renewAt := later(sent, h.capped(h.ttl)/3)
 			if h.extDeadline != never {
 				// An Extend may have landed after this renewal (see
 				// extending): keep the earlier deadline, and once every
@@ -155,13 +160,13 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 			}
 			h.sentAt, h.deadline, h.lastErr = sent, dl, nil
 			h.next = nextFor(h, renewAt)
-			heap.Push(&e.q, h)
+			e.requeue(h, &left)
 		case o.Status != Failed:
 			h.registered = false
-			lost = append(lost, lossNote{h, lossReason(o.Status, now, h.ttl, h.sentAt), nil})
+			lost = append(lost, lossNote{h, lossReason(o.Status, now, h.capped(h.ttl), h.sentAt), nil})
 		case closing:
 			h.next = h.deadline
-			heap.Push(&e.q, h)
+			e.requeue(h, &left)
 		default:
 			h.lastErr = o.Err
 			failed = append(failed, i)
@@ -170,12 +175,15 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 				lost = append(lost, lossNote{h, LossUnreachable, o.Err})
 				continue
 			}
-			h.next = nextFor(h, min(later(now, retryInterval(h.ttl)), h.deadline))
-			heap.Push(&e.q, h)
+			h.next = nextFor(h, min(later(now, retryInterval(h.capped(h.ttl))), h.deadline))
+			e.requeue(h, &left)
 		}
 	}
 	e.mu.Unlock()
 	e.wake()
+	for _, n := range left {
+		n.h.abandon(n.deadline)
+	}
 	for _, i := range failed {
 		h, err := hs[i], out[i].Err
 		p := h.hd.pol
@@ -187,4 +195,17 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 	for _, n := range lost {
 		n.h.markLost(n.reason, n.err)
 	}
+}
+
+// requeue puts h, whose renewal call has returned, back into the loop; once
+// Close has abandoned the loop, into left instead, for a timer at its
+// deadline (Hold.abandon, which the caller runs after releasing e.mu).
+// Callers hold e.mu.
+func (e *Engine) requeue(h *Hold, left *[]leftNote) {
+	if e.abandoned {
+		h.registered = false
+		*left = append(*left, leftNote{h, h.deadline})
+		return
+	}
+	heap.Push(&e.q, h)
 }

@@ -51,6 +51,18 @@
 // returned — for redlock, until every node's call has; a write whose call
 // failed landed, if at all, before its failure was reported.
 //
+// A write whose outcome is unknown — failed after it may have been sent,
+// unanswered by its caller's deadline, or, for redlock, not answered by
+// some node — may still land later, after writes sent since. So each hold
+// keeps the shortest TTL of such writes (its ttlCap): from then on every
+// deadline counts on no more than min(TTL, cap), and renewals come every
+// min(TTL, cap)/3, still sending the full TTL. The cap is never lifted
+// within a hold.
+//
+// Close gives every hold in the heap a timer at its deadline before it
+// waits for anything; a hold whose renewal call is out gets its timer when
+// the call returns.
+//
 // # Renewal: one loop, batches per group
 //
 // Every hold of an Engine is in one heap, ordered by when the loop must

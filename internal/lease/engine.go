@@ -115,12 +115,17 @@ func (e *Engine) Close(stop func()) bool {
 	e.mu.Lock() // orders every add and Go before the wait below
 	e.mu.Unlock()
 	e.cancel()
+	// Before any wait: a renewal call out to a stalled server can keep the
+	// loop's goroutines for seconds, and holds on healthy servers must be
+	// watched meanwhile, by a timer each. A hold whose renewal call is out
+	// is watched by that call until it returns, and gets its timer then
+	// (requeue).
+	e.abandon()
 	e.Notifier.close()
 	if stop != nil {
 		stop()
 	}
 	e.wg.Wait()
-	e.abandon()
 	waitFor(&e.bg, BackgroundWait)
 	return true
 }

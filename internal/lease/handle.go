@@ -123,6 +123,21 @@ func (hd *Handle) Err(op string, errs ...error) error {
 	return NewOpError(hd.pol.Pkg, op, hd.Keys.User, errs...)
 }
 
+// NotHeld returns the error a verb op (Extend, TTL) returns for a hold that
+// is no longer its owner's: reported lost, or a Release of it begun,
+// whatever that Release's outcome; nil while the hold is live. What a
+// failed Release left in Redis is nobody's hold: extending it would make it
+// outlive its key's last owner, and a time left on it would read as a hold.
+func (hd *Handle) NotHeld(op string, h *Hold) error {
+	if lost := h.LostErr(); lost != nil {
+		return hd.Err(op, ErrNotHeld, lost)
+	}
+	if h.givenUp() {
+		return hd.Err(op, ErrNotHeld)
+	}
+	return nil
+}
+
 // Lose takes h out of renewal and reports it lost: Redis said st of it
 // (Gone or Stolen) when a kind's own call asked.
 func (hd *Handle) Lose(h *Hold, st Status) { hd.pol.Engine.lose(h, st, false) }
@@ -216,7 +231,7 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 	h, err := hd.install(token, a.Fence, a.Sent)
 	if err != nil {
 		hd.undo(ctx, k, token)
-		return Attempt{Err: err}, nil, false
+		return Attempt{Err: err, Spent: true}, nil, false
 	}
 	return a, h, false
 }

@@ -27,7 +27,15 @@ type Gift struct {
 	Fence int64
 	Sent  time.Time // when the handoff call was sent: the new lease starts then
 	Retry bool      // outcome unknown or refused: try with your own token
+	// Unknown marks a retry whose handoff call failed: Redis may hold the
+	// key with the waiter's token, so a waiter that gives up must undo it.
+	// A refused handoff set nothing and needs no undo.
+	Unknown bool
 }
+
+// mayHaveSet reports whether the handoff behind g may have left the key
+// with the waiter's token: it did, or its outcome is unknown.
+func (g Gift) mayHaveSet() bool { return !g.Retry || g.Unknown }
 
 // Claim picks the longest-waiting idle waiter of channel that can take a
 // hold, and marks it claimed; nil when there is none, or when the key has
@@ -62,7 +70,9 @@ func (n *Notifier) Settle(w *Waiter, g Gift) {
 	n.mu.Lock()
 	if w.state == waiterGone {
 		n.mu.Unlock()
-		w.undo()
+		if g.mayHaveSet() {
+			w.undo()
+		}
 		return
 	}
 	if g.Retry {
@@ -87,11 +97,24 @@ func (w *Waiter) beginAttempt() bool {
 	}
 	w.n.mu.Lock()
 	defer w.n.mu.Unlock()
+	w.owed = false
 	if w.state != waiterIdle {
 		return false
 	}
 	w.state = waiterAttempting
 	return true
+}
+
+// retoken makes token the one a release hands w the hold under: its
+// Acquire's earlier token was spent by an undo. Called while w is not
+// claimable, so no handoff is out with the old one.
+func (w *Waiter) retoken(token string) {
+	if w == nil {
+		return
+	}
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	w.token = token
 }
 
 // endAttempt makes w claimable again after its own attempt failed.
@@ -119,7 +142,7 @@ func (w *Waiter) takeGift() (Gift, bool) {
 		return Gift{}, false
 	}
 	g := w.gift
-	w.gift, w.state = Gift{}, waiterIdle
+	w.gift, w.state, w.owed = Gift{}, waiterIdle, false
 	if !g.Retry {
 		w.state = waiterAttempting
 	}
@@ -160,9 +183,12 @@ func (n *Notifier) IdleWaiters(channel string) int {
 	if cs == nil {
 		return 0
 	}
+	if cs.subscribed && !cs.ready {
+		return 0
+	}
 	idle := 0
 	for _, w := range cs.waiters {
-		if w.state == waiterIdle {
+		if w.state == waiterIdle && !w.owed {
 			idle++
 		}
 	}

@@ -43,6 +43,12 @@ type term struct {
 	registered bool          // known to the renewal loop
 	extending  int32         // Extend calls out
 	lastErr    error         // the last renewal error, cleared by a success
+	// ttlCap is the shortest TTL of the writes whose outcome is unknown
+	// (failed after they may have been sent, or unanswered): any of them
+	// may still land, after later writes, and set that TTL. Every deadline
+	// counts on no more than it, and renewals come at a third of it (still
+	// sending ttl). 0: none. Never lifted within a hold.
+	ttlCap time.Duration
 	// extDeadline is the earliest deadline of the Extends that may still
 	// land after the renewal in flight (or the next one): those out, and
 	// those answered while it was out. never = none.
@@ -64,6 +70,23 @@ func newHold(hd *Handle, token string, fence int64, sent time.Time) *Hold {
 		h.capAt = later(h.sentAt, p.MaxHold)
 	}
 	return h
+}
+
+// capped returns ttl bounded by the hold's ttlCap. Callers hold the
+// Engine's mu.
+func (t *term) capped(ttl time.Duration) time.Duration {
+	if t.ttlCap > 0 {
+		return min(ttl, t.ttlCap)
+	}
+	return ttl
+}
+
+// unknownWrite records a write of ttl whose outcome is unknown: it may land
+// later. Callers hold the Engine's mu.
+func (t *term) unknownWrite(ttl time.Duration) {
+	if t.ttlCap == 0 || ttl < t.ttlCap {
+		t.ttlCap = ttl
+	}
 }
 
 // deadlineFor is the safety deadline of a write of ttl sent at sent.
@@ -107,6 +130,14 @@ func (h *Hold) Active() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return !h.ended
+}
+
+// givenUp reports whether the hold is no longer its owner's: reported lost,
+// or a Release of it begun, whatever that Release's outcome.
+func (h *Hold) givenUp() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ended || h.releasing
 }
 
 // LostErr returns the loss, or nil while the hold is not lost.

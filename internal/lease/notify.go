@@ -87,6 +87,10 @@ type Waiter struct {
 	token string
 	state int
 	gift  Gift
+	// owed is set with each wake-up (and by a join that reports ready) and
+	// cleared when the waiter next acts, with an attempt or on a gift:
+	// until then it will try again by itself. Under n.mu; tests read it.
+	owed bool
 }
 
 func (n *Notifier) init(e *Engine, sources Sources) {
@@ -106,7 +110,9 @@ func (n *Notifier) queued(channel string) bool {
 // join adds a waiter to channel, subscribing if needed. ready reports that
 // the subscription is confirmed, so any release from now on wakes someone;
 // when it is not, the waiter is woken once the confirmation arrives.
-func (n *Notifier) join(channel string, hd *Handle, k Kind, token string) (w *Waiter, ready bool) {
+// lookAgain says the caller makes one more attempt when ready, without a
+// wake-up.
+func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAgain bool) (w *Waiter, ready bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.e.Closed() {
@@ -122,6 +128,7 @@ func (n *Notifier) join(channel string, hd *Handle, k Kind, token string) (w *Wa
 		w.hd, w.k = hd, k
 	}
 	cs.waiters = append(cs.waiters, w)
+	w.owed = cs.ready && lookAgain
 	if !cs.subscribed {
 		cs.subscribed = true
 		n.wg.Add(1) // under n.mu: close either sees it or we saw closed
@@ -238,7 +245,7 @@ func (w *Waiter) leave() {
 	case waiterClaimed:
 		w.state = waiterGone
 	case waiterGifted:
-		undo = true // a held gift, or a retry of unknown outcome: undo both
+		undo = w.gift.mayHaveSet() // a held gift, or a retry of unknown outcome
 		w.state = waiterGone
 	}
 	cs := w.cs
@@ -259,7 +266,9 @@ func (w *Waiter) leave() {
 	}
 }
 
+// signal wakes w. Callers hold n.mu.
 func signal(w *Waiter) {
+	w.owed = true
 	select {
 	case w.ch <- struct{}{}:
 	default:

@@ -8,12 +8,21 @@ import (
 	"github.com/google/uuid"
 )
 
+// MinTTL is the shortest lease every kind accepts (lock.MinTTL says how it
+// was chosen).
+const MinTTL = 100 * time.Millisecond
+
+// TTLError is the error for a lease shorter than MinTTL.
+func TTLError(ttl time.Duration) error {
+	return Invalidf("ttl %v: must be at least %v (MinTTL)", ttl, MinTTL)
+}
+
 // CheckOptions reports the first out-of-range value among the options
 // every kind shares, wrapping ErrInvalid.
 func CheckOptions(ttl, wait, backoffMin, backoffMax time.Duration, prefix string) error {
 	switch {
-	case ttl < time.Millisecond:
-		return Invalidf("ttl %v: must be at least 1ms", ttl)
+	case ttl < MinTTL:
+		return TTLError(ttl)
 	case wait < 0:
 		return Invalidf("wait timeout %v: must not be negative", wait)
 	case backoffMin <= 0 || backoffMax <= 0:

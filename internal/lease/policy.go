@@ -112,6 +112,10 @@ const (
 type Outcome struct {
 	Status Status
 	Err    error // Failed: why; nil otherwise
+	// Unknown: some call of the write failed after it may have been sent,
+	// or was not answered (a redlock node), so it may still land later
+	// with its TTL. A Failed outcome is always taken as unknown.
+	Unknown bool
 }
 
 // Group is the key of a renewal batch and the sender of its calls: holds
@@ -139,6 +143,11 @@ type Attempt struct {
 	Unknown bool
 	// Final: Err will not mend by trying again; Acquire stops.
 	Final bool
+	// Spent: the attempt took the lock and a release of its token was sent
+	// to undo it (a reply too late, too few replica acknowledgements). That
+	// release may land late, after a later attempt took the key, so the
+	// token is never used again by this Acquire.
+	Spent bool
 }
 
 // Kind is what a verb asks of the lock kind, for one handle. A kind passes

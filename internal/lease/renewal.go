@@ -38,7 +38,7 @@ func (e *Engine) add(h *Hold) {
 		return
 	}
 	h.registered = true
-	h.next = nextFor(h, later(h.sentAt, h.ttl/3))
+	h.next = nextFor(h, later(h.sentAt, h.capped(h.ttl)/3))
 	heap.Push(&e.q, h)
 	if !e.started {
 		e.started = true
@@ -79,7 +79,7 @@ func (e *Engine) lose(h *Hold, st Status, byRelease bool) {
 		heap.Remove(&e.q, h.index)
 	}
 	h.registered = false
-	reason := lossReason(st, monoNow(), h.ttl, h.sentAt)
+	reason := lossReason(st, monoNow(), h.capped(h.ttl), h.sentAt)
 	e.mu.Unlock()
 	h.lose(reason, nil, byRelease)
 }
@@ -114,9 +114,10 @@ func (e *Engine) Left(h *Hold) time.Duration {
 // calls may land later (redlock's nodes) reports the Extend settled only
 // once they cannot.
 func (e *Engine) extending(h *Hold, ttl time.Duration, sentAt time.Time) {
-	dl := h.hd.pol.deadlineFor(mono(sentAt), ttl)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// A write of unknown outcome may still set a shorter TTL (see ttlCap).
+	dl := h.hd.pol.deadlineFor(mono(sentAt), h.capped(ttl))
 	if !h.registered {
 		if e.abandoned && dl < h.deadline {
 			// Renewal has stopped; the timer Close armed must fire by the
@@ -167,8 +168,8 @@ var errLateExtend = errors.New("lock: extend confirmed after its own safety dead
 // extended records the answer to an Extend to ttl sent at sentAt: ok if
 // Redis confirmed it, which later renewals then keep; otherwise the call
 // failed and the TTL stays as it was. See extending.
-func (e *Engine) extended(h *Hold, ttl time.Duration, sentAt time.Time, ok bool) {
-	if e.extendedLocked(h, ttl, sentAt, ok) {
+func (e *Engine) extended(h *Hold, ttl time.Duration, sentAt time.Time, ok, unknown bool) {
+	if e.extendedLocked(h, ttl, sentAt, ok, unknown) {
 		// Confirmed only after its own safety deadline: the TTL it set may
 		// have run out in Redis already.
 		h.markLost(LossExpired, errLateExtend)
@@ -177,14 +178,19 @@ func (e *Engine) extended(h *Hold, ttl time.Duration, sentAt time.Time, ok bool)
 
 // extendedLocked is extended under e.mu; it reports a hold to be declared
 // lost.
-func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok bool) (late bool) {
+func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok, unknown bool) (late bool) {
 	sent, now := mono(sentAt), monoNow()
-	dl := h.hd.pol.deadlineFor(sent, ttl)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if unknown || !ok {
+		// It may still land, after later writes: from now on no deadline
+		// counts on a longer TTL than ttl.
+		h.unknownWrite(ttl)
+	}
 	if !h.registered {
 		return false
 	}
+	dl := h.hd.pol.deadlineFor(sent, h.capped(ttl))
 	if ok && now >= dl {
 		if h.index >= 0 {
 			heap.Remove(&e.q, h.index)
@@ -202,7 +208,7 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 		// Sent after every other write was answered, and none is out: this
 		// one landed last.
 		h.sentAt, h.deadline, h.lastErr, h.extDeadline = sent, dl, nil, never
-		h.next = nextFor(h, later(sent, ttl/3))
+		h.next = nextFor(h, later(sent, h.capped(ttl)/3))
 	} else {
 		e.lower(h, dl)
 		if h.inFlight || h.extending > 0 {
@@ -251,6 +257,13 @@ type lossNote struct {
 	err    error
 }
 
+// leftNote is a hold requeued after Close and its deadline, read under
+// e.mu; its timer is armed after e.mu is released (see requeue).
+type leftNote struct {
+	h        *Hold
+	deadline int64
+}
+
 // tick handles every hold whose time has come: losses past their deadline
 // or cap, and renewals due now or soon (a renewal due within TTL/12 is sent
 // early, so that holds acquired close together share round trips).
@@ -261,7 +274,7 @@ func (e *Engine) tick() {
 	e.mu.Lock()
 	for len(e.q) > 0 {
 		h := e.q[0]
-		if h.next > now && !(renewalDue(h) && between(now, h.next) <= h.ttl/12) {
+		if h.next > now && !(renewalDue(h) && between(now, h.next) <= h.capped(h.ttl)/12) {
 			break
 		}
 		heap.Pop(&e.q)

@@ -111,13 +111,10 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 	if h == nil {
 		return hd.Err("extend", ErrNotHeld)
 	}
-	if !h.Active() {
-		// Released, or declared lost: extending now would revive a hold
-		// nobody renews.
-		if lost := h.LostErr(); lost != nil {
-			return hd.Err("extend", ErrNotHeld, lost)
-		}
-		return hd.Err("extend", ErrNotHeld)
+	if err := hd.NotHeld("extend", h); err != nil {
+		// Released (or a Release begun), or declared lost: extending now
+		// would revive a hold nobody renews.
+		return err
 	}
 	start := time.Now()
 	e.extending(h, ttl, start)
@@ -135,6 +132,11 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 			return result{o, settled}
 		}, func(r result) { e.settleExtend(h, ttl, start, r.o, r.settled) })
 		if !ok {
+			// Unanswered by the caller's deadline: it may land later, after
+			// writes not yet sent (see ttlCap).
+			e.mu.Lock()
+			h.unknownWrite(ttl)
+			e.mu.Unlock()
 			err := hd.Err("extend", unanswered(ctx))
 			p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
 			return err
@@ -149,12 +151,10 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 	case Failed:
 		err = hd.Err("extend", o.Err)
 	case Confirmed:
-		if lost := h.LostErr(); lost != nil {
-			// Answered after the hold was given up: its deadline, lowered
-			// when this call went out, passed first, and nothing renews the
-			// hold now.
-			err = hd.Err("extend", ErrNotHeld, lost)
-		}
+		// Answered after the hold was given up (its deadline, lowered when
+		// this call went out, passed first, or a Release began): nothing
+		// renews the hold now, and what this call extended is nobody's.
+		err = hd.NotHeld("extend", h)
 	default:
 		err = hd.Err("extend", ErrNotHeld)
 	}
@@ -178,10 +178,10 @@ func (e *Engine) settleExtend(h *Hold, ttl time.Duration, sent time.Time, o Outc
 	case settled != nil:
 		e.background(func() {
 			<-settled
-			e.extended(h, ttl, sent, o.Status == Confirmed)
+			e.extended(h, ttl, sent, o.Status == Confirmed, o.Unknown)
 		})
 	default:
-		e.extended(h, ttl, sent, o.Status == Confirmed)
+		e.extended(h, ttl, sent, o.Status == Confirmed, o.Unknown)
 	}
 }
 

@@ -56,7 +56,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 	if p.Notify && e.Notifier.queued(channel) {
 		// Others in this process already wait for this key: queue behind
 		// them instead of racing the one a release is about to wake.
-		w, _ = e.Notifier.join(channel, hd, k, token)
+		w, _ = e.Notifier.join(channel, hd, k, token, false)
 	}
 
 	var (
@@ -76,8 +76,19 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			if ierr == nil {
 				return attempts, h, token, nil
 			}
-			w.endAttempt() // install refused it: claimable again
-			unknown, lastErr = true, ierr
+			// install refused it: undo it, which spends the token; w gets a
+			// fresh one before it is claimable again.
+			hd.undo(wctx, k, token)
+			unknown, lastErr = false, ierr
+			if err = hd.respend(k, w, &token); err != nil {
+				w.endAttempt()
+				break
+			}
+			w.endAttempt()
+		} else if ok && g.Unknown {
+			// The handoff may have set our token in Redis: if we give up
+			// before an attempt of ours finds out, it must be undone.
+			unknown = true
 		}
 		var pttl time.Duration
 		if (n > 0 || w == nil) && w.beginAttempt() {
@@ -89,6 +100,23 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			}
 			attempts++
 			a, held, cut := hd.attempt(wctx, k, token)
+			if (a.Spent || cut) && !p.FreshTokens {
+				// An undo of this token was sent, or will be once the cut
+				// call returns: it may land late, after a later attempt took
+				// the key, so the attempts that follow carry a fresh token,
+				// given to w before it is claimable again. Before a cut
+				// call, an earlier attempt of unknown outcome is undone with
+				// the old token now.
+				if cut && unknown {
+					hd.undo(nil, k, token)
+				}
+				unknown = false
+				if rerr := hd.respend(k, w, &token); rerr != nil {
+					w.endAttempt()
+					err = rerr
+					break
+				}
+			}
 			if held == nil {
 				w.endAttempt()
 			}
@@ -126,7 +154,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 		}
 		if w == nil && p.Notify {
 			var ready bool
-			w, ready = e.Notifier.join(channel, hd, k, token)
+			w, ready = e.Notifier.join(channel, hd, k, token, pttl > 0)
 			if ready && pttl > 0 {
 				// We joined after our failed attempt: a release in between
 				// would be missed, so look once more now that we listen.
@@ -160,6 +188,20 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 		return attempts, nil, token, hd.Err("acquire", err)
 	}
 	return attempts, nil, token, hd.Err("acquire", waitEnded(ctx, wctx, p.Wait, lastErr)...)
+}
+
+// respend replaces *token, which an undo has spent, with a fresh one for
+// the next attempts of an Acquire, and gives that to w, which must not be
+// claimable meanwhile (a release would hand it the hold under the spent
+// token).
+func (hd *Handle) respend(k Kind, w *Waiter, token *string) error {
+	fresh, err := k.Token()
+	if err != nil {
+		return err
+	}
+	*token = fresh
+	w.retoken(fresh)
+	return nil
 }
 
 // waitEnded says why a wait on wctx (made from the caller's ctx) ended: an

@@ -2,42 +2,50 @@
 -- KEYS[1] lock, KEYS[2] fence counter.
 -- ARGV[1] token; for a re-entrant hold, the hold's id: owner id, '#', and an
 -- id of this hold alone. ARGV[2] ttl in ms, ARGV[3] "1" for a re-entrant hold,
--- ARGV[4] "1" to bump the fencing counter.
+-- ARGV[4] "1" to hand out a fence (next_fence: see fence.lua), ARGV[5] (may
+-- be absent) the value a restarting counter should take, in µs.
 -- A re-entrant lock is a hash: the owner's field counts its holds, and each
 -- hold has a field of its own, so a retried or resent acquire of one hold
--- counts once.
--- Reply: {1, fence} acquired now; {2, fence} already ours (TTL reset, or one
--- more re-entrant hold); {0, pttl} held by someone else.
+-- counts once. The field '' (no owner id and no hold id is empty) keeps the
+-- fence of the first hold, which the owner's nested holds share: the counter
+-- may expire while the lock is held, the hash does not.
+-- Reply: >= 0 acquired now, or confirmed ours (TTL reset, or one more
+-- re-entrant hold): the hold's fence, 0 without fencing; < 0 held by someone
+-- else, for another -1 - reply milliseconds.
 local lock, fence = KEYS[1], KEYS[2]
 local token, ttl = ARGV[1], ARGV[2]
-local reentrant, fencing = ARGV[3] == '1', ARGV[4] == '1'
-local owner = reentrant and string.match(token, '^(.*)#')
+local reentrant, fencing, hint = ARGV[3] == '1', ARGV[4] == '1', ARGV[5]
 
-local function current_fence()
-  if not fencing then return 0 end
-  return tonumber(redis.call('GET', fence) or '0')
-end
-
-local taken
-if reentrant then
-  taken = redis.call('EXISTS', lock) == 0
-  if taken then
-    redis.call('HSET', lock, owner, 1, token, 1)
+if not reentrant then
+  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+    if fencing then
+      return next_fence(fence, hint)
+    end
+    return 0
+  end
+  -- pcall: a hash (someone's re-entrant hold) makes GET fail with WRONGTYPE.
+  if redis.pcall('GET', lock) == token then
+    -- A retry after a lost reply: the earlier attempt did take the lock, but
+    -- its fence never reached us. A new one serves: no one else held the
+    -- lock since.
     redis.call('PEXPIRE', lock, ttl)
+    if fencing then
+      return next_fence(fence, hint)
+    end
+    return 0
   end
 else
-  taken = redis.call('SET', lock, token, 'NX', 'PX', ttl)
-end
-if taken then
-  if fencing then
-    return {1, redis.call('INCR', fence)}
+  local owner = string.match(token, '^(.*)#')
+  if redis.call('EXISTS', lock) == 0 then
+    local f = 0
+    if fencing then
+      f = next_fence(fence, hint)
+    end
+    redis.call('HSET', lock, owner, 1, token, 1, '', f)
+    redis.call('PEXPIRE', lock, ttl)
+    return f
   end
-  return {1, 0}
-end
-
-local kind = redis.call('TYPE', lock)['ok']
-if reentrant then
-  if kind == 'hash' and redis.call('HEXISTS', lock, owner) == 1 then
+  if redis.call('TYPE', lock)['ok'] == 'hash' and redis.call('HEXISTS', lock, owner) == 1 then
     -- A new hold counts; a retry or resend of one already here does not.
     if redis.call('HSETNX', lock, token, 1) == 1 then
       redis.call('HINCRBY', lock, owner, 1)
@@ -46,14 +54,15 @@ if reentrant then
     if redis.call('PTTL', lock) < tonumber(ttl) then
       redis.call('PEXPIRE', lock, ttl)
     end
-    return {2, current_fence()}
+    if not fencing then
+      return 0
+    end
+    -- A hash written before fences were kept in it: the counter, which
+    -- such a version never let expire, has the fence.
+    return tonumber(redis.call('HGET', lock, '') or redis.call('GET', fence) or '0')
   end
-elseif kind == 'string' and redis.call('GET', lock) == token then
-  -- A retry after a lost reply: the earlier attempt did take the lock.
-  redis.call('PEXPIRE', lock, ttl)
-  return {2, current_fence()}
 end
 
 local left = redis.call('PTTL', lock)
 if left < 0 then left = 0 end
-return {0, left}
+return -1 - left

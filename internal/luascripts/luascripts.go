@@ -3,8 +3,13 @@
 // sent by SHA (EVALSHA) with a fallback to EVAL when the server lacks it.
 //
 // Every key a script touches arrives in KEYS and shares the lock's {K} hash
-// tag, so a script never crosses a cluster slot. Replies are integers or
-// arrays of integers, never nil.
+// tag, so a script never crosses a cluster slot. Replies are integers, never
+// nil.
+//
+// The scripts that hand out fences (Acquire, Handoff, FenceRaise) start with
+// fence.lua, which keeps the fencing counter: it lives [FenceTTL] from its
+// creation and restarts from the server's clock in microseconds, so that
+// fences keep increasing across its expiry.
 //
 // Acquire, Extend and PTTL give the same outcome when run twice with the
 // same arguments (a retry or a resent command). Release and Handoff do not:
@@ -14,12 +19,31 @@ package luascripts
 
 import (
 	_ "embed"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// FenceTTL is how long a fencing counter lives from its creation (a
+// restart from the clock, or a raise by FenceRaise); FENCE_TTL in fence.lua.
+const FenceTTL = time.Minute
+
+// Clocked is the least value of a counter started from the server's clock
+// (CLOCKED in fence.lua): a smaller one was created by INCR and must restart
+// from the clock before its value serves as a fence.
+const Clocked = 1_000_000_000_000_000
+
+// FenceHintAhead is how far past a server's clock a restarting counter may
+// start when the acquire names a value (HINT_AHEAD in fence.lua).
+const FenceHintAhead = 2 * time.Second
+
+//go:embed fence.lua
+var fenceSrc string
+
 //go:embed acquire.lua
-var acquireSrc string
+var acquireBody string
+
+var acquireSrc = fenceSrc + acquireBody
 
 //go:embed release.lua
 var releaseSrc string
@@ -31,10 +55,22 @@ var extendSrc string
 var pttlSrc string
 
 //go:embed handoff.lua
-var handoffSrc string
+var handoffBody string
 
-// Acquire takes a free lock or confirms one we hold. See acquire.lua.
+var handoffSrc = fenceSrc + handoffBody
+
+// Acquire takes a free lock or confirms one we hold. See acquire.lua; read
+// its reply with [AcquireReply].
 var Acquire = redis.NewScript(acquireSrc)
+
+// AcquireReply reads Acquire's reply n: whether the lock is ours, then the
+// hold's fence (0 without fencing), else the time left on another's hold.
+func AcquireReply(n int64) (ours bool, fence int64, left time.Duration) {
+	if n >= 0 {
+		return true, n, 0
+	}
+	return false, 0, time.Duration(-1-n) * time.Millisecond
+}
 
 // Release deletes a lock still holding the caller's token and publishes on
 // the notify channel, or drops one re-entrant hold. Send it once: see the

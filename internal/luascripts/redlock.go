@@ -7,7 +7,9 @@ import (
 )
 
 //go:embed fence_raise.lua
-var fenceRaiseSrc string
+var fenceRaiseBody string
+
+var fenceRaiseSrc = fenceSrc + fenceRaiseBody
 
 // FenceRaise lifts a node's fencing counter to at least a given fence while
 // the lock still holds the caller's token; redlock uses it so that a quorum
