@@ -3,129 +3,26 @@ package lock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/agentlock/lock/internal/lockutil"
+	"github.com/agentlock/lock/internal/lease"
 )
-
-// attempt sends one acquire and installs the hold on success.
-func (l *Lock) attempt(ctx context.Context, token string) (acquireResult, error) {
-	sent := time.Now()
-	var (
-		r   acquireResult
-		err error
-	)
-	if l.cfg.acks > 0 {
-		r, err = l.acquireAcked(ctx, token)
-	} else {
-		r, err = l.be.acquire(ctx, &l.k, token, l.cfg.ttl)
-	}
-	if err != nil || !r.ok {
-		return r, err
-	}
-	if err := l.install(token, r.fence, sent); err != nil {
-		return acquireResult{}, err
-	}
-	return r, nil
-}
-
-// undoneError wraps the error of an attempt after which a release of the
-// attempt's token was sent to undo what it set (see spent).
-type undoneError struct{ error }
-
-func (e undoneError) Unwrap() error { return e.error }
-
-// spent reports whether err, an attempt's, says a release of the attempt's
-// token was sent to undo it. Such a release may land late, after a later
-// attempt, so Acquire carries the token no further: the release would find
-// that attempt's hold and delete it.
-func spent(err error) bool { return errors.As(err, new(undoneError)) }
-
-// install makes token's hold, confirmed by a call sent at sent, the
-// handle's current hold and puts it into renewal. It fails only with
-// errLateReply, having sent a release of token (see spent).
-func (l *Lock) install(token string, fence int64, sent time.Time) error {
-	h := newHold(l, token, fence, sent)
-	if h.pastDeadline(time.Now()) {
-		// The reply came so late that the lease may already have run out in
-		// Redis: someone else may hold the lock. Undo and report a failed
-		// attempt rather than return a hold we cannot trust.
-		l.cleanup(token)
-		return errLateReply
-	}
-	l.mu.Lock()
-	l.h = h
-	l.mu.Unlock()
-	l.c.renewal.add(h)
-	return nil
-}
-
-// cleanup removes what an attempt of unknown outcome may have set, so a
-// failed acquisition leaves nothing behind. It releases token's hold only:
-// a re-entrant token names one hold, so the owner's others stay. If the
-// cleanup's own reply is lost, the hold expires by its TTL.
-func (l *Lock) cleanup(token string) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout(l.cfg.ttl))
-	defer cancel()
-	_, _ = l.be.release(ctx, &l.k, token)
-}
-
-// cleanupTimeout bounds the calls the library makes on the caller's behalf
-// once the caller's own context may be gone: a release after WithLock, the
-// undo of a failed acquisition.
-func cleanupTimeout(ttl time.Duration) time.Duration {
-	return min(max(ttl, time.Second), 5*time.Second)
-}
 
 // TryAcquire makes one attempt. It returns (true, nil) when the lock is now
 // held, (false, nil) when someone else holds it, and (false, err) on failure:
 // an error wrapping [ErrInvalid], [ErrClosed], the Redis error, or
 // [ErrNotAcquired] when the attempt succeeded too late to be trusted (its
 // reply came after the lease's safety deadline) or too few replicas
-// acknowledged it ([WithReplicaAck]). When a failed call may have reached
-// Redis, TryAcquire removes what it may have set before returning.
+// acknowledged it ([WithReplicaAck]).
 //
-// That removal can be overtaken: an acquire call cut on the wire (its
-// bytes still in flight when go-redis gave it up) may reach Redis after
-// the removal, and then sets the key with a token nobody holds. Nobody is
-// granted the lock twice by it, but the key keeps others out until its TTL
-// runs out: at most one TTL. The same holds for the cleanup of an
-// [Lock.Acquire] that gives up.
+// It returns by ctx's deadline (give or take a goroutine's scheduling),
+// even when Redis does not answer: the error then matches
+// context.DeadlineExceeded. When a failed call may have reached Redis,
+// what it may have set is removed in the background, once the call has
+// returned, by a goroutine [Client.Close] waits for.
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
-	if err := l.begin(); err != nil {
-		return false, err
-	}
-	defer l.done()
-	token, err := l.newToken()
-	if err != nil {
-		return false, err
-	}
-	start := time.Now()
-	l.observe(Event{Kind: EventAcquireStart})
-	r, err := l.attempt(ctx, token)
-	switch {
-	case err != nil:
-		if sent(err) && !spent(err) {
-			l.cleanup(token)
-		}
-		err = fmt.Errorf("lock: acquire %q: %w", l.k.user, err)
-		l.observe(Event{Kind: EventAcquire, Token: token, Duration: time.Since(start), Attempts: 1, Err: err})
-		return false, err
-	case !r.ok:
-		l.observe(Event{Kind: EventAcquire, Token: token, Duration: time.Since(start), Attempts: 1, Err: ErrNotAcquired})
-		return false, nil
-	}
-	l.observe(Event{Kind: EventAcquire, Token: token, Fence: r.fence, Duration: time.Since(start), Attempts: 1})
-	return true, nil
+	return l.handle().TryAcquire(ctx, (*kind)(l))
 }
-
-var errWaitTimeout = errors.New("lock: wait timeout")
-
-// errLateReply fails an attempt whose success was confirmed only after the
-// hold's safety deadline, and which install then undid. It wraps
-// ErrNotAcquired; Acquire retries it, with a fresh token.
-var errLateReply error = undoneError{fmt.Errorf("%w: reply arrived after the lease's safety deadline", ErrNotAcquired)}
 
 // Acquire waits until the lock is held, ctx is done, or the wait timeout
 // ([WithWaitTimeout]) passes. Between attempts it sleeps with jittered
@@ -141,189 +38,50 @@ var errLateReply error = undoneError{fmt.Errorf("%w: reply arrived after the lea
 // took the key, and must then find nothing of that attempt's to delete.
 //
 // It returns nil when held; an error wrapping [ErrNotAcquired] when the wait
-// ended, also matching context.Cause(ctx) when ctx ended it; a wrapped Redis
-// error when Redis fails in a way a retry cannot mend (network errors are
-// retried until the wait ends); or [ErrInvalid] or [ErrClosed]. A failed
-// Acquire leaves no hold behind. Acquire on a handle that is held returns
-// ErrInvalid.
-func (l *Lock) Acquire(ctx context.Context) error {
-	if err := l.begin(); err != nil {
-		return err
-	}
-	defer l.done()
-	token, err := l.newToken()
-	if err != nil {
-		return err
-	}
+// ended, also matching context.Cause(ctx) when ctx ended it and the last
+// failed attempt's error, if any; a wrapped Redis error when Redis fails in
+// a way a retry cannot mend (network errors are retried until the wait
+// ends); or [ErrInvalid] or [ErrClosed]. It returns by ctx's deadline and
+// by the wait timeout, give or take a goroutine's scheduling, even when
+// Redis does not answer. Each failed attempt is reported to the Observer
+// ([EventAttemptFailed]) and logged ([WithLogger]): at debug level, and as
+// a warning at the third failure in a row and every tenth after. A failed
+// Acquire leaves no hold behind: what an attempt of unknown outcome may have
+// set is removed in the background, as for TryAcquire. Acquire on a handle
+// that is held returns ErrInvalid.
+func (l *Lock) Acquire(ctx context.Context) error { return l.handle().Acquire(ctx, (*kind)(l)) }
+
+// Try sends one acquire.
+func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 	start := time.Now()
-	l.observe(Event{Kind: EventAcquireStart})
-	attempts, token, fence, err := l.wait(ctx, token)
-	if err != nil {
-		l.observe(Event{Kind: EventAcquire, Token: token, Duration: time.Since(start), Attempts: attempts, Err: err})
-		return err
-	}
-	l.observe(Event{Kind: EventAcquire, Token: token, Fence: fence, Duration: time.Since(start), Attempts: attempts})
-	return nil
-}
-
-// wait is Acquire's loop; it returns the attempts made, the token of the
-// last (the hold's, on success) and the fence.
-func (l *Lock) wait(ctx context.Context, token string) (attempts int, _ string, fence int64, err error) {
-	wctx := ctx
-	if l.cfg.wait > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeoutCause(ctx, l.cfg.wait, errWaitTimeout)
-		defer cancel()
-	}
-	var w *waiter
-	defer func() { w.leave() }()
-	if l.cfg.notify && l.c.notifier.queued(l.k.notifyName()) {
-		// Others in this process already wait for this key: queue behind
-		// them instead of racing the one a release is about to wake.
-		w, _ = l.c.notifier.join(l.k.notifyName(), l, token, false)
-	}
-
 	var (
-		unknown bool  // an attempt failed after it may have reached Redis
-		lastErr error // the last retryable error
-		timer   *time.Timer
+		r   acquireResult
+		err error
 	)
-	for n := 0; ; n++ {
-		if l.c.closed.Load() {
-			err = fmt.Errorf("lock: acquire %q: %w", l.k.user, ErrClosed)
-			break
-		}
-		if g, ok := w.takeGift(); ok && !g.retry {
-			// A release in this process handed us the lock.
-			ierr := l.install(token, g.fence, g.sent)
-			if ierr == nil {
-				return attempts, token, g.fence, nil
-			}
-			// install undid it, spending the token (see spent): w gets a
-			// fresh one before it is claimable again.
-			unknown, lastErr = false, ierr
-			if err = l.respend(w, &token); err != nil {
-				break
-			}
-			w.endAttempt()
-		} else if ok && g.unknown {
-			// The handoff may have set our token in Redis: if we give up
-			// before an attempt of ours finds out, cleanup must undo it.
-			unknown = true
-		}
-		var pttl time.Duration
-		if (n > 0 || w == nil) && w.beginAttempt() {
-			attempts++
-			r, aerr := l.attempt(wctx, token)
-			undone := spent(aerr)
-			if undone {
-				// The attempt undid its success, spending the token: w gets
-				// a fresh one before it is claimable again. Nothing of that
-				// one is out, so no cleanup is owed for it.
-				unknown = false
-				if err = l.respend(w, &token); err != nil {
-					break
-				}
-			}
-			if aerr != nil || !r.ok {
-				w.endAttempt()
-			}
-			switch {
-			case aerr == nil && r.ok:
-				return attempts, token, r.fence, nil
-			case aerr == nil:
-				pttl = r.pttl
-			case wctx.Err() != nil:
-				unknown = unknown || (sent(aerr) && !undone)
-			case !retryable(aerr):
-				if !undone {
-					l.cleanup(token)
-				}
-				return attempts, token, 0, fmt.Errorf("lock: acquire %q: %w", l.k.user, aerr)
-			default:
-				unknown, lastErr = unknown || !undone, aerr // nothing is owed for a fresh token
-			}
-		}
-		if wctx.Err() != nil {
-			break
-		}
-		if w == nil && l.cfg.notify {
-			var ready bool
-			w, ready = l.c.notifier.join(l.k.notifyName(), l, token, pttl > 0)
-			if ready && pttl > 0 {
-				// We joined after our failed attempt: a release in between
-				// would be missed, so look once more now that we listen.
-				continue
-			}
-		}
-		d := l.backoff(n)
-		if pttl > 0 && pttl < d {
-			d = pttl
-		}
-		if timer == nil {
-			timer = time.NewTimer(d)
-			defer timer.Stop()
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-w.wake():
-		case <-timer.C:
-		case <-wctx.Done():
-		case <-l.c.ctx.Done():
-		}
-		if wctx.Err() != nil {
-			break
-		}
+	if k.cfg.acks > 0 {
+		r, err = (*Lock)(k).acquireAcked(ctx, token)
+	} else {
+		r, err = k.cfg.be.acquire(ctx, &k.hd.Keys, token, k.cfg.ttl)
 	}
-	if unknown {
-		l.cleanup(token)
+	if errors.As(err, new(undoneError)) {
+		return lease.Attempt{Err: err, Spent: true, Final: !retryable(err)}
 	}
 	if err != nil {
-		return attempts, token, 0, err
+		return lease.Attempt{Err: err, Unknown: sent(err), Final: !retryable(err)}
 	}
-	cause := context.Cause(wctx)
-	if errors.Is(cause, errWaitTimeout) && ctx.Err() == nil {
-		if lastErr != nil {
-			return attempts, token, 0, fmt.Errorf("lock: acquire %q: %w after %v: %w", l.k.user, ErrNotAcquired, l.cfg.wait, lastErr)
-		}
-		return attempts, token, 0, fmt.Errorf("lock: acquire %q: %w after %v", l.k.user, ErrNotAcquired, l.cfg.wait)
-	}
-	// Match both ctx.Err() and, when the canceller gave one, its cause.
-	ended := ctx.Err()
-	if cause = context.Cause(ctx); cause != nil && cause != ended {
-		ended = fmt.Errorf("%w (%w)", ended, cause)
-	}
-	if lastErr != nil {
-		return attempts, token, 0, fmt.Errorf("lock: acquire %q: %w: %w (last error: %w)", l.k.user, ErrNotAcquired, ended, lastErr)
-	}
-	return attempts, token, 0, fmt.Errorf("lock: acquire %q: %w: %w", l.k.user, ErrNotAcquired, ended)
+	return lease.Attempt{OK: r.ok, Fence: r.fence, Sent: start, PTTL: r.pttl}
 }
 
-// respend replaces *token, which an undo has spent (see spent), with a
-// fresh one for the next attempts of an Acquire, and gives that to w, which
-// must not be claimable meanwhile (a release would hand it the hold under
-// the spent token). A re-entrant lock gets a fresh hold id of the same
-// owner.
-func (l *Lock) respend(w *waiter, token *string) error {
-	fresh, err := l.newToken()
-	if err != nil {
-		return err
-	}
-	*token = fresh
-	w.retoken(fresh)
-	return nil
+// Undo removes what an attempt with token may have set. It releases
+// token's hold only: a re-entrant token names one hold, so the owner's
+// others stay. If the undo's own reply is lost, the hold expires by its TTL.
+func (k *kind) Undo(ctx context.Context, token string) {
+	_, _ = k.cfg.be.release(ctx, &k.hd.Keys, token)
 }
 
-// backoff returns the n-th sleep: uniform in [min, min(max, min·2^n)].
-func (l *Lock) backoff(n int) time.Duration {
-	return lockutil.Backoff(l.cfg.backoffMin, l.cfg.backoffMax, n)
-}
+// undoneError is the error of an attempt that took the lock and sent the
+// release of its token itself (too few replica acknowledgements): the
+// token is spent, and the Acquire goes on with a fresh one.
+type undoneError struct{ error }
 
-func (l *Lock) observe(e Event) {
-	if o := l.cfg.observer; o != nil {
-		e.Key = l.k.user
-		e.Token = l.publicToken(e.Token)
-		o.Observe(e)
-	}
-}
+func (e undoneError) Unwrap() error { return e.error }

@@ -14,31 +14,9 @@ import (
 	"github.com/agentlock/lock/internal/luascripts"
 )
 
-// keys names the Redis keys of one lock. They share the hash tag {K}, so
-// every script and transaction stays in one cluster slot.
-type keys struct {
-	user string // the caller's key K
-	// The Redis keys {lock P{K}, fence P{K}:fence, lock, notify P{K}:notify},
-	// laid out so that the scripts' KEYS are slices of it, built once per
-	// Lock rather than once per call: names[0:2] is {lock, fence}, names[2:4]
-	// {lock, notify}, names[0:1] {lock}.
-	names [4]string
-}
-
-func makeKeys(prefix, key string) keys {
-	// One allocation for all three names: "P{K}:fenceP{K}:notify", sliced.
-	n := len(prefix) + len(key) + 2
-	s := prefix + "{" + key + "}:fence" + prefix + "{" + key + "}:notify"
-	return keys{user: key, names: [4]string{s[:n], s[:n+6], s[:n], s[n+6:]}}
-}
-
-func (k *keys) lockName() string   { return k.names[0] }
-func (k *keys) fenceName() string  { return k.names[1] }
-func (k *keys) notifyName() string { return k.names[3] }
-
-func (k *keys) acquireKeys() []string { return k.names[0:2] }
-func (k *keys) releaseKeys() []string { return k.names[2:4] }
-func (k *keys) lockKeys() []string    { return k.names[0:1] }
+// keys names the Redis keys of one lock: the storage layout every lock
+// kind shares (see luascripts.Keys).
+type keys = luascripts.Keys
 
 // acquireResult is the outcome of one acquire attempt.
 type acquireResult struct {
@@ -271,7 +249,7 @@ var ttlArgs [64]atomic.Pointer[boxedTTL]
 var defaultTTLArg any = ms(DefaultTTL)
 
 func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
-	n, err := b.run(ctx, scriptAcquire, k.acquireKeys(),
+	n, err := b.run(ctx, scriptAcquire, k.AcquireKeys(),
 		token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Int64()
 	if err != nil {
 		var u unansweredError
@@ -288,7 +266,7 @@ func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (ext
 	if err := b.awaitAcquire(ctx, token); err != nil {
 		return 0, err
 	}
-	n, err := b.run(ctx, scriptRelease, k.releaseKeys(),
+	n, err := b.run(ctx, scriptRelease, k.ReleaseKeys(),
 		token, flag(b.reentrant)).Int64()
 	if n == 2 { // one re-entrant level dropped
 		n = 1
@@ -309,13 +287,13 @@ func checkStatus(op string, n int64, err error) (extendStatus, error) {
 }
 
 func (b *scriptBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
-	n, err := b.run(ctx, scriptExtend, k.lockKeys(),
+	n, err := b.run(ctx, scriptExtend, k.LockKeys(),
 		token, ttlArg(ttl), flag(b.reentrant)).Int64()
 	return checkStatus("extend", n, err)
 }
 
 func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.Duration, error) {
-	n, err := b.run(ctx, scriptPTTL, k.lockKeys(), token, flag(b.reentrant)).Int64()
+	n, err := b.run(ctx, scriptPTTL, k.LockKeys(), token, flag(b.reentrant)).Int64()
 	switch {
 	case err != nil:
 		return 0, err
@@ -331,38 +309,14 @@ func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.D
 	return time.Duration(n) * time.Millisecond, nil
 }
 
-// renew sends every item's extend script in one pipeline (go-redis splits it
-// per node on a cluster), then replays by EVAL any that met NOSCRIPT.
+// renew sends every item's extend script in one pipeline (see
+// luascripts.ExtendAll).
 func (b *scriptBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
-	cmds := make([]*redis.Cmd, len(items))
-	run := func(eval bool, which []int) {
-		pipe := b.rdb.Pipeline()
-		for _, i := range which {
-			it := items[i]
-			args := []any{it.token, ttlArg(it.ttl), flag(b.reentrant)}
-			if eval {
-				cmds[i] = luascripts.Extend.Eval(ctx, pipe, it.k.lockKeys(), args...)
-			} else {
-				cmds[i] = luascripts.Extend.EvalSha(ctx, pipe, it.k.lockKeys(), args...)
-			}
-		}
-		_, _ = pipe.Exec(ctx) // per-command errors are read below
+	all := make([]luascripts.ExtendItem, len(items))
+	for i, it := range items {
+		all[i] = luascripts.ExtendItem{Keys: it.k, Token: it.token, TTL: it.ttl}
 	}
-	all := make([]int, len(items))
-	for i := range all {
-		all[i] = i
-	}
-	run(false, all)
-	var missing []int
-	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		run(true, missing)
-	}
-	for i, cmd := range cmds {
+	for i, cmd := range luascripts.ExtendAll(ctx, b.rdb, all, b.reentrant) {
 		n, err := cmd.Int64()
 		st[i], errs[i] = checkStatus("renewal", n, err)
 	}

@@ -37,15 +37,15 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 		pttlc *redis.DurationCmd
 	)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		set = p.SetNX(ctx, k.lockName(), token, ttl)
+		set = p.SetNX(ctx, k.Lock(), token, ttl)
 		if b.fencing {
-			incr = p.Incr(ctx, k.fenceName())
+			incr = p.Incr(ctx, k.Fence())
 			// Every write of the counter gives it a TTL, so that a failed
 			// attempt on a missing counter leaves no key that lives forever.
-			p.PExpire(ctx, k.fenceName(), luascripts.FenceTTL)
+			p.PExpire(ctx, k.Fence(), luascripts.FenceTTL)
 		}
-		get = p.Get(ctx, k.lockName())
-		pttlc = p.PTTL(ctx, k.lockName())
+		get = p.Get(ctx, k.Lock())
+		pttlc = p.PTTL(ctx, k.Lock())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
@@ -97,8 +97,8 @@ func (b *watchBackend) raiseFence(ctx context.Context, k *keys, token string) (i
 			now      *redis.TimeCmd
 		)
 		_, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
-			get = p.Get(ctx, k.lockName())
-			cur = p.Get(ctx, k.fenceName())
+			get = p.Get(ctx, k.Lock())
+			cur = p.Get(ctx, k.Fence())
 			now = p.Time(ctx)
 			return nil
 		})
@@ -114,13 +114,13 @@ func (b *watchBackend) raiseFence(ctx context.Context, k *keys, token string) (i
 		c, _ := cur.Int64() // missing or not a number: 0
 		fence = max(c+1, now.Val().UnixMicro())
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, k.fenceName(), fence, luascripts.FenceTTL)
+			p.Set(ctx, k.Fence(), fence, luascripts.FenceTTL)
 			return nil
 		})
 		return err
 	}
 	for range watchRetries {
-		err := b.rdb.Watch(ctx, txf, k.lockName(), k.fenceName())
+		err := b.rdb.Watch(ctx, txf, k.Lock(), k.Fence())
 		switch {
 		case errors.Is(err, redis.TxFailedErr):
 			continue
@@ -140,7 +140,7 @@ func (b *watchBackend) raiseFence(ctx context.Context, k *keys, token string) (i
 func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, fn func(redis.Pipeliner)) (extendStatus, error) {
 	status := extendOK
 	txf := func(tx *redis.Tx) error {
-		v, err := tx.Get(ctx, k.lockName()).Result()
+		v, err := tx.Get(ctx, k.Lock()).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
 			status = extendGone
@@ -161,7 +161,7 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 		return err
 	}
 	for range watchRetries {
-		err := b.rdb.Watch(ctx, txf, k.lockName())
+		err := b.rdb.Watch(ctx, txf, k.Lock())
 		if errors.Is(err, redis.TxFailedErr) {
 			continue
 		}
@@ -177,23 +177,23 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 }
 
 // release deletes the key in a transaction that go-redis must not resend
-// (see onceCmd): run again, it would find the key gone and report our own
+// (see luascripts.OnceCmd): run again, it would find the key gone and report our own
 // release as a loss. go-redis does not resend a MULTI/EXEC whose reply was
-// cut today; the onceCmd makes that a rule for every client. A transaction
+// cut today; the OnceCmd makes that a rule for every client. A transaction
 // whose reply is lost returns the connection's error: the outcome is
 // unknown.
 func (b *watchBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
 		del := new(onceCmd)
-		del.IntCmd = redis.NewIntCmd(ctx, append(del.argv[:0], "del", k.lockName())...)
+		del.IntCmd = redis.NewIntCmd(ctx, append(del.argv[:0], "del", k.Lock())...)
 		_ = p.Process(ctx, del)
-		p.Publish(ctx, k.notifyName(), "released")
+		p.Publish(ctx, k.Notify(), "released")
 	})
 }
 
 func (b *watchBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
-		p.PExpire(ctx, k.lockName(), ttl)
+		p.PExpire(ctx, k.Lock(), ttl)
 	})
 }
 
@@ -203,8 +203,8 @@ func (b *watchBackend) pttl(ctx context.Context, k *keys, token string) (time.Du
 		pttlc *redis.DurationCmd
 	)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, k.lockName())
-		pttlc = p.PTTL(ctx, k.lockName())
+		get = p.Get(ctx, k.Lock())
+		pttlc = p.PTTL(ctx, k.Lock())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {

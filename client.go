@@ -1,11 +1,11 @@
 package lock
 
 import (
-	"context"
 	"sync"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // Client creates locks over one Redis deployment and owns their background
@@ -15,16 +15,11 @@ import (
 type Client struct {
 	rdb     redis.UniversalClient
 	cfg     config
-	err     error // configuration error, returned by every lock
+	set     *settings // cfg for the engine; nil when err is set
+	err     error     // configuration error, returned by every lock
 	cluster bool
 
-	closed atomic.Bool
-	ctx    context.Context // ends at Close, stopping background work
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	renewal  renewal
-	notifier notifier
+	eng lease.Engine // renewal, wake-ups, background undos
 
 	beMu     sync.Mutex
 	backends map[backendKind]backend
@@ -44,9 +39,7 @@ type Client struct {
 // it can hold one lock at once, one per shard (see SAFETY.md).
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, cfg: defaultConfig().with(opts), backends: map[backendKind]backend{}}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.renewal.init(c)
-	c.notifier.init(c)
+	c.eng.Init(c.sources, c.cfg.logger)
 	c.err = c.cfg.validate()
 	switch v := rdb.(type) {
 	case nil:
@@ -65,46 +58,53 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 			c.err = invalidf("nil redis client")
 		}
 	}
+	if c.err == nil {
+		c.set = c.settings(c.cfg)
+	}
 	return c
 }
 
 // zero reports whether c is a zero (or nil) Client, not made by NewClient:
 // it has no configuration, backends or background work to lend a lock.
-func (c *Client) zero() bool { return c == nil || c.cancel == nil }
+func (c *Client) zero() bool { return c == nil || !c.eng.Ready() }
 
 // Close stops the renewal loop and the wake-up subscriptions and waits for
 // them to return: if a renewal call is out to a server that does not answer,
 // that wait lasts until go-redis gives the call up (its read and dial
-// timeouts). It waits at most 100ms for the subscriptions: one still
-// connecting to a stopped server holds go-redis's PubSub until the server
-// answers or go-redis's read timeout passes, and its goroutine ends then,
-// after Close has returned. It is idempotent and always returns nil, also on
-// a zero or nil Client.
+// timeouts); a subscription still connecting to such a server is waited
+// for at most 100ms, and ends on its own later. Close also waits, at most
+// 5s, for the background work of calls their callers stopped waiting for
+// and for the undos of acquisitions whose outcome was unknown. It is
+// idempotent and always returns nil, also on a zero or nil Client.
 //
 // Locks still held are no longer renewed: their Lost channels close at
 // their safety deadlines, also while Close waits. Each hold gets a timer
 // for its deadline before Close waits for anything; a hold whose renewal
-// call is out is watched by that call until it returns (see renew.go), and
-// gets its timer then, at the deadline the call's answer leaves it.
-// Afterwards Acquire, TryAcquire, Extend and WithLock return [ErrClosed];
-// Release still deletes a hold, so shutdown order strands nothing. Close
-// does not close the redis client.
+// call is out is watched by that call until it returns, and gets its timer
+// then, at the deadline the call's answer leaves it. Afterwards Acquire,
+// TryAcquire, Extend and WithLock return [ErrClosed]; Release still deletes
+// a hold, so shutdown order strands nothing. Close does not close the redis
+// client.
 func (c *Client) Close() error {
 	if c.zero() {
 		return nil // nothing was started
 	}
-	if c.closed.Swap(true) {
-		return nil
-	}
-	c.cancel()
-	// Before any wait: a renewal call out to a stalled server can keep the
-	// loop's goroutines for seconds, and holds on healthy servers must be
-	// watched meanwhile. abandon also orders every renewal.add before the
-	// wait below (it takes renewal.mu after closed is set).
-	c.renewal.abandon()
-	c.notifier.close()
-	c.wg.Wait()
+	c.eng.Close(nil)
 	return nil
+}
+
+// sources returns the clients the messages of a notify channel arrive
+// through: on a Ring, the shard of the channel's hash tag (a Ring's shards
+// pass no messages between them); otherwise the Client's one client.
+func (c *Client) sources(channel string) []lease.Source {
+	if ring, ok := c.rdb.(*redis.Ring); ok {
+		shard, err := ring.GetShardClientForKey(channel)
+		if err != nil {
+			return nil
+		}
+		return []lease.Source{shard}
+	}
+	return []lease.Source{c.rdb}
 }
 
 // backendKind picks one of the few shared backends.

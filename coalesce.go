@@ -32,7 +32,7 @@ import (
 //
 // go-redis resends a pipeline whole after a connection error, calls whose
 // replies had arrived included, unless one of its commands forbids it (see
-// onceCmd). A pipeline carrying a release or handoff is therefore sent once:
+// luascripts.OnceCmd). A pipeline carrying a release or handoff is therefore sent once:
 // when its connection breaks, every call in it gets the error, and each
 // caller treats its outcome as unknown, as for a call sent alone.
 type coalescer struct {

@@ -1,33 +1,38 @@
 package lock
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 var (
 	// ErrNotAcquired is returned by [Lock.Acquire] and [Client.WithLock] when
 	// the wait ended (wait timeout, or ctx done: then the error matches
 	// context.Cause(ctx) too) without the lock being held.
-	ErrNotAcquired = errors.New("lock: not acquired")
+	ErrNotAcquired = lease.ErrNotAcquired
 
 	// ErrNotHeld is returned by [Lock.Release], [Lock.Extend] and [Lock.TTL]
 	// when Redis says the hold is no longer ours (expired, deleted or taken
 	// over), or when the handle was never acquired.
-	ErrNotHeld = errors.New("lock: not held")
+	ErrNotHeld = lease.ErrNotHeld
 
 	// ErrLockLost is the cause of a [Client.WithLock] context cancelled because
 	// the hold ended involuntarily, and is matched by the error WithLock
 	// returns then. Errors of type [*LostError] match it.
-	ErrLockLost = errors.New("lock: lock lost")
+	ErrLockLost = lease.ErrLockLost
 
 	// ErrClosed is returned by Acquire, TryAcquire, Extend and WithLock after
 	// [Client.Close].
-	ErrClosed = errors.New("lock: client closed")
+	ErrClosed = lease.ErrClosed
 
 	// ErrInvalid is wrapped by every error that reports bad input: an empty
 	// key, a nil client, an out-of-range option, an Extend with ttl <= 0.
-	ErrInvalid = errors.New("lock: invalid argument")
+	//
+	// The sentinels are the ones every lock kind returns (package redlock
+	// too); their texts are "lock: not acquired", "lock: not held", "lock:
+	// lock lost", "lock: client closed" and "lock: invalid argument".
+	ErrInvalid = lease.ErrInvalid
 )
 
 // LossReason says why a hold ended involuntarily.
@@ -35,33 +40,25 @@ type LossReason int
 
 const (
 	// LossStolen: the key holds another token; someone else has the lock.
-	LossStolen LossReason = iota + 1
+	LossStolen = LossReason(lease.LossStolen)
 	// LossExpired: the key is gone and our lease had run out by our clock,
 	// typically after a process pause or with renewal off.
-	LossExpired
+	LossExpired = LossReason(lease.LossExpired)
 	// LossForceReleased: the key is gone although our lease should still have
 	// been valid: it was deleted behind our back, or Redis lost its data
 	// (restart without persistence, failover with async replication).
-	LossForceReleased
+	LossForceReleased = LossReason(lease.LossForceReleased)
 	// LossUnreachable: renewal could not confirm the hold before the local
 	// safety deadline, so the hold is given up before it could expire.
-	LossUnreachable
+	LossUnreachable = LossReason(lease.LossUnreachable)
 	// LossMaxHold: the hold reached the cap set with [WithMaxHold] and was no
 	// longer renewed.
-	LossMaxHold
+	LossMaxHold = LossReason(lease.LossMaxHold)
 )
-
-var lossNames = map[LossReason]string{
-	LossStolen:        "stolen",
-	LossExpired:       "expired",
-	LossForceReleased: "force-released",
-	LossUnreachable:   "unreachable",
-	LossMaxHold:       "max hold reached",
-}
 
 // String returns the reason in a word or two, as used in error messages.
 func (r LossReason) String() string {
-	if s, ok := lossNames[r]; ok {
+	if s := lease.Reason(r).Name(); s != "" {
 		return s
 	}
 	return fmt.Sprintf("LossReason(%d)", int(r))
@@ -80,7 +77,7 @@ type LostError struct {
 // Error reports the key and the reason.
 func (e *LostError) Error() string {
 	if e.Err != nil {
-		return fmt.Sprintf("lock: lock %q lost (%s): %v", e.Key, e.Reason, e.Err)
+		return fmt.Sprintf("lock: lock %q lost (%s): %s", e.Key, e.Reason, lease.Bare(e.Err))
 	}
 	return fmt.Sprintf("lock: lock %q lost (%s)", e.Key, e.Reason)
 }
@@ -93,6 +90,9 @@ func (e *LostError) Unwrap() []error {
 	return []error{ErrLockLost}
 }
 
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+func invalidf(format string, args ...any) error { return lease.Invalidf(format, args...) }
+
+// newLostError is the cause of a loss the engine reports.
+func newLostError(key string, r lease.Reason, err error) error {
+	return &LostError{Key: key, Reason: LossReason(r), Err: err}
 }

@@ -1,5 +1,7 @@
 package lock
 
+import "github.com/agentlock/lock/internal/luascripts"
+
 // CoalescerLoad reports, for tests, how many sends the Client's coalescers
 // have out and how many calls wait in their queues, summed over the lanes
 // (one per node on a cluster), and the lengths of the queues that are not
@@ -30,24 +32,8 @@ func CoalescerLoad(c *Client) (out, queued int, queues []int) {
 // subscription confirmed (that wakes every waiter for one more attempt) or
 // no longer under way (it failed).
 func IdleWaiters(c *Client, key string) int {
-	k := makeKeys(DefaultPrefix, key)
-	n := &c.notifier
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	cs := n.chans[k.notifyName()]
-	if cs == nil {
-		return 0
-	}
-	if cs.subscribed && !cs.ready {
-		return 0
-	}
-	idle := 0
-	for _, w := range cs.waiters {
-		if w.state == waiterIdle && !w.owed {
-			idle++
-		}
-	}
-	return idle
+	k := luascripts.NewKeys(DefaultPrefix, key)
+	return c.eng.Notifier.IdleWaiters(k.Notify())
 }
 
 // each calls fn with every lane made so far.
@@ -66,15 +52,31 @@ func (ls *lanes) each(fn func(*coalescer)) {
 // OnGiftTaken makes every waiter of c call fn after it takes a hold a
 // release handed to it and before it installs that hold, so a test can hold
 // that window open. Set it before any waiter of c starts.
-func OnGiftTaken(c *Client, fn func()) {
-	c.notifier.mu.Lock()
-	c.notifier.giftTaken = fn
-	c.notifier.mu.Unlock()
-}
+func OnGiftTaken(c *Client, fn func()) { c.eng.Notifier.SetGiftHook(fn) }
 
 // CoalescerLimit reports, for tests, how many sends a coalescer lets out
 // at once before calls queue up.
 func CoalescerLimit() int { return newCoalescer(nil).limit }
+
+// newClientWithBackend returns a Client whose every lock talks to be (a
+// fake Redis), without wake-ups: the one seam for the tests of the engine's
+// use by the core. Call it inside a synctest bubble when be keeps time on
+// the fake clock, and Close it there.
+func newClientWithBackend(be backend, opts ...Option) *Client {
+	c := NewClient(nil, append([]Option{WithNotify(false)}, opts...)...)
+	c.err = nil
+	for _, mode := range []ReleaseMode{ReleaseScript, ReleaseWatch} {
+		for _, re := range []bool{false, true} {
+			for _, fe := range []bool{false, true} {
+				for _, co := range []bool{false, true} {
+					c.backends[backendKind{mode, re, fe, co}] = be
+				}
+			}
+		}
+	}
+	c.set = c.settings(c.cfg)
+	return c
+}
 
 // UnansweredAcquires reports, for tests, how many acquires of c left a
 // shared pipeline before its reply and wait for it to finish.

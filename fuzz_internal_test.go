@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // fuzzReply is one reply a fuzzed "server" gives: a value or an error.
@@ -194,7 +196,7 @@ func FuzzScriptReplies(f *testing.F) {
 		srv.replies, srv.i = decodeReplies(data), 0
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		kv := makeKeys(DefaultPrefix, "fuzz")
+		kv := luascripts.NewKeys(DefaultPrefix, "fuzz")
 		k := &kv
 		for _, reentrant := range []bool{false, true} {
 			be := &scriptBackend{rdb: rdb, reentrant: reentrant, fencing: true}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -99,14 +100,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, what string) 
 }
 
 // isClosed reports whether ch is closed now.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
+var isClosed = kindtest.IsClosed
 
 func wantErr(t *testing.T, call string, err, want error) {
 	t.Helper()

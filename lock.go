@@ -1,12 +1,11 @@
 package lock
 
 import (
-	"crypto/rand"
 	"fmt"
 	"strings"
-	"sync"
 
-	"github.com/google/uuid"
+	"github.com/agentlock/lock/internal/lease"
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // Lock is a handle on one distributed lock. It is not held until Acquire or
@@ -15,15 +14,8 @@ import (
 // but one handle holds the lock at most once at a time: use one handle per
 // holder.
 type Lock struct {
-	c   *Client
-	k   keys
-	cfg *config // the Client's own when NewLock had no options
-	err error   // configuration error, returned by every verb
-	be  backend
-
-	mu   sync.Mutex
-	busy bool  // an Acquire or TryAcquire is under way
-	h    *hold // the current or last hold; nil before the first
+	cfg *settings // the Client's own when NewLock had no options; nil on error
+	hd  lease.Handle
 }
 
 // NewLock returns a handle on the lock named key, configured by the Client's
@@ -32,62 +24,49 @@ type Lock struct {
 // [NewClient] (a zero or nil one) is reported, wrapping [ErrInvalid], by
 // every verb of the handle. NewLock talks to no server and starts nothing.
 func (c *Client) NewLock(key string, opts ...Option) *Lock {
+	l := &Lock{}
 	if c.zero() {
-		return &Lock{k: keys{user: key}, err: fmt.Errorf("lock: key %q: %w", key, errZeroClient)}
-	}
-	l := &Lock{c: c, cfg: &c.cfg}
-	if len(opts) > 0 {
-		l.cfg = c.cfg.derive(opts)
-	}
-	l.k = makeKeys(l.cfg.prefix, key)
-	l.err = c.err
-	if l.err == nil && len(opts) > 0 {
-		l.err = l.cfg.validate()
-	}
-	if l.err == nil && key == "" {
-		l.err = invalidf("empty key")
-	}
-	if l.err == nil && l.cfg.acks > 0 && !canWait(c.rdb) {
-		l.err = invalidf("replica acks need a *redis.Client or *redis.ClusterClient, not %T", c.rdb)
-	}
-	if l.err == nil && c.cluster && strings.HasPrefix(key, "}") {
-		// P{}...} has an empty hash tag: its keys would spread over slots.
-		l.err = invalidf("key %q: on Redis Cluster a key must not start with '}'", key)
-	}
-	if l.err != nil {
-		l.err = fmt.Errorf("lock: key %q: %w", key, l.err)
+		l.hd.Fail(key, keyError(key, errZeroClient))
 		return l
 	}
-	l.be = c.backend(backendKind{mode: l.cfg.mode, reentrant: l.cfg.ownerSet, fencing: l.cfg.fencing, coalesce: l.cfg.coalesce})
+	s, err := c.set, c.err
+	if err == nil && len(opts) > 0 {
+		cfg := c.cfg.with(opts)
+		if err = cfg.validate(); err == nil {
+			s = c.settings(cfg)
+		}
+	}
+	if err == nil && key == "" {
+		err = invalidf("empty key")
+	}
+	if err == nil && s.acks > 0 && !canWait(c.rdb) {
+		err = invalidf("replica acks need a *redis.Client or *redis.ClusterClient, not %T", c.rdb)
+	}
+	if err == nil && c.cluster && strings.HasPrefix(key, "}") {
+		// P{}...} has an empty hash tag: its keys would spread over slots.
+		err = invalidf("key %q: on Redis Cluster a key must not start with '}'", key)
+	}
+	if err != nil {
+		l.hd.Fail(key, keyError(key, err))
+		return l
+	}
+	l.cfg = s
+	l.hd.Init(&s.pol, luascripts.NewKeys(s.prefix, key))
 	return l
 }
 
-// Key returns the caller's key, as given to NewLock; "" on a zero Lock.
-func (l *Lock) Key() string {
-	if l == nil {
-		return ""
-	}
-	return l.k.user
+// keyError is the configuration error of the lock on key.
+func keyError(key string, err error) error {
+	return lease.NewOpError("lock", "key", key, err)
 }
+
+// Key returns the caller's key, as given to NewLock; "" on a zero Lock.
+func (l *Lock) Key() string { return l.handle().Key() }
 
 // Token returns the token of the current or last hold: a random UUID v4, or
 // the owner id for a re-entrant lock ([WithOwner]). "" before the first
 // acquisition.
-func (l *Lock) Token() string {
-	if h := l.hold(); h != nil {
-		return l.publicToken(h.token)
-	}
-	return ""
-}
-
-// publicToken is the token Token and the Observer show for a hold's token:
-// for a re-entrant hold the owner id, not the hold's own id.
-func (l *Lock) publicToken(token string) string {
-	if l.cfg.ownerSet && token != "" {
-		return l.cfg.owner
-	}
-	return token
-}
+func (l *Lock) Token() string { return l.handle().Token() }
 
 // Fence returns the fencing token of the current or last hold: a number that
 // strictly increases with each acquisition of the key, to be passed to a
@@ -96,103 +75,45 @@ func (l *Lock) publicToken(token string) string {
 // fence. Fences are large (a counter starts from the server's clock in
 // microseconds) and leave gaps. 0 before the first acquisition, or with
 // [WithFencing](false).
-func (l *Lock) Fence() int64 {
-	if h := l.hold(); h != nil {
-		return h.fence
-	}
-	return 0
-}
+func (l *Lock) Fence() int64 { return l.handle().Fence() }
 
 // Lost returns a channel closed when the current hold ends involuntarily:
 // taken by someone else, expired, deleted, or not confirmed by renewal
 // before its safety deadline. A Release does not close it. Each hold has its
 // own channel; before the first acquisition Lost returns nil (a channel that
 // never closes). See [Lock.LostErr] for the reason.
-func (l *Lock) Lost() <-chan struct{} {
-	if h := l.hold(); h != nil {
-		return h.lostChan()
-	}
-	return nil
-}
+func (l *Lock) Lost() <-chan struct{} { return l.handle().Lost() }
 
 // LostErr returns the [*LostError] of the current hold once [Lock.Lost] has
 // closed, and nil before. It matches [ErrLockLost].
-func (l *Lock) LostErr() error {
-	if h := l.hold(); h != nil {
-		return h.lostErr()
-	}
-	return nil
-}
+func (l *Lock) LostErr() error { return l.handle().LostErr() }
 
-func (l *Lock) hold() *hold {
+// errZeroClient is what the locks of a Client not made by NewClient report.
+var errZeroClient = invalidf("zero Client: make clients with NewClient")
+
+// handle returns the engine's handle; nil for a nil Lock.
+func (l *Lock) handle() *lease.Handle {
 	if l == nil {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.h
+	return &l.hd
 }
 
-// newToken returns a random UUID v4 from crypto/rand. For a re-entrant lock
-// it returns the hold's id instead: the owner id, '#', and a UUID of its
-// own, so that Redis tells this hold from the owner's others and a retried
-// or resent call for it counts once (see acquire.lua).
-func (l *Lock) newToken() (string, error) {
-	// A version 4 UUID filled straight from crypto/rand: uuid.NewRandom reads
-	// through an io.Reader and costs one more allocation per acquisition.
-	var u uuid.UUID
-	if _, err := rand.Read(u[:]); err != nil {
-		return "", fmt.Errorf("lock: acquire %q: token: %w", l.k.user, err)
-	}
-	u[6] = u[6]&0x0f | 0x40 // version 4
-	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	if l.cfg.ownerSet {
-		return l.cfg.owner + "#" + u.String(), nil
-	}
-	return u.String(), nil
-}
+// kind is a Lock as the engine sees it (lease.Kind): the Redis calls of its
+// verbs. (*kind)(l) converts a *Lock at no cost.
+type kind Lock
 
-var (
-	errZeroClient = invalidf("zero Client: make clients with NewClient")
-	errZeroLock   = invalidf("zero Lock: make locks with Client.NewLock")
-)
-
-// usable returns the handle's configuration error, if any: every verb asks
-// first, so a zero or nil Lock, or one from a zero Client, touches nothing.
-func (l *Lock) usable() error {
-	switch {
-	case l == nil:
-		return errZeroLock
-	case l.err != nil:
-		return l.err
-	case l.c == nil:
-		return errZeroLock
+// Token returns a random UUID v4. For a re-entrant lock it returns the
+// hold's id instead: the owner id, '#', and a UUID of its own, so that Redis
+// tells this hold from the owner's others and a retried or resent call for
+// it counts once (see acquire.lua).
+func (k *kind) Token() (string, error) {
+	u, err := lease.NewToken()
+	if err != nil {
+		return "", fmt.Errorf("token: %w", err)
 	}
-	return nil
-}
-
-// begin checks that an acquisition may start and marks the handle busy.
-func (l *Lock) begin() error {
-	if err := l.usable(); err != nil {
-		return err
+	if k.cfg.ownerSet {
+		return k.cfg.owner + "#" + u, nil
 	}
-	if l.c.closed.Load() {
-		return fmt.Errorf("lock: acquire %q: %w", l.k.user, ErrClosed)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.busy {
-		return fmt.Errorf("lock: acquire %q: %w: another acquisition on this handle is under way", l.k.user, ErrInvalid)
-	}
-	if l.h != nil && l.h.active() {
-		return fmt.Errorf("lock: acquire %q: %w: already held by this handle; release it first", l.k.user, ErrInvalid)
-	}
-	l.busy = true
-	return nil
-}
-
-func (l *Lock) done() {
-	l.mu.Lock()
-	l.busy = false
-	l.mu.Unlock()
+	return u, nil
 }

@@ -1,15 +1,20 @@
 package lock
 
 import (
+	"context"
 	"strconv"
 	"time"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // Observer is told what the locks of a [Client] do, for metrics and
 // tracing. Observe is called synchronously, on the goroutine that saw the
-// event: the caller's for acquire, release and extend (and for a loss that
-// Release, Extend or TTL discovers), the Client's renewal goroutines for
-// renewal failures and losses, a timer's for a loss after Close. It must be
+// event: the caller's for acquire, failed attempts, release and extend (and
+// for a loss that Release, Extend or TTL discovers), the Client's
+// goroutines for renewal failures and losses (also a loss found when a
+// call its caller stopped waiting for returns), a timer's for a loss after
+// Close. It must be
 // safe for concurrent use, return quickly, and not call [Client.Close]
 // (Close waits for the goroutines that call it).
 //
@@ -35,21 +40,26 @@ type EventKind int
 
 const (
 	// EventAcquireStart: Acquire or TryAcquire began.
-	EventAcquireStart EventKind = iota + 1
+	EventAcquireStart = EventKind(lease.EventAcquireStart)
 	// EventAcquire: Acquire or TryAcquire ended; Err is nil when the lock is
 	// held, otherwise the error returned (TryAcquire's "held by another" is
 	// reported as [ErrNotAcquired]).
-	EventAcquire
+	EventAcquire = EventKind(lease.EventAcquire)
 	// EventRelease: Release ended; Err as returned.
-	EventRelease
+	EventRelease = EventKind(lease.EventRelease)
 	// EventExtend: Extend ended; Err as returned.
-	EventExtend
+	EventExtend = EventKind(lease.EventExtend)
 	// EventRenewalFailed: one renewal of a held lock failed with Err. It is
 	// retried, unless the hold's safety deadline has come: then an
 	// EventLost follows.
-	EventRenewalFailed
+	EventRenewalFailed = EventKind(lease.EventRenewalFailed)
 	// EventLost: the hold ended involuntarily; Err is the [*LostError].
-	EventLost
+	EventLost = EventKind(lease.EventLost)
+	// EventAttemptFailed: one attempt of Acquire or TryAcquire failed with
+	// Err (Redis unreachable, a transient error reply, a reply too late to
+	// trust); Attempts is its number. Acquire tries again until its wait
+	// ends. An attempt that finds the lock held by another is no failure.
+	EventAttemptFailed = EventKind(lease.EventAttemptFailed)
 )
 
 var eventNames = map[EventKind]string{
@@ -59,6 +69,7 @@ var eventNames = map[EventKind]string{
 	EventExtend:        "extend",
 	EventRenewalFailed: "renewal_failed",
 	EventLost:          "lost",
+	EventAttemptFailed: "attempt_failed",
 }
 
 // String returns a short snake_case name, fit for a metric label.
@@ -76,6 +87,18 @@ type Event struct {
 	Token    string        // the hold's token, "" before one exists
 	Fence    int64         // the hold's fence, 0 before one exists
 	Duration time.Duration // time the call took (Acquire: the whole wait)
-	Attempts int           // EventAcquire: tries sent to Redis
+	Attempts int           // EventAcquire: tries sent to Redis; EventAttemptFailed: which one failed
 	Err      error         // nil on success
+	// Ctx is the caller's context for the events of a call (acquire,
+	// attempt, release, extend), so a tracing Observer can join the
+	// caller's trace; nil for background events (renewal failure, loss).
+	Ctx context.Context
+}
+
+// observerFunc adapts o to the engine's events.
+func observerFunc(o Observer) func(lease.Event) {
+	return func(e lease.Event) {
+		o.Observe(Event{Kind: EventKind(e.Kind), Key: e.Key, Token: e.Token, Fence: e.Fence,
+			Duration: e.Duration, Attempts: e.Attempts, Err: e.Err, Ctx: e.Ctx})
+	}
 }

@@ -3,39 +3,17 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 )
-
-// recorder is an Observer that keeps every event.
-type recorder struct {
-	mu     sync.Mutex
-	events []lock.Event
-}
-
-func (r *recorder) Observe(e lock.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) kinds() []lock.EventKind {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var ks []lock.EventKind
-	for _, e := range r.events {
-		ks = append(ks, e.Kind)
-	}
-	return ks
-}
 
 func TestObserver(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
-		rec := &recorder{}
+		rec := &kindtest.Recorder{}
 		c := newClient(t, tg.rdb, lock.WithObserver(rec))
 		key := keyFor(t)
 		l := c.NewLock(key, lock.WithTTL(600*time.Millisecond))
@@ -52,7 +30,7 @@ func TestObserver(t *testing.T) {
 			lock.EventAcquireStart, lock.EventAcquire, // TryAcquire, held by l
 			lock.EventExtend, lock.EventLost,
 		}
-		got := rec.kinds()
+		got := rec.Kinds()
 		if len(got) != len(want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
@@ -61,20 +39,37 @@ func TestObserver(t *testing.T) {
 				t.Fatalf("events %v, want %v", got, want)
 			}
 		}
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		acq := rec.events[1]
+		events := rec.Events()
+		acq := events[1]
 		if acq.Key != key || acq.Token != l.Token() || acq.Fence != l.Fence() || acq.Attempts != 1 || acq.Err != nil {
 			t.Fatalf("acquire event %+v, want key %q, the hold's token and fence, 1 attempt, no error", acq, key)
 		}
-		if !errors.Is(rec.events[3].Err, lock.ErrNotAcquired) {
-			t.Fatalf("TryAcquire event error = %v, want ErrNotAcquired", rec.events[3].Err)
+		if !errors.Is(events[3].Err, lock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire event error = %v, want ErrNotAcquired", events[3].Err)
 		}
-		if !errors.Is(rec.events[5].Err, lock.ErrLockLost) {
-			t.Fatalf("lost event error = %v, want ErrLockLost", rec.events[5].Err)
+		if !errors.Is(events[5].Err, lock.ErrLockLost) {
+			t.Fatalf("lost event error = %v, want ErrLockLost", events[5].Err)
 		}
 		if lock.EventRenewalFailed.String() != "renewal_failed" {
 			t.Fatalf("EventRenewalFailed.String() = %q", lock.EventRenewalFailed.String())
 		}
 	})
+}
+
+// TestObserver_eventsCarryCallerCtx: the events of a call (acquire start
+// and end, release, extend) carry the caller's context, so a tracing
+// Observer can join its trace; background events (a loss found by renewal)
+// carry none.
+func TestObserver_eventsCarryCallerCtx(t *testing.T) {
+	tg := realTarget(t)
+	rec := &kindtest.Recorder{}
+	c := newClient(t, tg.rdb, lock.WithObserver(rec))
+	key := keyFor(t)
+	ctx := kindtest.CallerCtx()
+	l := c.NewLock(key, lock.WithTTL(600*time.Millisecond))
+	kindtest.EveryCall(t, ctx, l)
+	tg.expire(t, key)
+	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
+	// Those of every call, then the loss.
+	kindtest.CallerCtxOnly(t, rec, 7)
 }

@@ -3,8 +3,9 @@ package lock
 import (
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // MinTTL is the shortest lease [WithTTL] and [Lock.Extend] accept; shorter
@@ -21,7 +22,7 @@ import (
 // (about 10-20ms per GB of data). No TTL survives an overloaded machine
 // (with two more CPU-bound processes on those two cores, 100ms and 200ms
 // leases were lost too): pick one well above the worst pause you expect.
-const MinTTL = 100 * time.Millisecond
+const MinTTL = lease.MinTTL
 
 // Defaults, documented on the options that change them.
 const (
@@ -93,43 +94,16 @@ func defaultConfig() config {
 	}
 }
 
-func (cfg config) with(opts []Option) config {
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	return cfg
-}
-
-// derive returns a new configuration: cfg with opts applied, in one
-// allocation (a lock's own configuration, from NewLock's options).
-func (cfg *config) derive(opts []Option) *config {
-	d := new(config)
-	*d = *cfg
-	for _, o := range opts {
-		if o != nil {
-			o(d)
-		}
-	}
-	return d
-}
+func (cfg config) with(opts []Option) config { return lease.With(cfg, opts) }
 
 // validate reports the first out-of-range value, wrapping ErrInvalid.
 func (cfg *config) validate() error {
+	if err := lease.CheckOptions(cfg.ttl, cfg.wait, cfg.backoffMin, cfg.backoffMax, cfg.prefix); err != nil {
+		return err
+	}
 	switch {
-	case cfg.ttl < MinTTL:
-		return ttlError(cfg.ttl)
-	case cfg.wait < 0:
-		return invalidf("wait timeout %v: must not be negative", cfg.wait)
-	case cfg.backoffMin <= 0 || cfg.backoffMax <= 0:
-		return invalidf("backoff %v..%v: both bounds must be positive", cfg.backoffMin, cfg.backoffMax)
-	case cfg.backoffMin > cfg.backoffMax:
-		return invalidf("backoff %v..%v: min exceeds max", cfg.backoffMin, cfg.backoffMax)
 	case cfg.mode != ReleaseScript && cfg.mode != ReleaseWatch:
 		return invalidf("release mode %d: unknown", int(cfg.mode))
-	case strings.ContainsAny(cfg.prefix, "{}"):
-		return invalidf("prefix %q: must not contain '{' or '}' (it would move the hash tag)", cfg.prefix)
 	case cfg.ownerSet && cfg.owner == "":
 		return invalidf("owner: must not be empty")
 	case cfg.ownerSet && cfg.mode == ReleaseWatch:
@@ -148,9 +122,7 @@ func (cfg *config) validate() error {
 
 // ttlError is the error for a lease shorter than MinTTL, from WithTTL or
 // Extend.
-func ttlError(ttl time.Duration) error {
-	return invalidf("ttl %v: must be at least %v (MinTTL)", ttl, MinTTL)
-}
+func ttlError(ttl time.Duration) error { return lease.TTLError(ttl) }
 
 // WithTTL sets the lease length: how long Redis keeps the lock if its holder
 // stops renewing it (crash, partition). Default 30s; at least [MinTTL]
@@ -213,8 +185,9 @@ func WithOwner(id string) Option { return func(c *config) { c.owner, c.ownerSet 
 // renewal failures and losses. nil (the default) means none, at no cost.
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
-// WithLogger sets where the library logs renewal failures and losses. nil
-// (the default) means silent.
+// WithLogger sets where the library logs renewal failures and losses (as
+// warnings) and failed acquire attempts (at debug level; a warning at the
+// third in a row and every tenth after). nil (the default) means silent.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithMaxHold caps how long a hold is renewed, counted from its acquisition:
@@ -252,8 +225,8 @@ func WithCoalescing(on bool) Option { return func(c *config) { c.coalesce = on }
 // WithReplicaAck makes an acquisition count only once n replicas have
 // confirmed it: right after the acquire, on the same connection, the lock
 // sends WAIT n timeout to the master holding the key. With fewer
-// acknowledgements the lock releases what it set (a re-entrant hold is left
-// to its TTL instead) and the call fails with an error wrapping
+// acknowledgements the lock releases what it set (for a re-entrant lock,
+// that hold alone) and the call fails with an error wrapping
 // [ErrNotAcquired]. This narrows, but does not close, the
 // window in which a failover to a replica that missed the write grants the
 // lock twice (see SAFETY.md). Default 0: no WAIT. n must not be negative and

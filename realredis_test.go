@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -26,60 +25,21 @@ func TestMutualExclusion(t *testing.T) {
 		const clients, workers, rounds = 4, 8, 12
 		key := keyFor(t)
 		counter := key + ":counter"
-		var (
-			inside   atomic.Int32
-			overlaps atomic.Int32
-			mu       sync.Mutex
-			fences   []int64
-			errs     = make(chan error, clients*workers)
-			wg       sync.WaitGroup
-		)
+		var x kindtest.Exclusion
 		for range clients {
 			rdb := tg.newRDB(t)
 			c := newClient(t, rdb, lock.WithTTL(5*time.Second))
 			for range workers {
-				wg.Go(func() {
-					for range rounds {
-						l := c.NewLock(key)
-						if err := l.Acquire(ctx); err != nil {
-							errs <- err
-							return
-						}
-						if inside.Add(1) != 1 {
-							overlaps.Add(1)
-						}
-						mu.Lock()
-						fences = append(fences, l.Fence())
-						mu.Unlock()
-						n, _ := rdb.Get(ctx, counter).Int()
-						if err := rdb.Set(ctx, counter, n+1, 0).Err(); err != nil {
-							errs <- err
-						}
-						inside.Add(-1)
-						if err := l.Release(ctx); err != nil {
-							errs <- err
-							return
-						}
-					}
+				x.Worker(ctx, rounds, func() kindtest.Locker { return c.NewLock(key) }, func() error {
+					n, _ := rdb.Get(ctx, counter).Int()
+					return rdb.Set(ctx, counter, n+1, 0).Err()
 				})
 			}
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatalf("worker error = %v", err)
-		}
-		if n := overlaps.Load(); n != 0 {
-			t.Fatalf("%d overlapping critical sections, want 0", n)
-		}
 		total := clients * workers * rounds
+		x.Check(t, total)
 		if n, _ := tg.rdb.Get(ctx, counter).Int(); n != total {
 			t.Fatalf("counter = %d after %d locked increments: %d updates lost", n, total, total-n)
-		}
-		for i := 1; i < len(fences); i++ {
-			if fences[i] <= fences[i-1] {
-				t.Fatalf("fence %d entered after fence %d: not strictly increasing", fences[i], fences[i-1])
-			}
 		}
 	})
 }

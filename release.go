@@ -3,8 +3,9 @@ package lock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // Release gives the lock up: it takes the hold out of renewal, then, if the
@@ -31,49 +32,22 @@ import (
 //
 // A second Release after a successful one likewise asks Redis, returns
 // ErrNotHeld and touches nothing of anyone else's, for re-entrant holds too.
-// Release works after [Client.Close].
-func (l *Lock) Release(ctx context.Context) error {
-	if err := l.usable(); err != nil {
-		return err
-	}
-	h := l.hold()
-	if h == nil {
-		return fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
-	}
-	h.relMu.Lock()
-	defer h.relMu.Unlock()
-	start := time.Now()
-	l.c.renewal.remove(h)
-	// A hold that already ended (released, lost, or a Release whose outcome
-	// was unknown) is still asked about: its token names this hold alone,
-	// re-entrant or not, so whatever is left of it goes and nobody else's
-	// is touched. If it is gone, no loss is reported (lose ignores an ended
-	// hold): our own earlier release may have removed it.
-	ended := h.beginRelease()
-	var (
-		found bool
-		st    extendStatus
-		err   error
-	)
+// Release returns by ctx's deadline, give or take a goroutine's scheduling,
+// even when Redis does not answer: the outcome is then unknown, and the
+// call goes on in the background. Release works after [Client.Close].
+func (l *Lock) Release(ctx context.Context) error { return l.handle().Release(ctx, (*kind)(l)) }
+
+// Release drops h: it hands the hold straight to a waiter of this Client
+// when it can (only a hold that has not ended: once released or lost here,
+// the key may be a waiter's by now, and a handoff would claim a waiter for
+// nothing), and otherwise deletes it.
+func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
 	if !ended {
-		// Only a live hold is handed over: once released (or lost) here,
-		// the key may be a waiter's by now, and a handoff would claim a
-		// waiter for nothing.
-		found, st, err = l.handoff(ctx, h)
+		if o, found := (*Lock)(k).handoff(ctx, h); found {
+			return o
+		}
 	}
-	if !found {
-		st, err = l.be.release(ctx, &l.k, h.token)
-	}
-	switch {
-	case err != nil:
-		err = fmt.Errorf("lock: release %q: %w", l.k.user, err)
-	case st != extendOK:
-		h.lose(l.c.renewal.reason(h, st), nil, true)
-		err = fmt.Errorf("lock: release %q: %w", l.k.user, ErrNotHeld)
-	}
-	h.finish()
-	l.observe(Event{Kind: EventRelease, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
-	return err
+	return outcome(k.cfg.be.release(ctx, &k.hd.Keys, h.Token()))
 }
 
 // Extend sets the hold's TTL to ttl, counted from now, if Redis still has
@@ -84,9 +58,13 @@ func (l *Lock) Release(ctx context.Context) error {
 // counts on a TTL longer than ttl, not even one a later Extend or renewal
 // confirms: those still set their TTL in Redis, but the hold is renewed at
 // a third of ttl and declared lost by what ttl leaves. It returns an error
-// wrapping [ErrNotHeld] when the hold is gone or someone else's (reporting
-// it lost) or was reported lost before the reply came, [ErrInvalid] for
-// ttl < [MinTTL], [ErrClosed] after Close, or the Redis error.
+// wrapping [ErrNotHeld] when the hold was released or reported lost
+// (without asking Redis: a hold given up is not revived), when Redis no
+// longer has it or someone else does (reporting it lost), or when it was
+// reported lost before the reply came; [ErrInvalid] for ttl < [MinTTL],
+// [ErrClosed] after Close, or the Redis error. It returns by ctx's
+// deadline, as Release does: a call still unanswered then counts, for the
+// hold's safety deadline, as out until it returns.
 //
 // Once a Release of the hold has begun, whatever its outcome, the hold is
 // no longer the caller's: it is out of renewal and its [Lock.Lost] never
@@ -95,49 +73,27 @@ func (l *Lock) Release(ctx context.Context) error {
 // still set ttl on what a failed Release left in Redis, which then lives at
 // most ttl and is nobody's hold. [Lock.TTL] follows the same rule.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := l.usable(); err != nil {
-		return err
-	}
-	if l.c.closed.Load() {
-		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrClosed)
-	}
+	return l.handle().Extend(ctx, (*kind)(l), ttl)
+}
+
+// CheckTTL refuses a TTL Redis cannot hold.
+func (k *kind) CheckTTL(ttl time.Duration) error {
 	if ttl < MinTTL {
-		return fmt.Errorf("lock: extend %q: %w", l.k.user, ttlError(ttl))
+		return ttlError(ttl)
 	}
-	h := l.hold()
-	if h == nil {
-		return fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
-	}
-	if err := l.notHeld("extend", h); err != nil {
-		// Extending now would revive a hold nobody renews.
-		return err
-	}
-	start := time.Now()
-	l.c.renewal.extending(h, ttl, start)
-	st, err := l.be.extend(ctx, &l.k, h.token, ttl)
-	switch {
-	case err != nil:
-		l.c.renewal.extended(h, ttl, start, err)
-		err = fmt.Errorf("lock: extend %q: %w", l.k.user, err)
-	case st != extendOK:
-		l.c.renewal.remove(h)
-		h.markLost(l.c.renewal.reason(h, st), nil)
-		err = fmt.Errorf("lock: extend %q: %w", l.k.user, ErrNotHeld)
-	default:
-		l.c.renewal.extended(h, ttl, start, nil)
-		// Answered after the hold was given up (its deadline, lowered when
-		// this call went out, passed first, or a Release began): nothing
-		// renews the hold now, and what this call extended is nobody's.
-		err = l.notHeld("extend", h)
-	}
-	l.observe(Event{Kind: EventExtend, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
-	return err
+	return nil
+}
+
+// Extend sends one extend of h.
+func (k *kind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
+	return outcome(k.cfg.be.extend(ctx, &k.hd.Keys, h.Token(), ttl)), nil
 }
 
 // TTL returns the time Redis will keep the hold if it is not renewed, asking
 // Redis. It returns an error wrapping [ErrNotHeld] when the hold is gone or
 // someone else's (reporting it lost), or the Redis error. A hold someone
-// made persistent reports -1.
+// made persistent reports -1. It returns by ctx's deadline, as Release
+// does.
 //
 // Like [Lock.Extend], TTL returns ErrNotHeld without asking Redis once the
 // hold was reported lost or a Release of it has begun, whatever that
@@ -145,48 +101,38 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // out: what a failed Release left in Redis is nobody's hold, and a time
 // left on it would read as one.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	if err := l.usable(); err != nil {
+	if err := l.handle().Usable(); err != nil {
 		return 0, err
 	}
-	h := l.hold()
+	h := l.hd.Hold()
 	if h == nil {
-		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
+		return 0, l.hd.Err("ttl", ErrNotHeld)
 	}
-	if err := l.notHeld("ttl", h); err != nil {
+	if err := l.hd.NotHeld("ttl", h); err != nil {
 		return 0, err
 	}
-	d, err := l.be.pttl(ctx, &l.k, h.token)
-	// A flag, not st != 0: extendGone is the zero extendStatus.
-	notOurs, st := false, extendOK
-	switch {
-	case errors.Is(err, errGone):
-		notOurs, st = true, extendGone
-	case errors.Is(err, errNotOurs):
-		notOurs, st = true, extendStolen
+	type reply struct {
+		d   time.Duration
+		err error
 	}
+	r, ok := lease.Call(&l.hd, ctx, func() reply {
+		d, err := l.cfg.be.pttl(ctx, &l.hd.Keys, h.Token())
+		return reply{d, err}
+	})
 	switch {
-	case notOurs:
-		l.c.renewal.remove(h)
-		h.markLost(l.c.renewal.reason(h, st), nil)
-		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, ErrNotHeld)
-	case err != nil:
-		return 0, fmt.Errorf("lock: ttl %q: %w", l.k.user, err)
+	case !ok:
+		return 0, l.hd.Err("ttl", context.Cause(ctx))
+	case errors.Is(r.err, errGone):
+		l.hd.Lose(h, lease.Gone)
+		return 0, l.hd.Err("ttl", ErrNotHeld)
+	case errors.Is(r.err, errNotOurs):
+		l.hd.Lose(h, lease.Stolen)
+		return 0, l.hd.Err("ttl", ErrNotHeld)
+	case r.err != nil:
+		return 0, l.hd.Err("ttl", r.err)
 	}
-	if err := l.notHeld("ttl", h); err != nil {
+	if err := l.hd.NotHeld("ttl", h); err != nil {
 		return 0, err // given up while the call was out
 	}
-	return d, nil
-}
-
-// notHeld returns the error Extend and TTL (op) return for a hold that is
-// no longer the caller's: reported lost, or a Release of it begun, whatever
-// that Release's outcome (see hold.givenUp); nil while the hold is live.
-func (l *Lock) notHeld(op string, h *hold) error {
-	if lost := h.lostErr(); lost != nil {
-		return fmt.Errorf("lock: %s %q: %w: %w", op, l.k.user, ErrNotHeld, lost)
-	}
-	if h.givenUp() {
-		return fmt.Errorf("lock: %s %q: %w: released", op, l.k.user, ErrNotHeld)
-	}
-	return nil
+	return r.d, nil
 }

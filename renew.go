@@ -2,16 +2,16 @@ package lock
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
-// renewChunk caps the renewals sent in one pipeline: one round trip renews
-// up to this many holds of one group (see renewGroup).
-const renewChunk = 500
+// The engine (internal/lease) renews every hold of a Client in one loop and
+// sends the renewals due together in batches, one per renewal group: for
+// the core, one backend and, on a Redis Cluster, one master.
 
 // renewGroup is the holds one renewal call may carry: one backend and, on
 // a Redis Cluster, one master. Each group is sent, watched and judged on
@@ -21,6 +21,15 @@ const renewChunk = 500
 type renewGroup struct {
 	be   backend
 	node string // the master's address on a cluster; "" elsewhere
+}
+
+// group returns the renewal group of h now.
+func (s *settings) group(ctx context.Context, h *lease.Hold) lease.Group {
+	g := renewGroup{be: s.be}
+	if cl, ok := s.c.rdb.(*redis.ClusterClient); ok {
+		g.node = masterAddr(ctx, cl, h.Handle().Keys.Lock())
+	}
+	return g
 }
 
 // masterAddr returns the address of the cluster master serving key, or ""
@@ -33,185 +42,30 @@ func masterAddr(ctx context.Context, cl *redis.ClusterClient, key string) string
 	return ""
 }
 
-// send starts the renewal calls for the holds in due, already marked in
-// flight: one goroutine per group and chunk of renewChunk holds.
-func (r *renewal) send(due []*hold) {
-	if len(due) == 0 {
-		return
-	}
-	cl, _ := r.c.rdb.(*redis.ClusterClient)
-	groups := map[renewGroup][]*hold{}
-	for _, h := range due {
-		g := renewGroup{be: h.l.be}
-		if cl != nil {
-			g.node = masterAddr(r.c.ctx, cl, h.l.k.lockName())
-		}
-		groups[g] = append(groups[g], h)
-	}
-	for g, hs := range groups {
-		for len(hs) > 0 {
-			n := min(len(hs), renewChunk)
-			chunk := hs[:n:n]
-			hs = hs[n:]
-			r.c.wg.Add(1)
-			go r.renew(g.be, chunk)
-		}
-	}
-}
-
-// renew sends one chunk. Its call must end before the earliest deadline in
-// the chunk, or a dead server could hold it past the point where the hold
-// has to be given up. The call carries that deadline in its context, but
-// go-redis ignores context deadlines unless ContextTimeoutEnabled is set, so
-// renew also watches the deadlines itself while the call is out.
-func (r *renewal) renew(be backend, hs []*hold) {
-	defer r.c.wg.Done()
+// Renew sends the renewals of hs through the group's backend.
+func (g renewGroup) Renew(ctx context.Context, hs []*lease.Hold, ttls []time.Duration, out []lease.Outcome) {
 	items := make([]renewItem, len(hs))
-	r.mu.Lock()
-	dl := hs[0].deadline
 	for i, h := range hs {
-		items[i] = renewItem{k: &h.l.k, token: h.token, ttl: h.ttl}
-		dl = min(dl, h.deadline)
+		items[i] = renewItem{k: &h.Handle().Keys, token: h.Token(), ttl: ttls[i]}
 	}
-	lowered := r.lowered
-	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(r.c.ctx, untilMono(dl)-time.Millisecond)
-	defer cancel()
 	st := make([]extendStatus, len(items))
 	errs := make([]error, len(items))
-	sent := monoNow()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		be.renew(ctx, items, st, errs)
-	}()
-	r.watch(hs, dl, lowered, done)
-	r.apply(hs, items, sent, st, errs)
-}
-
-// watch waits until done closes. Meanwhile a hold of hs whose deadline
-// passes is declared lost then, whatever the call is doing; an Extend that
-// brings a deadline forward closes lowered, and watch looks again.
-func (r *renewal) watch(hs []*hold, dl int64, lowered <-chan struct{}, done <-chan struct{}) {
-	t := time.NewTimer(untilMono(dl))
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		case <-lowered:
-		}
-		var ok bool
-		if dl, lowered, ok = r.expireInFlight(hs); !ok {
-			<-done // every hold of the chunk is lost: only the call is left
-			return
-		}
-		t.Reset(untilMono(dl))
+	g.be.renew(ctx, items, st, errs)
+	for i := range out {
+		out[i] = outcome(st[i], errs[i])
 	}
 }
 
-// expireInFlight declares lost the holds of an unanswered chunk whose
-// deadline has come, and returns the earliest deadline left, if any, and
-// the channel that reports the next one brought forward.
-func (r *renewal) expireInFlight(hs []*hold) (next int64, lowered <-chan struct{}, ok bool) {
-	now := monoNow()
-	var lost []*hold
-	r.mu.Lock()
-	lowered = r.lowered
-	for _, h := range hs {
-		if !h.registered {
-			continue
-		}
-		if now >= h.deadline {
-			h.registered = false
-			lost = append(lost, h)
-			continue
-		}
-		if !ok || h.deadline < next {
-			next, ok = h.deadline, true
-		}
+// outcome is the engine's view of a backend's answer about one hold.
+// extendGone is the zero extendStatus, so each status is named.
+func outcome(st extendStatus, err error) lease.Outcome {
+	switch {
+	case err != nil:
+		return lease.Outcome{Err: err}
+	case st == extendOK:
+		return lease.Outcome{Status: lease.Confirmed}
+	case st == extendStolen:
+		return lease.Outcome{Status: lease.Stolen}
 	}
-	r.mu.Unlock()
-	for _, h := range lost {
-		h.markLost(LossUnreachable, errRenewalTimeout)
-	}
-	return next, lowered, ok
-}
-
-// errRenewalTimeout is the error behind a loss whose renewal call was still
-// unanswered at the hold's safety deadline.
-var errRenewalTimeout = errors.New("lock: renewal unanswered at the safety deadline")
-
-// apply records what a chunk found: confirmed holds get a new deadline and
-// their next renewal; holds Redis no longer has are lost; failed ones are
-// retried soon, or lost once their deadline is too close.
-func (r *renewal) apply(hs []*hold, items []renewItem, sentAt int64, st []extendStatus, errs []error) {
-	now := monoNow()
-	closing := r.c.ctx.Err() != nil
-	var lost []lossNote
-	var failed []int
-	var left []*hold // after Close: timers, not the heap
-	r.mu.Lock()
-	for i, h := range hs {
-		h.inFlight = false
-		if !h.registered {
-			continue // released while the chunk was out
-		}
-		h.settledAt = max(h.settledAt, now)
-		ttl := items[i].ttl
-		if errs[i] != nil && sent(errs[i]) {
-			h.unanswered(ttl) // it may still land, after later writes
-		}
-		switch {
-		case errs[i] == nil && st[i] == extendOK:
-			dl := h.capDeadline(sentAt, ttl)
-			renewAt := later(sentAt, h.capped(h.ttl)/3)
-			if h.extDeadline != never {
-				// An Extend may have landed after this renewal (see
-				// extending): keep the earlier deadline, and once every
-				// Extend is answered renew at once with the current TTL.
-				dl = min(dl, h.extDeadline)
-				if h.extending == 0 {
-					renewAt = now
-				}
-			}
-			h.sentAt, h.deadline, h.lastErr = sentAt, dl, nil
-			h.next = nextFor(h, renewAt)
-			r.requeue(h, &left)
-		case errs[i] == nil:
-			h.registered = false
-			lost = append(lost, lossNote{h, lossReason(st[i], now, h.capped(h.ttl), h.sentAt), nil})
-		case closing:
-			h.next = h.deadline
-			r.requeue(h, &left)
-		default:
-			h.lastErr = errs[i]
-			failed = append(failed, i)
-			if now >= h.deadline-int64(time.Millisecond) {
-				h.registered = false
-				lost = append(lost, lossNote{h, LossUnreachable, errs[i]})
-				continue
-			}
-			h.next = nextFor(h, min(later(now, retryInterval(h.capped(h.ttl))), h.deadline))
-			r.requeue(h, &left)
-		}
-	}
-	r.mu.Unlock()
-	r.wake()
-	for _, h := range left {
-		h.abandon()
-	}
-	for _, i := range failed {
-		h := hs[i]
-		if o := h.l.cfg.observer; o != nil {
-			o.Observe(Event{Kind: EventRenewalFailed, Key: h.l.k.user, Token: h.l.publicToken(h.token), Fence: h.fence, Err: errs[i]})
-		}
-		if lg := h.l.cfg.logger; lg != nil {
-			lg.Warn("lock renewal failed", slog.String("key", h.l.k.user), slog.Any("err", errs[i]))
-		}
-	}
-	for _, n := range lost {
-		n.h.markLost(n.reason, n.err)
-	}
+	return lease.Outcome{Status: lease.Gone}
 }

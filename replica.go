@@ -12,14 +12,14 @@ import (
 // [WithReplicaAck]. Too few acknowledgements, or a failed WAIT, undo the
 // acquisition; the error then says so (see spent).
 func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, error) {
-	node, err := l.c.masterFor(ctx, l.k.lockName())
+	node, err := l.cfg.c.masterFor(ctx, l.hd.Keys.Lock())
 	if err != nil {
 		return acquireResult{}, err
 	}
 	conn := node.Conn()
 	defer conn.Close()
 	be := &scriptBackend{rdb: conn, reentrant: l.cfg.ownerSet, fencing: l.cfg.fencing}
-	r, err := be.acquire(ctx, &l.k, token, l.cfg.ttl)
+	r, err := be.acquire(ctx, &l.hd.Keys, token, l.cfg.ttl)
 	if err != nil || !r.ok {
 		return r, err
 	}
@@ -38,7 +38,11 @@ func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, e
 	}
 	// Undone like a late reply (see install): on a context of its own, as
 	// ctx may be what ended the WAIT, and the token is spent.
-	l.cleanup(token)
+	// The token names this hold alone, re-entrant or not: the release
+	// drops it and nothing of the owner's others.
+	uctx, cancel := context.WithTimeout(context.Background(), l.cfg.pol.UndoTimeout)
+	defer cancel()
+	_, _ = be.release(uctx, &l.hd.Keys, token)
 	return acquireResult{}, undoneError{err}
 }
 

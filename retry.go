@@ -25,8 +25,6 @@ func retryable(err error) bool {
 		return false
 	case errors.Is(err, redis.ErrClosed):
 		return false
-	case errors.Is(err, errLateReply):
-		return true
 	case errors.Is(err, redis.ErrPoolTimeout),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),

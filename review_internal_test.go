@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // hookBackend is a fakeBackend whose Extend and Release calls (not the
@@ -48,20 +50,7 @@ func (b *hookBackend) release(ctx context.Context, k *keys, token string) (exten
 }
 
 // reviewClient is fakeClient over any backend.
-func reviewClient(be backend, opts ...Option) *Client {
-	c := NewClient(nil, append([]Option{WithNotify(false)}, opts...)...)
-	c.err = nil
-	for _, mode := range []ReleaseMode{ReleaseScript, ReleaseWatch} {
-		for _, re := range []bool{false, true} {
-			for _, fe := range []bool{false, true} {
-				for _, co := range []bool{false, true} {
-					c.backends[backendKind{mode, re, fe, co}] = be
-				}
-			}
-		}
-	}
-	return c
-}
+func reviewClient(be backend, opts ...Option) *Client { return newClientWithBackend(be, opts...) }
 
 // TestReview_extendOutstandingDuringRenewal: an Extend that lengthens the
 // TTL is sent; while it is out, a renewal with the old TTL is sent, lands in
@@ -88,7 +77,7 @@ func TestReview_extendOutstandingDuringRenewal(t *testing.T) {
 		}
 		time.Sleep(4500 * time.Millisecond) // t=6s
 		f.mu.Lock()
-		_, live := f.live(l.k.lockName())
+		_, live := f.live(l.hd.Keys.Lock())
 		f.mu.Unlock()
 		if !live && !isClosedCh(l.Lost()) {
 			t.Fatal("the key expired in Redis at 4s, but at 6s Lost() is still open: the hold is reported held when it is not")
@@ -154,11 +143,10 @@ func TestReview_extendOnLostHold(t *testing.T) {
 // from n = 57 on (min 10ms) the ceiling is 0 and every sleep is exactly min.
 func TestReview_backoffOverflow(t *testing.T) {
 	lo := 10 * time.Millisecond
-	l := &Lock{cfg: &config{backoffMin: lo, backoffMax: math.MaxInt64}}
 	for _, n := range []int{60, 100, 1000} {
 		above := false
 		for range 20 {
-			d := l.backoff(n)
+			d := lease.Backoff(lo, math.MaxInt64, n)
 			if d < lo {
 				t.Fatalf("backoff(%d) = %v, below min %v", n, d, lo)
 			}
@@ -174,14 +162,13 @@ func TestReview_backoffOverflow(t *testing.T) {
 // [min, min(max, min·2^n)].
 func TestReview_backoffBounds(t *testing.T) {
 	lo, hi := 10*time.Millisecond, 500*time.Millisecond
-	l := &Lock{cfg: &config{backoffMin: lo, backoffMax: hi}}
 	for n := range 70 {
 		ceil := hi
 		if n < 6 {
 			ceil = min(hi, lo<<n)
 		}
 		for range 10 {
-			if d := l.backoff(n); d < lo || d > ceil {
+			if d := lease.Backoff(lo, hi, n); d < lo || d > ceil {
 				t.Fatalf("backoff(%d) = %v, want in [%v, %v]", n, d, lo, ceil)
 			}
 		}
@@ -210,7 +197,7 @@ func TestReview_extendAnsweredDuringRenewal(t *testing.T) {
 		close(gate) // the renewal lands now: TTL 3s again
 		time.Sleep(4500 * time.Millisecond)
 		f.mu.Lock()
-		_, live := f.live(l.k.lockName())
+		_, live := f.live(l.hd.Keys.Lock())
 		f.mu.Unlock()
 		if !live || isClosedCh(l.Lost()) {
 			t.Fatalf("at 6s: key live %v, Lost() closed %v (%v); want a live hold renewed with the 30s TTL", live, isClosedCh(l.Lost()), l.LostErr())

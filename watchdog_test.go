@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // fakeBackend is an in-memory Redis for the renewal loop's tests: it keeps
@@ -49,11 +50,11 @@ func (f *fakeBackend) live(k string) (fakeKey, bool) {
 
 func (f *fakeBackend) acquire(_ context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
 	f.mu.Lock()
-	if v, ok := f.live(k.lockName()); ok && v.token != token {
+	if v, ok := f.live(k.Lock()); ok && v.token != token {
 		f.mu.Unlock()
 		return acquireResult{pttl: time.Until(v.exp)}, nil
 	}
-	f.keys[k.lockName()] = fakeKey{token, time.Now().Add(ttl)}
+	f.keys[k.Lock()] = fakeKey{token, time.Now().Add(ttl)}
 	delay := f.delay
 	f.mu.Unlock()
 	time.Sleep(delay)
@@ -61,7 +62,7 @@ func (f *fakeBackend) acquire(_ context.Context, k *keys, token string, ttl time
 }
 
 func (f *fakeBackend) status(k *keys, token string) extendStatus {
-	v, ok := f.live(k.lockName())
+	v, ok := f.live(k.Lock())
 	switch {
 	case !ok:
 		return extendGone
@@ -76,7 +77,7 @@ func (f *fakeBackend) release(_ context.Context, k *keys, token string) (extendS
 	defer f.mu.Unlock()
 	st := f.status(k, token)
 	if st == extendOK {
-		delete(f.keys, k.lockName())
+		delete(f.keys, k.Lock())
 	}
 	return st, nil
 }
@@ -86,7 +87,7 @@ func (f *fakeBackend) extend(_ context.Context, k *keys, token string, ttl time.
 	defer f.mu.Unlock()
 	st := f.status(k, token)
 	if st == extendOK {
-		f.keys[k.lockName()] = fakeKey{token, time.Now().Add(ttl)}
+		f.keys[k.Lock()] = fakeKey{token, time.Now().Add(ttl)}
 	}
 	return st, nil
 }
@@ -97,7 +98,7 @@ func (f *fakeBackend) pttl(_ context.Context, k *keys, token string) (time.Durat
 	if f.status(k, token) != extendOK {
 		return 0, errNotOurs
 	}
-	return time.Until(f.keys[k.lockName()].exp), nil
+	return time.Until(f.keys[k.Lock()].exp), nil
 }
 
 func (f *fakeBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
@@ -141,20 +142,7 @@ func (f *fakeBackend) snapshot() []fakeBatch {
 
 // fakeClient returns a Client whose every lock talks to f. Call it inside the
 // synctest bubble and Close it there.
-func fakeClient(f *fakeBackend, opts ...Option) *Client {
-	c := NewClient(nil, append([]Option{WithNotify(false)}, opts...)...)
-	c.err = nil
-	for _, mode := range []ReleaseMode{ReleaseScript, ReleaseWatch} {
-		for _, re := range []bool{false, true} {
-			for _, fe := range []bool{false, true} {
-				for _, co := range []bool{false, true} {
-					c.backends[backendKind{mode, re, fe, co}] = f
-				}
-			}
-		}
-	}
-	return c
-}
+func fakeClient(f *fakeBackend, opts ...Option) *Client { return newClientWithBackend(f, opts...) }
 
 func mustAcquire(t *testing.T, l *Lock) {
 	t.Helper()
@@ -271,7 +259,7 @@ func TestRenewal_callIgnoresDeadline(t *testing.T) {
 		if deadline := ttl - safetyMargin(ttl); at != deadline {
 			t.Fatalf("lost at %v, want at the safety deadline %v although the call ran for 3s", at, deadline)
 		}
-		if !errors.Is(l.LostErr(), errRenewalTimeout) || lossOf(l) != LossUnreachable {
+		if !errors.Is(l.LostErr(), lease.ErrRenewalTimeout) || lossOf(l) != LossUnreachable {
 			t.Fatalf("LostErr() = %v, want unreachable, renewal unanswered", l.LostErr())
 		}
 	})
@@ -320,9 +308,9 @@ func TestRenewal_keyGoneOrStolen(t *testing.T) {
 				time.Sleep(1500 * time.Millisecond)
 				f.set(func(f *fakeBackend) {
 					if tt.token == "" {
-						delete(f.keys, l.k.lockName())
+						delete(f.keys, l.hd.Keys.Lock())
 					} else {
-						f.keys[l.k.lockName()] = fakeKey{tt.token, time.Now().Add(time.Hour)}
+						f.keys[l.hd.Keys.Lock()] = fakeKey{tt.token, time.Now().Add(time.Hour)}
 					}
 				})
 				at := lostAt(t, l, time.Minute).Sub(start)
@@ -353,13 +341,13 @@ func TestRenewal_batches(t *testing.T) {
 		got := f.snapshot()
 		total := 0
 		for _, b := range got {
-			if b.n > renewChunk {
-				t.Fatalf("a batch of %d renewals, want at most %d", b.n, renewChunk)
+			if b.n > lease.BatchSize {
+				t.Fatalf("a batch of %d renewals, want at most %d", b.n, lease.BatchSize)
 			}
 			total += b.n
 		}
-		if total != n || len(got) != (n+renewChunk-1)/renewChunk {
-			t.Fatalf("%d renewals in %d batches, want %d in %d", total, len(got), n, (n+renewChunk-1)/renewChunk)
+		if total != n || len(got) != (n+lease.BatchSize-1)/lease.BatchSize {
+			t.Fatalf("%d renewals in %d batches, want %d in %d", total, len(got), n, (n+lease.BatchSize-1)/lease.BatchSize)
 		}
 	})
 }
@@ -412,28 +400,6 @@ func TestRenewal_maxHold(t *testing.T) {
 			t.Fatalf("%d renewals, want 2 (at 1s and 2s)", n)
 		}
 	})
-}
-
-// TestRenewal_clockSaturates: a TTL or WithMaxHold cap as long as a
-// Duration goes must not wrap a hold's clock readings into the past (outside
-// a synctest bubble readings are positive, so sentAt + max overflows).
-func TestRenewal_clockSaturates(t *testing.T) {
-	now := monoNow()
-	if got := later(now, math.MaxInt64); got != never {
-		t.Fatalf("later(now, max) = %d, want never", got)
-	}
-	if got := later(now, time.Second); got != now+int64(time.Second) {
-		t.Fatalf("later(now, 1s) = %d, want %d", got, now+int64(time.Second))
-	}
-	if got := between(-int64(time.Hour), never); got != math.MaxInt64 {
-		t.Fatalf("between(-1h, never) = %v, want the longest Duration", got)
-	}
-	if got := between(never, -int64(time.Hour)); got != math.MinInt64 {
-		t.Fatalf("between(never, -1h) = %v, want the most negative Duration", got)
-	}
-	if got := between(now, now+int64(time.Second)); got != time.Second {
-		t.Fatalf("between(now, now+1s) = %v, want 1s", got)
-	}
 }
 
 func TestRenewal_closeLeavesDeadlineTimers(t *testing.T) {
@@ -626,7 +592,7 @@ func checkExtendDuringRenewal(t *testing.T, renewal, ext plannedCall, ttl time.D
 		if lost && lostAt == notYet {
 			lostAt = at
 		}
-		if !lost && !b.ours(&l.k, token) {
+		if !lost && !b.ours(&l.hd.Keys, token) {
 			t.Fatalf("at %v the key is no longer ours in Redis, but Lost() is open", at)
 		}
 	}

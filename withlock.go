@@ -2,9 +2,8 @@ package lock
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/agentlock/lock/internal/lockutil"
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // WithLock acquires the lock named key (waiting, as [Lock.Acquire]), runs fn,
@@ -21,18 +20,5 @@ import (
 // opts override the Client's defaults for this lock.
 func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) error {
 	l := c.NewLock(key, opts...)
-	if fn == nil {
-		return fmt.Errorf("lock: with lock %q: %w", key, invalidf("nil func"))
-	}
-	if err := l.Acquire(ctx); err != nil {
-		return err
-	}
-	h := l.hold()
-	return lockutil.RunHeld(ctx, lockutil.Held{
-		OnLost:         h.addOnLost,
-		LostErr:        h.lostErr,
-		Release:        l.Release,
-		ReleaseTimeout: cleanupTimeout(l.cfg.ttl),
-		NotHeld:        ErrNotHeld,
-	}, fn)
+	return lease.WithLock(ctx, "lock", &l.hd, (*kind)(l), fn)
 }

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -10,9 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/lease"
 	"github.com/agentlock/lock/internal/luascripts"
-
-	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // Node states within one acquire round.
@@ -23,33 +21,28 @@ const (
 	stateFailed               // the call failed
 )
 
-// outcome is what one acquire attempt came to.
-type outcome struct {
-	h    *hold         // the new hold, when acquired
-	pttl time.Duration // the shortest TTL left among other holders' nodes
-	err  error         // nil when others hold the lock; else why the quorum failed
-}
-
-// attempt sends one acquire round to every node. It returns at quorum; the
+// Try sends one acquire round to every node. It returns at quorum; the
 // nodes that have not answered by then finish in the background (their
 // grants are ours, covered by renewal and Release). A failed round is undone
-// on every node that did not refuse us, including those that failed or did
-// not answer, since their call may still have taken effect.
-func (l *Lock) attempt(ctx context.Context, token string) outcome {
-	c := l.c
+// in the background on every node that did not refuse us, including those
+// that failed or did not answer, since their call may still have taken
+// effect.
+func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
+	l, s := (*Lock)(k), k.cfg
+	c := s.c
 	n := len(c.nodes)
 	start := time.Now()
-	validUntil := start.Add(l.cfg.ttl - drift(l.cfg.ttl, l.cfg.driftFactor))
+	validUntil := start.Add(s.ttl - drift(s.ttl, s.driftFactor))
 	fencing, hint := "0", ""
-	if l.cfg.fencing {
+	if s.fencing {
 		// A new key's counters restart from this value on every node whose
 		// clock agrees with ours within a second: they agree, and the
 		// fence needs no raise round (see fence.lua).
 		fencing = "1"
 		hint = strconv.FormatInt(start.Add(luascripts.FenceHintAhead/2).UnixMicro(), 10)
 	}
-	r := c.fan(ctx, start.Add(l.nodeTimeout), nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
-		n, err := luascripts.Acquire.Run(ctx, rdb, l.acquireKeys, token, l.ttlArg, "0", fencing, hint).Int64()
+	r := c.fan(ctx, start.Add(s.callTimeout), nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
+		n, err := luascripts.Acquire.Run(ctx, rdb, k.hd.Keys.AcquireKeys(), token, s.ttlArg, "0", fencing, hint).Int64()
 		if err != nil {
 			return result{err: err}
 		}
@@ -64,7 +57,7 @@ func (l *Lock) attempt(ctx context.Context, token string) outcome {
 	fences := make([]int64, n)
 	var errs []error
 	var pttl time.Duration
-	granted := make([]int, 0, l.quorum)
+	granted := make([]int, 0, s.quorum)
 	var fence int64
 	held := 0
 	for range n {
@@ -91,34 +84,32 @@ func (l *Lock) attempt(ctx context.Context, token string) outcome {
 			fences[res.node] = res.val
 			fence = max(fence, res.val)
 		}
-		if len(granted) == l.quorum {
+		if len(granted) == s.quorum {
 			break
 		}
 	}
 
 	var failure error
-	if len(granted) == l.quorum {
-		if l.cfg.fencing {
+	if len(granted) == s.quorum {
+		if s.fencing {
 			failure = l.raiseFences(ctx, token, granted, fences, fence, validUntil)
 		}
 		if failure == nil && !time.Now().Before(validUntil) {
-			failure = fmt.Errorf("%w: %w after %v", lock.ErrNotAcquired, errValidity, time.Since(start))
+			failure = lease.Chain(lock.ErrNotAcquired, errValidity, fmt.Errorf("after %v", time.Since(start)))
 		}
 		if failure == nil {
-			h := newHold(l, token, fence, start, validUntil)
-			h.acq = r
-			l.install(h)
-			return outcome{h: h}
+			l.acq.Store(r)
+			return lease.Attempt{OK: true, Fence: fence, Sent: start}
 		}
 	}
-	l.cleanup(token, states, r)
+	l.cleanup(ctx, token, states, r)
 	if failure != nil {
-		return outcome{err: failure}
+		return lease.Attempt{Err: failure}
 	}
-	if held > n-l.quorum {
-		return outcome{pttl: pttl} // others have it: not an error
+	if held > n-s.quorum {
+		return lease.Attempt{PTTL: pttl} // others have it: not an error
 	}
-	qe := &QuorumError{Reached: len(granted), Needed: l.quorum, Errs: make([]error, n)}
+	qe := &QuorumError{Reached: len(granted), Needed: s.quorum, Errs: make([]error, n)}
 	for i, st := range states {
 		switch st {
 		case stateHeld:
@@ -132,7 +123,7 @@ func (l *Lock) attempt(ctx context.Context, token string) outcome {
 			}
 		}
 	}
-	return outcome{pttl: pttl, err: qe}
+	return lease.Attempt{PTTL: pttl, Err: qe}
 }
 
 // raiseFences makes sure a quorum of nodes holds a counter >= fence before
@@ -153,25 +144,26 @@ func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fen
 	if len(low) == 0 {
 		return nil
 	}
-	l.c.fenceRaises.Add(1)
-	deadline := lockutil.MinTime(time.Now().Add(l.nodeTimeout), validUntil)
-	r := l.c.fan(ctx, deadline, low, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
-		v, err := luascripts.FenceRaise.Run(ctx, rdb, l.acquireKeys, token, fence).Int64()
+	c := l.cfg.c
+	c.fenceRaises.Add(1)
+	deadline := time.Now().Add(min(l.cfg.callTimeout, time.Until(validUntil)))
+	r := c.fan(ctx, deadline, low, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
+		v, err := luascripts.FenceRaise.Run(ctx, rdb, l.hd.Keys.AcquireKeys(), token, fence).Int64()
 		return result{code: v, err: err}
 	})
-	res := r.all(ctx, len(l.c.nodes), low)
-	qe := &QuorumError{Reached: len(granted) - len(low), Needed: l.quorum, Errs: make([]error, len(l.c.nodes))}
+	res := r.all(ctx, len(c.nodes), low)
+	qe := &QuorumError{Reached: len(granted) - len(low), Needed: l.cfg.quorum, Errs: make([]error, len(c.nodes))}
 	for _, i := range low {
 		switch {
 		case res[i].err != nil:
-			qe.Errs[i] = fmt.Errorf("fence raise: %w", res[i].err)
+			qe.Errs[i] = lease.Chain(errFenceRaise, res[i].err)
 		case res[i].code != 1:
-			qe.Errs[i] = fmt.Errorf("fence raise: %w", errNotOurs)
+			qe.Errs[i] = lease.Chain(errFenceRaise, errNotOurs)
 		default:
 			qe.Reached++
 		}
 	}
-	if qe.Reached >= l.quorum {
+	if qe.Reached >= l.cfg.quorum {
 		return nil
 	}
 	return qe
@@ -180,10 +172,10 @@ func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fen
 // cleanup undoes a failed attempt: it deletes token on every node that did
 // not refuse us, including those that failed or did not answer, since their
 // call may still have taken effect. Each node's delete waits for that
-// node's acquire call in acq (see drop); cleanup waits for the replies up to
-// a node timeout past acq's deadline, and the deletes run on even when the
-// caller's ctx is done.
-func (l *Lock) cleanup(token string, states []uint8, acq *round) {
+// node's acquire call in acq (see drop). The deletes run on a goroutine of
+// the Client, whatever ctx does; cleanup waits for their replies (up to a
+// node timeout past acq's deadline) only until ctx is done.
+func (l *Lock) cleanup(ctx context.Context, token string, states []uint8, acq *round) {
 	var which []int
 	for i, st := range states {
 		if st != stateHeld {
@@ -193,7 +185,46 @@ func (l *Lock) cleanup(token string, states []uint8, acq *round) {
 	if len(which) == 0 {
 		return
 	}
-	l.drop(token, which, acq, l.dropDeadline(acq))
+	done := make(chan struct{})
+	undo := func() {
+		defer close(done)
+		l.drop(token, which, acq, l.dropDeadline(acq))
+	}
+	if !l.cfg.c.eng.Go(undo) {
+		undo() // Close has begun: drop does not wait for straggling acquires
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Undo deletes token on every node, once each node's acquire call has
+// returned: the engine refused the hold the round took (its reply came too
+// late).
+func (k *kind) Undo(_ context.Context, token string) {
+	l := (*Lock)(k)
+	acq := l.acq.Load()
+	l.drop(token, nil, acq, l.dropDeadline(acq))
+}
+
+// TryAcquire makes one attempt on every node. It returns (true, nil) when
+// the lock is now held, (false, nil) when other holders keep the quorum out
+// of reach, and (false, err) otherwise: a [*QuorumError] (matching
+// [lock.ErrNotAcquired]) when failed or slow nodes kept the quorum out of
+// reach, or an error wrapping [lock.ErrInvalid] (also for a Lock not made
+// by [Client.NewLock]) or [lock.ErrClosed].
+//
+// A failed attempt is undone on every node that may have granted it: each
+// node's delete is sent once that node's acquire call has returned, so that
+// it cannot overtake an acquire still on its way. TryAcquire waits for the
+// deletes up to a node timeout past the attempt's deadline, and never past
+// ctx's end: the deletes still outstanding then are sent by a goroutine of
+// the Client (a node whose acquire call is still out gets its delete when
+// the call returns: at most a TTL later; at once when Close begins, and
+// Close waits for it).
+func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
+	return l.handle().TryAcquire(ctx, (*kind)(l))
 }
 
 // Acquire waits until the lock is held on a quorum of nodes, ctx is done, or
@@ -207,94 +238,13 @@ func (l *Lock) cleanup(token string, states []uint8, acq *round) {
 //
 // It returns nil when held; an error wrapping [lock.ErrNotAcquired] when the
 // wait ended (also matching context.Cause(ctx) when ctx ended it, and the
-// last attempt's [*QuorumError] when failing nodes were to blame); or
-// [lock.ErrInvalid] or [lock.ErrClosed]. A failed Acquire leaves no hold
-// behind on any reachable node, but for an acquire that lands after its
-// undo (see [Lock.TryAcquire]), which lasts at most its TTL. Acquire on a handle that is held returns
-// ErrInvalid.
-func (l *Lock) Acquire(ctx context.Context) error {
-	if err := l.begin(); err != nil {
-		return err
-	}
-	defer l.done()
-	start := time.Now()
-	l.observe(lock.Event{Kind: lock.EventAcquireStart})
-	attempts, h, token, err := l.wait(ctx)
-	if err != nil {
-		l.observe(lock.Event{Kind: lock.EventAcquire, Token: token, Duration: time.Since(start), Attempts: attempts, Err: err})
-		return err
-	}
-	l.observe(lock.Event{Kind: lock.EventAcquire, Token: token, Fence: h.fence, Duration: time.Since(start), Attempts: attempts})
-	return nil
-}
-
-// wait is Acquire's loop. It returns the token of the last attempt.
-func (l *Lock) wait(ctx context.Context) (attempts int, h *hold, token string, err error) {
-	wctx := ctx
-	if l.cfg.wait > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeoutCause(ctx, l.cfg.wait, errWaitTimeout)
-		defer cancel()
-	}
-	var w *waiter
-	defer func() { w.leave() }()
-	var lastErr error
-	var timer *time.Timer
-	for n := 0; ; n++ {
-		if l.c.closed.Load() {
-			return attempts, nil, token, fmt.Errorf("redlock: acquire %q: %w", l.key, lock.ErrClosed)
-		}
-		// A fresh token per attempt: the undo of an earlier attempt may
-		// still be on its way to a node, and it must not delete what this
-		// attempt wins there.
-		if token, err = newToken(l.key); err != nil {
-			return attempts, nil, token, err
-		}
-		attempts++
-		o := l.attempt(wctx, token)
-		if o.h != nil {
-			return attempts, o.h, token, nil
-		}
-		lastErr = o.err
-		if wctx.Err() != nil {
-			break
-		}
-		if w == nil && l.cfg.notify {
-			w = l.c.notifier.join(l.notifyKey)
-		}
-		d := l.backoff(n)
-		if o.pttl > 0 && o.pttl < d {
-			d = o.pttl
-		}
-		if timer == nil {
-			timer = time.NewTimer(d)
-			defer timer.Stop()
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-w.wake():
-		case <-timer.C:
-		case <-wctx.Done():
-		case <-l.c.ctx.Done():
-		}
-		if wctx.Err() != nil {
-			break
-		}
-	}
-	var why error
-	if cause := context.Cause(wctx); errors.Is(cause, errWaitTimeout) && ctx.Err() == nil {
-		why = fmt.Errorf("%w after %v", lock.ErrNotAcquired, l.cfg.wait)
-	} else {
-		why = fmt.Errorf("%w: %w", lock.ErrNotAcquired, context.Cause(ctx))
-	}
-	if lastErr != nil {
-		return attempts, nil, token, fmt.Errorf("redlock: acquire %q: %w (last attempt: %w)", l.key, why, lastErr)
-	}
-	return attempts, nil, token, fmt.Errorf("redlock: acquire %q: %w", l.key, why)
-}
-
-// backoff returns the n-th sleep: uniform in [min, min(max, min·2^n)].
-func (l *Lock) backoff(n int) time.Duration {
-	return lockutil.Backoff(l.cfg.backoffMin, l.cfg.backoffMax, n)
-}
+// last failed attempt's [*QuorumError] when failing nodes were to blame); or
+// [lock.ErrInvalid] or [lock.ErrClosed]. It returns by ctx's deadline and
+// the wait timeout, give or take a goroutine's scheduling. Each failed
+// attempt is reported to the Observer ([lock.EventAttemptFailed]) and
+// logged ([WithLogger]): at debug level, and as a warning at the third
+// failure in a row and every tenth after. A failed Acquire leaves no hold
+// behind on any reachable node: each failed attempt is undone in the
+// background, by a goroutine [Client.Close] waits for. Acquire on a handle
+// that is held returns ErrInvalid.
+func (l *Lock) Acquire(ctx context.Context) error { return l.handle().Acquire(ctx, (*kind)(l)) }

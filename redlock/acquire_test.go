@@ -124,6 +124,37 @@ func TestLock_TryAcquire_ctxEndsInFenceRound(t *testing.T) {
 	wantIs(t, "TryAcquire(ctx ended in fence round)", err, errCause)
 }
 
+// TestLock_TryAcquire_returnsByDeadlineWithStoppedNodes: with every node
+// stopped, TryAcquire and Acquire return by their caller's deadline, far
+// inside the node timeout; the undo of the attempt goes on in the
+// background.
+func TestLock_TryAcquire_returnsByDeadlineWithStoppedNodes(t *testing.T) {
+	ss, nodes := realNodes(t, 3)
+	c := newClient(t, nodes, redlock.WithNodeTimeout(2*time.Second))
+	key := keyFor(t)
+	for _, s := range ss {
+		must(t, "Pause()", s.Pause())
+		t.Cleanup(func() { s.Resume() })
+	}
+	for _, tt := range []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"TryAcquire", func(ctx context.Context) error { _, err := c.NewLock(key).TryAcquire(ctx); return err }},
+		{"Acquire", func(ctx context.Context) error { return c.NewLock(key).Acquire(ctx) }},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		start := time.Now()
+		err := tt.call(ctx)
+		took := time.Since(start)
+		cancel()
+		if took > 350*time.Millisecond {
+			t.Fatalf("%s(ctx 200ms) with every node stopped returned after %v (error %v), want by the deadline", tt.name, took, err)
+		}
+		wantIs(t, tt.name+"(ctx 200ms)", err, lock.ErrNotAcquired)
+	}
+}
+
 // cutAtDeadline is a go-redis hook on one node's client modelling a call
 // cut by ContextTimeoutEnabled while its bytes are still on the wire (a
 // lost segment waits for TCP's retransmit, 200ms at least on Linux): the

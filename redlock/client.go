@@ -1,37 +1,30 @@
 package redlock
 
 import (
-	"context"
-	"fmt"
-	"strconv"
-	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
-	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/lease"
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // Client creates quorum locks over N independent Redis nodes (not replicas
-// of one another) and owns their background work: one renewal goroutine per
-// held lock (started when its first renewal is due, so a lock released
-// sooner costs none), one pub/sub subscription per node for waiters, started
-// on first need, and the goroutines that carry the per-node calls (reused, and
-// ended after a second idle). Create one per process and share it; it is
-// safe for concurrent use.
+// of one another) and owns their background work: one renewal loop for
+// every held lock, which renews the holds due together with one pipeline
+// per node; one pub/sub subscription per node for waiters, started on first
+// need; and the goroutines that carry the per-node calls (reused, and ended
+// after a second idle). Create one per process and share it; it is safe for
+// concurrent use.
 type Client struct {
 	nodes []redis.UniversalClient
+	srcs  []lease.Source // the nodes, as the engine's Notifier sees them
 	cfg   config
-	err   error // configuration error, returned by every lock
+	set   *settings // cfg for the engine; nil when err is set
+	err   error     // configuration error, returned by every lock
 
-	mu     sync.Mutex // orders Close against goroutine starts
-	closed atomic.Bool
-	ctx    context.Context // ends at Close, stopping background work
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	notifier notifier
-	work     chan func() // hands a call to an idle call goroutine
+	eng  lease.Engine // renewal, wake-ups, background undos
+	work chan func()  // hands a call to an idle call goroutine
 
 	fenceRaises atomic.Int64 // acquisitions that needed the extra fence round
 }
@@ -52,11 +45,17 @@ type Client struct {
 // own read timeout.
 func New(clients []redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{nodes: clients, cfg: defaultConfig().with(opts), work: make(chan func())}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.notifier.init(c)
+	c.eng.Init(c.sources, c.cfg.logger)
 	c.err = checkNodes(clients)
 	if c.err == nil {
 		c.err = c.cfg.validate(len(clients))
+	}
+	if c.err == nil {
+		c.srcs = make([]lease.Source, len(clients))
+		for i, rdb := range clients {
+			c.srcs[i] = rdb
+		}
+		c.set = c.settings(c.cfg)
 	}
 	return c
 }
@@ -64,21 +63,21 @@ func New(clients []redis.UniversalClient, opts ...Option) *Client {
 // checkNodes rejects an empty list, nil clients and duplicates.
 func checkNodes(clients []redis.UniversalClient) error {
 	if len(clients) == 0 {
-		return invalidf("no redis clients")
+		return lease.Invalidf("no redis clients")
 	}
 	seen := make(map[redis.UniversalClient]int, len(clients))
 	for i, rdb := range clients {
 		if isNil(rdb) {
-			return invalidf("redis client %d is nil", i)
+			return lease.Invalidf("redis client %d is nil", i)
 		}
 		if _, ok := rdb.(*redis.Ring); ok {
 			// A Ring spreads keys and channels over several servers, and
 			// its Subscribe without a channel panics: give each server as
 			// a node of its own.
-			return invalidf("redis client %d is a *redis.Ring, not one node", i)
+			return lease.Invalidf("redis client %d is a *redis.Ring, not one node", i)
 		}
 		if j, ok := seen[rdb]; ok {
-			return invalidf("redis clients %d and %d are the same client", j, i)
+			return lease.Invalidf("redis clients %d and %d are the same client", j, i)
 		}
 		seen[rdb] = i
 	}
@@ -99,14 +98,14 @@ func isNil(rdb redis.UniversalClient) bool {
 	return false
 }
 
-// Close stops every renewal goroutine and node subscription and waits for
-// them to return; idle call goroutines end too, and a call still in flight
-// ends its goroutine when it returns (by its node timeout, or go-redis's
-// read timeout on clients without ContextTimeoutEnabled). Undos and
-// releases that were waiting for a node's acquire call to return are sent
-// at once, and Close waits for them (a node timeout). Close waits at most
-// 100ms for the subscriptions: one still connecting to a stopped node
-// holds go-redis's PubSub until the node answers or go-redis's read timeout
+// Close stops the renewal loop and the node subscriptions and waits for
+// them; idle call goroutines end too, and a call still in flight ends its
+// goroutine when it returns (by its node timeout, or go-redis's read
+// timeout on clients without ContextTimeoutEnabled). Undos and releases
+// that were waiting for a node's acquire call to return are sent at once,
+// and Close waits for them (a node timeout). Close waits at most 100ms for
+// the subscriptions: one still connecting to a stopped node holds
+// go-redis's PubSub until the node answers or go-redis's read timeout
 // passes, and its goroutine ends then, after Close has returned.
 //
 // Close is idempotent and returns nil, also for a zero Client. Locks still
@@ -118,44 +117,20 @@ func (c *Client) Close() error {
 	if c.check() != nil {
 		return nil // a zero Client has nothing to stop
 	}
-	c.mu.Lock()
-	if c.closed.Swap(true) {
-		c.mu.Unlock()
-		return nil
-	}
-	c.mu.Unlock()
-	c.cancel()
-	c.notifier.close()
-	c.wg.Wait()
+	c.eng.Close(nil)
 	return nil
 }
 
-// goBackground runs fn on a goroutine that Close waits for; it reports false,
-// running nothing, once Close has begun.
-func (c *Client) goBackground(fn func()) bool { return c.spawn(&c.wg, fn) }
-
-// spawn runs fn on a goroutine counted in wg; it reports false, running
-// nothing, once Close has begun.
-func (c *Client) spawn(wg *sync.WaitGroup, fn func()) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed.Load() {
-		return false
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		fn()
-	}()
-	return true
-}
+// sources returns the clients a notify channel's messages arrive through:
+// every node, since a release publishes on each node it deletes on.
+func (c *Client) sources(string) []lease.Source { return c.srcs }
 
 // errZeroClient is what the locks of a Client not made by New report.
-var errZeroClient = fmt.Errorf("redlock: %w: Client not made by New", lock.ErrInvalid)
+var errZeroClient = lease.Invalidf("Client not made by New")
 
 // check returns errZeroClient for a zero or nil Client, else nil.
 func (c *Client) check() error {
-	if c == nil || c.cancel == nil {
+	if c == nil || !c.eng.Ready() {
 		return errZeroClient
 	}
 	return nil
@@ -166,28 +141,36 @@ func (c *Client) check() error {
 // reported, wrapping [lock.ErrInvalid], by every verb of the handle; so is
 // a Client not made by [New]. NewLock talks to no node and starts nothing.
 func (c *Client) NewLock(key string, opts ...Option) *Lock {
-	if err := c.check(); err != nil {
-		return &Lock{c: c, key: key, err: err}
+	l := &Lock{}
+	if s, err := c.lockSettings(key, opts); err != nil {
+		l.hd.Fail(key, keyError(key, err))
+	} else {
+		l.cfg = s
+		l.hd.Init(&s.pol, luascripts.NewKeys(s.prefix, key))
 	}
-	l := &Lock{c: c, cfg: c.cfg.with(opts), key: key}
-	l.err = c.err
-	if l.err == nil {
-		l.err = l.cfg.validate(len(c.nodes))
-	}
-	if l.err == nil && key == "" {
-		l.err = invalidf("empty key")
-	}
-	if l.err != nil {
-		l.err = fmt.Errorf("redlock: key %q: %w", key, l.err)
-		return l
-	}
-	lk := l.cfg.prefix + "{" + key + "}"
-	l.lockKey, l.fenceKey, l.notifyKey = lk, lk+":fence", lk+":notify"
-	l.acquireKeys = []string{lk, l.fenceKey}
-	l.releaseKeys = []string{lk, l.notifyKey}
-	l.extendKeys = []string{lk}
-	l.quorum = l.cfg.quorumOf(len(c.nodes))
-	l.nodeTimeout = effectiveNodeTimeout(&l.cfg)
-	l.ttlArg = strconv.FormatInt(l.cfg.ttl.Milliseconds(), 10)
 	return l
 }
+
+// lockSettings returns the settings of a lock on key with opts.
+func (c *Client) lockSettings(key string, opts []Option) (*settings, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	if key == "" {
+		return nil, lease.Invalidf("empty key")
+	}
+	if len(opts) == 0 {
+		return c.set, nil
+	}
+	cfg := c.cfg.with(opts)
+	if err := cfg.validate(len(c.nodes)); err != nil {
+		return nil, err
+	}
+	return c.settings(cfg), nil
+}
+
+// keyError is the configuration error of the lock on key.
+func keyError(key string, err error) error { return lease.NewOpError("redlock", "key", key, err) }

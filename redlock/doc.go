@@ -25,9 +25,11 @@
 // Use an odd number of nodes, at least 3; with 5, the lock survives two
 // failed nodes. The nodes must be independent masters, not replicas.
 //
-// Holds are renewed at TTL/3 by a goroutine of the Client and carry a fence
-// that strictly increases across successive holders while a majority of the
-// nodes keeps its data; SAFETY.md (section Redlock) in the repository states what the lock and
-// the fence guarantee and where they break (clock jumps, nodes restarted
-// empty: keep a crashed node down for at least the longest TTL).
+// Holds are renewed at TTL/3 by the Client's renewal loop, which sends the
+// renewals due together, one pipeline per node, and carry a fence that
+// strictly increases across successive holders while a majority of the
+// nodes keeps its data; SAFETY.md (section Redlock) in the repository
+// states what the lock and the fence guarantee and where they break (clock
+// jumps, nodes restarted empty: keep a crashed node down for at least the
+// longest TTL).
 package redlock

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // QuorumError reports an attempt that did not reach its quorum: how many
@@ -22,7 +23,7 @@ func (e *QuorumError) Error() string {
 	msg := fmt.Sprintf("redlock: quorum not reached: %d of %d nodes confirmed, %d needed", e.Reached, len(e.Errs), e.Needed)
 	for i, err := range e.Errs {
 		if err != nil {
-			msg += fmt.Sprintf("; node %d: %v", i, err)
+			msg += fmt.Sprintf("; node %d: %s", i, lease.Bare(err))
 		}
 	}
 	return msg
@@ -47,8 +48,8 @@ var (
 	errNodeTimeout = fmt.Errorf("redlock: node timeout: %w", context.DeadlineExceeded)
 	// errNotOurs is a node's error when our token is not there.
 	errNotOurs = errors.New("redlock: hold not on node")
-	// errWaitTimeout is the cause of a wait that ran out.
-	errWaitTimeout = errors.New("redlock: wait timeout")
+	// errFenceRaise leads a node's error in the fence round.
+	errFenceRaise = errors.New("redlock: fence raise")
 	// errValidity reports an acquisition whose validity ran out before it
 	// completed.
 	errValidity = errors.New("redlock: no validity left")

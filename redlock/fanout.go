@@ -26,6 +26,7 @@ type round struct {
 	pending atomic.Int32
 	n       int
 	ended   []chan struct{} // by node: closed once its call has returned; nil for nodes not called
+	done    chan struct{}   // closed once every call has returned
 }
 
 // fan sends fn to the nodes listed in which (every node when nil), each on
@@ -38,7 +39,7 @@ func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn fu
 	if which == nil {
 		n = len(c.nodes)
 	}
-	r := &round{ch: make(chan result, n), n: n, ended: make([]chan struct{}, len(c.nodes))}
+	r := &round{ch: make(chan result, n), n: n, ended: make([]chan struct{}, len(c.nodes)), done: make(chan struct{})}
 	r.ctx, r.cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	r.pending.Store(int32(n))
 	for k := range n {
@@ -51,14 +52,22 @@ func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn fu
 			res := fn(r.ctx, i, c.nodes[i])
 			res.node = i
 			close(r.ended[i])
+			last := r.pending.Add(-1) == 0
+			if last {
+				close(r.done) // before the reply: a caller holding every reply finds it closed
+			}
 			r.ch <- res
-			if r.pending.Add(-1) == 0 {
+			if last {
 				r.cancel() // the last reply frees the deadline's timer
 			}
 		})
 	}
 	return r
 }
+
+// settled returns a channel closed once every call of the round has
+// returned: no write of it can land later.
+func (r *round) settled() <-chan struct{} { return r.done }
 
 // callEnded reports whether node i's call has returned (true for a nil
 // round or a node it did not call).
@@ -167,7 +176,7 @@ func (c *Client) run(task func()) {
 // Client is closed.
 func (c *Client) worker(task func()) {
 	task()
-	if c.closed.Load() {
+	if c.eng.Closed() {
 		return
 	}
 	t := time.NewTimer(workerIdle)
@@ -176,13 +185,13 @@ func (c *Client) worker(task func()) {
 		select {
 		case task := <-c.work:
 			task()
-			if c.closed.Load() {
+			if c.eng.Closed() {
 				return
 			}
 			t.Reset(workerIdle)
 		case <-t.C:
 			return
-		case <-c.ctx.Done():
+		case <-c.eng.Context().Done():
 			return
 		}
 	}

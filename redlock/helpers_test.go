@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 	"github.com/agentlock/lock/redlock"
@@ -75,14 +76,7 @@ func wantIs(t *testing.T, what string, err, target error) {
 	}
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
+var isClosed = kindtest.IsClosed
 
 // holders counts the nodes whose lock key holds token.
 func holders(t *testing.T, nodes []redis.UniversalClient, key, token string) int {
@@ -233,29 +227,49 @@ func (h *scriptHook) await(t *testing.T, ch chan int, what string) int {
 
 func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
+// ProcessPipelineHook treats a pipeline carrying the script (the renewal
+// loop sends one per node for a batch of holds) as one call of it.
 func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if h.matches(cmd) {
+				return h.call(ctx, func(ctx context.Context) error { return next(ctx, cmds) })
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
 
 func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if len(args) < 2 || cmd.Name() != "evalsha" || args[1] != h.sha {
+		if !h.matches(cmd) {
 			return next(ctx, cmd)
 		}
-		n := int(h.calls.Add(1))
-		if !h.hold(n) {
-			return next(ctx, cmd)
-		}
-		defer func() { h.passed <- n }()
-		if h.reply {
-			err := next(ctx, cmd)
-			h.arrived <- n
-			<-h.allow
-			return err
-		}
+		return h.call(ctx, func(ctx context.Context) error { return next(ctx, cmd) })
+	}
+}
+
+// matches reports whether cmd is an EVALSHA of the hook's script.
+func (h *scriptHook) matches(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return len(args) >= 2 && cmd.Name() == "evalsha" && args[1] == h.sha
+}
+
+// call runs one call of the script through send, holding it (or its reply)
+// when the hook's hold says so.
+func (h *scriptHook) call(ctx context.Context, send func(context.Context) error) error {
+	n := int(h.calls.Add(1))
+	if !h.hold(n) {
+		return send(ctx)
+	}
+	defer func() { h.passed <- n }()
+	if h.reply {
+		err := send(ctx)
 		h.arrived <- n
 		<-h.allow
-		return next(context.WithoutCancel(ctx), cmd)
+		return err
 	}
+	h.arrived <- n
+	<-h.allow
+	return send(context.WithoutCancel(ctx))
 }

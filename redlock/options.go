@@ -1,12 +1,11 @@
 package redlock
 
 import (
-	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // Defaults, documented on the options that change them.
@@ -57,29 +56,15 @@ func defaultConfig() config {
 	}
 }
 
-func (cfg config) with(opts []Option) config {
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	return cfg
-}
+func (cfg config) with(opts []Option) config { return lease.With(cfg, opts) }
 
 // validate reports the first out-of-range value for n nodes, wrapping
 // ErrInvalid.
 func (cfg *config) validate(n int) error {
+	if err := lease.CheckOptions(cfg.ttl, cfg.wait, cfg.backoffMin, cfg.backoffMax, cfg.prefix); err != nil {
+		return err
+	}
 	switch {
-	case cfg.ttl < MinTTL:
-		return invalidf("ttl %v: must be at least %v (MinTTL)", cfg.ttl, MinTTL)
-	case cfg.wait < 0:
-		return invalidf("wait timeout %v: must not be negative", cfg.wait)
-	case cfg.backoffMin <= 0 || cfg.backoffMax <= 0:
-		return invalidf("backoff %v..%v: both bounds must be positive", cfg.backoffMin, cfg.backoffMax)
-	case cfg.backoffMin > cfg.backoffMax:
-		return invalidf("backoff %v..%v: min exceeds max", cfg.backoffMin, cfg.backoffMax)
-	case strings.ContainsAny(cfg.prefix, "{}"):
-		return invalidf("prefix %q: must not contain '{' or '}' (it would move the hash tag)", cfg.prefix)
 	case cfg.quorum != 0 && (cfg.quorum < n/2+1 || cfg.quorum > n):
 		return invalidf("quorum %d: must be between %d and %d for %d nodes", cfg.quorum, n/2+1, n, n)
 	case !(cfg.driftFactor >= 0 && cfg.driftFactor < 0.5):
@@ -155,8 +140,9 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // extends, renewal failures and losses. nil (the default) means none.
 func WithObserver(o lock.Observer) Option { return func(c *config) { c.observer = o } }
 
-// WithLogger sets where renewal failures and losses are logged. nil (the
-// default) means silent.
+// WithLogger sets where renewal failures and losses (as warnings) and
+// failed acquire attempts (at debug level; a warning at the third in a row
+// and every tenth after) are logged. nil (the default) means silent.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithFencing sets whether holds carry a fence (default on; see [Lock.Fence]).
@@ -183,6 +169,4 @@ func WithDriftFactor(f float64) Option { return func(c *config) { c.driftFactor 
 // redlock stops waiting at the deadline and the call ends in the background.
 func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
 
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{lock.ErrInvalid}, args...)...)
-}
+func invalidf(format string, args ...any) error { return lease.Invalidf(format, args...) }

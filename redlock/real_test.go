@@ -2,12 +2,11 @@ package redlock_test
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/redlock"
 )
 
@@ -86,14 +85,7 @@ func TestReal_mutualExclusion(t *testing.T) {
 	ctx := context.Background()
 	key := keyFor(t)
 	const clients, workers, rounds = 3, 2, 25
-	var (
-		inside   atomic.Int32
-		overlaps atomic.Int32
-		mu       sync.Mutex
-		fences   []int64
-		wg       sync.WaitGroup
-	)
-	errs := make(chan error, clients*workers)
+	var x kindtest.Exclusion
 	var cs []*redlock.Client
 	for range clients {
 		// Each redlock client gets its own connections, as separate processes would.
@@ -101,45 +93,13 @@ func TestReal_mutualExclusion(t *testing.T) {
 		c := newClient(t, own, redlock.WithTTL(5*time.Second), loadTolerant)
 		cs = append(cs, c)
 		for range workers {
-			wg.Go(func() {
-				for range rounds {
-					l := c.NewLock(key)
-					if err := l.Acquire(ctx); err != nil {
-						errs <- err
-						return
-					}
-					if inside.Add(1) != 1 {
-						overlaps.Add(1)
-					}
-					mu.Lock()
-					fences = append(fences, l.Fence())
-					mu.Unlock()
-					time.Sleep(time.Millisecond)
-					inside.Add(-1)
-					if err := l.Release(ctx); err != nil {
-						errs <- err
-						return
-					}
-				}
+			x.Worker(ctx, rounds, func() kindtest.Locker { return c.NewLock(key) }, func() error {
+				time.Sleep(time.Millisecond)
+				return nil
 			})
 		}
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("worker error = %v", err)
-	}
-	if n := overlaps.Load(); n != 0 {
-		t.Fatalf("overlapping holds = %d, want 0", n)
-	}
-	if len(fences) != clients*workers*rounds {
-		t.Fatalf("holds = %d, want %d", len(fences), clients*workers*rounds)
-	}
-	for i := 1; i < len(fences); i++ {
-		if fences[i] <= fences[i-1] {
-			t.Fatalf("fence of hold %d = %d, want > %d", i, fences[i], fences[i-1])
-		}
-	}
+	fences := x.Check(t, clients*workers*rounds)
 	var raises int64
 	for _, c := range cs {
 		raises += redlock.FenceRaises(c)

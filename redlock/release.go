@@ -2,16 +2,13 @@ package redlock
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/lease"
 	"github.com/agentlock/lock/internal/luascripts"
-
-	"github.com/agentlock/lock/internal/lockutil"
 )
 
 // drop deletes token on the nodes in which (every node when nil) with
@@ -34,7 +31,7 @@ import (
 // still land after its delete (see Lock.TryAcquire): its grant then lasts
 // its TTL on that node.
 func (l *Lock) drop(token string, which []int, acq *round, deadline time.Time) []result {
-	c := l.c
+	c := l.cfg.c
 	n := len(c.nodes)
 	if which == nil {
 		which = make([]int, n)
@@ -46,7 +43,7 @@ func (l *Lock) drop(token string, which []int, acq *round, deadline time.Time) [
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel() // by then every call on ctx has replied or passed deadline
 	call := func(ctx context.Context, i int) {
-		v, err := luascripts.Release.Run(ctx, c.nodes[i], l.releaseKeys, token, "0").Int64()
+		v, err := luascripts.RunOnce(ctx, c.nodes[i], luascripts.Release, l.hd.Keys.ReleaseKeys(), token, "0").Int64()
 		ch <- result{node: i, code: v, err: err}
 	}
 	for _, i := range which {
@@ -55,8 +52,8 @@ func (l *Lock) drop(token string, which []int, acq *round, deadline time.Time) [
 			continue
 		}
 		later := func() {
-			acq.waitCall(i, l.cfg.ttl, c.ctx.Done())
-			ctx, cancel := context.WithTimeout(context.Background(), l.nodeTimeout)
+			acq.waitCall(i, l.cfg.ttl, c.eng.Context().Done())
+			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.callTimeout)
 			defer cancel()
 			// The call runs on a call goroutine and this one, which Close
 			// waits for, stops waiting at the node timeout: a client
@@ -71,7 +68,7 @@ func (l *Lock) drop(token string, which []int, acq *round, deadline time.Time) [
 			case <-ctx.Done():
 			}
 		}
-		if !c.goBackground(later) {
+		if !c.eng.Go(later) {
 			c.run(later) // Close has begun: later does not wait
 		}
 	}
@@ -105,10 +102,10 @@ func (l *Lock) dropDeadline(acq *round) time.Time {
 	now := time.Now()
 	if acq != nil {
 		if d, _ := acq.ctx.Deadline(); d.After(now) {
-			return d.Add(l.nodeTimeout)
+			return d.Add(l.cfg.callTimeout)
 		}
 	}
-	return now.Add(l.nodeTimeout)
+	return now.Add(l.cfg.callTimeout)
 }
 
 // tally is what one extend or release round found across the nodes.
@@ -120,43 +117,44 @@ type tally struct {
 	failed int     // nodes that failed or did not answer
 }
 
-func (l *Lock) count(results []result) tally {
+// add counts one node's reply: the script's code (1 done, 0 gone, -1
+// someone else's), or the call's error.
+func (t *tally) add(i int, code int64, err error) {
+	switch {
+	case err != nil:
+		t.errs[i] = err
+		t.failed++
+	case code == 1:
+		t.ok++
+	case code == 0:
+		t.gone++
+		t.errs[i] = errNotOurs
+	default:
+		t.stolen++
+		t.errs[i] = errHeldByOther
+	}
+}
+
+func count(results []result) tally {
 	t := tally{errs: make([]error, len(results))}
 	for i, res := range results {
-		switch {
-		case res.err != nil:
-			t.errs[i] = res.err
-			t.failed++
-		case res.code == 1:
-			t.ok++
-		case res.code == 0:
-			t.gone++
-			t.errs[i] = errNotOurs
-		default:
-			t.stolen++
-			t.errs[i] = errHeldByOther
-		}
+		t.add(i, res.code, res.err)
 	}
 	return t
 }
 
-// quorumError describes a round that fell short.
-func (l *Lock) quorumError(t tally) *QuorumError {
-	return &QuorumError{Reached: t.ok, Needed: l.quorum, Errs: t.errs}
+// lost says how the nodes no longer have our hold: Stolen when one holds
+// someone else's token.
+func (t *tally) lost() lease.Status {
+	if t.stolen > 0 {
+		return lease.Stolen
+	}
+	return lease.Gone
 }
 
-// lossReason names why the nodes no longer have our hold.
-func (l *Lock) lossReason(t tally, h *hold) lock.LossReason {
-	if t.stolen > 0 {
-		return lock.LossStolen
-	}
-	h.mu.Lock()
-	sent, ttl := h.sentAt, h.cappedLocked(h.ttl)
-	h.mu.Unlock()
-	if time.Since(sent) >= ttl {
-		return lock.LossExpired
-	}
-	return lock.LossForceReleased
+// quorumError describes a round that fell short of quorum.
+func (t *tally) quorumError(quorum int) *QuorumError {
+	return &QuorumError{Reached: t.ok, Needed: quorum, Errs: t.errs}
 }
 
 // Release gives the lock up on every node: it stops the hold's renewal,
@@ -173,46 +171,38 @@ func (l *Lock) lossReason(t tally, h *hold) lock.LossReason {
 // replies up to the node timeout, even when ctx is already done, and
 // reports what the nodes did. A node whose acquire call of this hold has
 // not returned yet gets its delete when it does (see [Lock.TryAcquire]).
-// Release works after [Client.Close].
-func (l *Lock) Release(ctx context.Context) error {
-	if err := l.check(); err != nil {
-		return err
-	}
-	h := l.hold()
-	if h == nil {
-		return fmt.Errorf("redlock: release %q: %w", l.key, lock.ErrNotHeld)
-	}
-	start := time.Now()
-	h.beginRelease() // before the deletes: a round racing them must not report them as a loss
-	h.stopRenewal()
-	t := l.count(l.drop(h.token, nil, h.acq, l.dropDeadline(h.acq)))
-	var err error
+// Each delete is sent once: go-redis does not resend it after a connection
+// error. Release works after [Client.Close].
+func (l *Lock) Release(ctx context.Context) error { return l.handle().Release(ctx, (*kind)(l)) }
+
+// Release deletes h on every node.
+func (k *kind) Release(_ context.Context, h *lease.Hold, _ bool) lease.Outcome {
+	l := (*Lock)(k)
+	acq := l.acq.Load()
+	t := count(l.drop(h.Token(), nil, acq, l.dropDeadline(acq)))
 	switch {
 	case t.ok > 0:
-	case t.failed == 0 || t.gone+t.stolen >= l.quorum:
-		h.lose(l.lossReason(t, h), nil, true)
-		err = fmt.Errorf("redlock: release %q: %w", l.key, lock.ErrNotHeld)
-	default:
-		err = fmt.Errorf("redlock: release %q: %w", l.key, l.quorumError(t))
+		return lease.Outcome{Status: lease.Confirmed}
+	case t.failed == 0 || t.gone+t.stolen >= l.cfg.quorum:
+		return lease.Outcome{Status: t.lost()}
 	}
-	h.finish()
-	l.observe(lock.Event{Kind: lock.EventRelease, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
-	return err
+	return lease.Outcome{Err: t.quorumError(l.cfg.quorum)}
 }
 
 // extendRound resets the TTL of our hold to ttl on every node, each call
-// ending by deadline, and counts the replies that arrive by then or until
-// ctx is done.
-func (l *Lock) extendRound(ctx context.Context, h *hold, ttl time.Duration, deadline time.Time) tally {
-	ttlArg := l.ttlArg
+// ending by deadline, and counts the replies that arrive by then. settled
+// closes once every node's call has returned.
+func (l *Lock) extendRound(h *lease.Hold, ttl time.Duration, deadline time.Time) (t tally, settled <-chan struct{}) {
+	ttlArg := l.cfg.ttlArg
 	if ttl != l.cfg.ttl {
 		ttlArg = strconv.FormatInt(ttl.Milliseconds(), 10)
 	}
-	r := l.c.fan(ctx, deadline, nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
-		v, err := luascripts.Extend.Run(ctx, rdb, l.extendKeys, h.token, ttlArg, "0").Int64()
+	c := l.cfg.c
+	r := c.fan(context.Background(), deadline, nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
+		v, err := luascripts.Extend.Run(ctx, rdb, l.hd.Keys.LockKeys(), h.Token(), ttlArg, "0").Int64()
 		return result{code: v, err: err}
 	})
-	return l.count(r.all(ctx, len(l.c.nodes), nil))
+	return count(r.all(context.Background(), len(c.nodes), nil)), r.settled()
 }
 
 // Extend sets the hold's TTL to ttl on every node, counted from now; later
@@ -240,50 +230,29 @@ func (l *Lock) extendRound(ctx context.Context, h *hold, ttl time.Duration, dead
 // end with ctx, and Extend waits for their replies, also when ctx is
 // already done, and reports what the nodes did.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := l.check(); err != nil {
-		return err
-	}
-	if l.c.closed.Load() {
-		return fmt.Errorf("redlock: extend %q: %w", l.key, lock.ErrClosed)
-	}
-	cfg := l.cfg
+	return l.handle().Extend(ctx, (*kind)(l), ttl)
+}
+
+// CheckTTL refuses a TTL that leaves no validity on these nodes.
+func (k *kind) CheckTTL(ttl time.Duration) error {
+	cfg := k.cfg.config
 	cfg.ttl = ttl
-	if err := cfg.validate(len(l.c.nodes)); err != nil {
-		return fmt.Errorf("redlock: extend %q: %w", l.key, err)
-	}
-	h := l.hold()
-	if h == nil || !h.active() {
-		return fmt.Errorf("redlock: extend %q: %w", l.key, lock.ErrNotHeld)
-	}
-	h.op.Lock()
-	start := time.Now()
-	// A call of an earlier round of unknown outcome may still set a shorter
-	// TTL: the validity counts on no more (see hold.unanswered).
-	eff := h.capped(ttl)
-	validUntil := start.Add(eff - drift(eff, cfg.driftFactor))
-	if h.shorten(validUntil, ttl) {
-		h.moved() // Lost must close by the lower validity, whatever the round does
-	}
-	deadline := lockutil.MinTime(start.Add(nodeTimeoutFor(cfg.nodeTimeout, eff)), h.deadline())
-	t := l.extendRound(context.Background(), h, ttl, deadline)
-	if t.failed > 0 {
-		h.unanswered(ttl) // those calls may land later, with ttl
-	}
-	var err error
+	return cfg.validate(len(k.cfg.c.nodes))
+}
+
+// Extend sends one extend round, bounded by the node timeout for ttl and
+// by the hold's validity (already lowered to what ttl gives, if less).
+func (k *kind) Extend(_ context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
+	l := (*Lock)(k)
+	now := time.Now()
+	deadline := now.Add(min(nodeTimeoutFor(l.cfg.nodeTimeout, ttl), l.hd.Left()))
+	t, settled := l.extendRound(h, ttl, deadline)
 	switch {
-	case t.ok >= l.quorum && time.Now().Before(validUntil):
-		h.confirmed(start, ttl)
-		h.moved()
-	case t.ok >= l.quorum:
-		h.markLost(lock.LossExpired, errValidity)
-		err = fmt.Errorf("redlock: extend %q: %w: %w", l.key, lock.ErrNotHeld, errValidity)
-	case t.gone+t.stolen > len(l.c.nodes)-l.quorum:
-		h.markLost(l.lossReason(t, h), nil)
-		err = fmt.Errorf("redlock: extend %q: %w", l.key, lock.ErrNotHeld)
-	default:
-		err = fmt.Errorf("redlock: extend %q: %w", l.key, l.quorumError(t))
+	case t.ok >= l.cfg.quorum:
+		// Nodes that failed or did not answer may still apply ttl later.
+		return lease.Outcome{Status: lease.Confirmed, Unknown: t.failed > 0}, settled
+	case t.gone+t.stolen > len(l.cfg.c.nodes)-l.cfg.quorum:
+		return lease.Outcome{Status: t.lost()}, settled
 	}
-	h.op.Unlock()
-	l.observe(lock.Event{Kind: lock.EventExtend, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
-	return err
+	return lease.Outcome{Err: t.quorumError(l.cfg.quorum)}, settled
 }

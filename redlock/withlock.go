@@ -2,12 +2,8 @@ package redlock
 
 import (
 	"context"
-	"fmt"
-	"time"
 
-	lock "github.com/agentlock/lock"
-
-	"github.com/agentlock/lock/internal/lockutil"
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // WithLock acquires the lock named key (waiting, as [Lock.Acquire]), runs fn,
@@ -23,24 +19,5 @@ import (
 // opts override the Client's defaults for this lock.
 func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) error {
 	l := c.NewLock(key, opts...)
-	if fn == nil {
-		return fmt.Errorf("redlock: with lock %q: %w", key, invalidf("nil func"))
-	}
-	if err := l.Acquire(ctx); err != nil {
-		return err
-	}
-	h := l.hold()
-	return lockutil.RunHeld(ctx, lockutil.Held{
-		OnLost:         h.addOnLost,
-		LostErr:        h.lostErr,
-		Release:        l.Release,
-		ReleaseTimeout: releaseTimeout(l.nodeTimeout),
-		NotHeld:        lock.ErrNotHeld,
-	}, fn)
-}
-
-// releaseTimeout bounds a release made on the caller's behalf: a few node
-// timeouts, since each node's call is bounded by one.
-func releaseTimeout(nodeTimeout time.Duration) time.Duration {
-	return max(4*nodeTimeout, time.Second)
+	return lease.WithLock(ctx, "redlock", &l.hd, (*kind)(l), fn)
 }

@@ -1,7 +1,6 @@
-package lockutil
+package lease
 
 import (
-	"errors"
 	"math"
 	"testing"
 	"time"
@@ -25,26 +24,5 @@ func TestBackoff(t *testing.T) {
 	}
 	if d := Backoff(hi, hi, 5); d != hi {
 		t.Fatalf("Backoff(min = max) = %v, want %v", d, hi)
-	}
-}
-
-func TestJoinErrs(t *testing.T) {
-	a, b := errors.New("a"), errors.New("b")
-	if JoinErrs() != nil || JoinErrs(nil, nil) != nil {
-		t.Fatal("JoinErrs of nothing is not nil")
-	}
-	if JoinErrs(nil, a) != a {
-		t.Fatal("JoinErrs of one error is not that error")
-	}
-	if err := JoinErrs(a, nil, b); !errors.Is(err, a) || !errors.Is(err, b) {
-		t.Fatalf("JoinErrs(a, b) = %v, want both", err)
-	}
-}
-
-func TestMinTime(t *testing.T) {
-	now := time.Now()
-	later := now.Add(time.Second)
-	if MinTime(now, later) != now || MinTime(later, now) != now {
-		t.Fatal("MinTime did not pick the earlier time")
 	}
 }

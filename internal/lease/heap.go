@@ -1,7 +1,7 @@
-package lock
+package lease
 
 // holdHeap orders holds by next, earliest first.
-type holdHeap []*hold
+type holdHeap []*Hold
 
 func (q holdHeap) Len() int           { return len(q) }
 func (q holdHeap) Less(i, j int) bool { return q[i].next < q[j].next }
@@ -10,7 +10,7 @@ func (q holdHeap) Swap(i, j int) {
 	q[i].index, q[j].index = i, j
 }
 func (q *holdHeap) Push(x any) {
-	h := x.(*hold)
+	h := x.(*Hold)
 	h.index = len(*q)
 	*q = append(*q, h)
 }

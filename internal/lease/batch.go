@@ -1,0 +1,211 @@
+package lease
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// BatchSize caps the holds of one renewal call: one round trip renews up
+// to this many holds of one Group.
+const BatchSize = 500
+
+// send starts the renewal calls for the holds in due, already marked in
+// flight: one goroutine per Group and chunk of BatchSize holds.
+func (e *Engine) send(due []*Hold) {
+	if len(due) == 0 {
+		return
+	}
+	groups := map[Group][]*Hold{}
+	for _, h := range due {
+		g := h.hd.pol.Group(e.ctx, h)
+		groups[g] = append(groups[g], h)
+	}
+	for g, hs := range groups {
+		for len(hs) > 0 {
+			n := min(len(hs), BatchSize)
+			chunk := hs[:n:n]
+			hs = hs[n:]
+			e.wg.Add(1)
+			go e.renew(g, chunk)
+		}
+	}
+}
+
+// renew sends one chunk. Its call must end before the earliest deadline in
+// the chunk, or a dead server could hold it past the point where the hold
+// has to be given up. The call carries that deadline in its context, but
+// go-redis ignores context deadlines unless ContextTimeoutEnabled is set, so
+// renew also watches the deadlines itself while the call is out.
+func (e *Engine) renew(g Group, hs []*Hold) {
+	defer e.wg.Done()
+	ttls := make([]time.Duration, len(hs))
+	e.mu.Lock()
+	dl := hs[0].deadline
+	for i, h := range hs {
+		ttls[i] = h.ttl
+		dl = min(dl, h.deadline)
+	}
+	lowered := e.lowered
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(e.ctx, untilMono(dl)-time.Millisecond)
+	defer cancel()
+	out := make([]Outcome, len(hs))
+	sent := monoNow()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Renew(ctx, hs, ttls, out)
+	}()
+	e.watch(hs, dl, lowered, done)
+	e.apply(hs, ttls, sent, out)
+}
+
+// watch waits until done closes. Meanwhile a hold of hs whose deadline
+// passes is declared lost then, whatever the call is doing; an Extend that
+// brings a deadline forward closes lowered, and watch looks again.
+func (e *Engine) watch(hs []*Hold, dl int64, lowered <-chan struct{}, done <-chan struct{}) {
+	t := time.NewTimer(untilMono(dl))
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		case <-lowered:
+		}
+		var ok bool
+		if dl, lowered, ok = e.expireInFlight(hs); !ok {
+			<-done // every hold of the chunk is lost: only the call is left
+			return
+		}
+		t.Reset(untilMono(dl))
+	}
+}
+
+// expireInFlight declares lost the holds of an unanswered chunk whose
+// deadline has come, and returns the earliest deadline left, if any, and
+// the channel that reports the next one brought forward.
+func (e *Engine) expireInFlight(hs []*Hold) (next int64, lowered <-chan struct{}, ok bool) {
+	now := monoNow()
+	var lost []*Hold
+	e.mu.Lock()
+	lowered = e.lowered
+	for _, h := range hs {
+		if !h.registered {
+			continue
+		}
+		if now >= h.deadline {
+			h.registered = false
+			lost = append(lost, h)
+			continue
+		}
+		if !ok || h.deadline < next {
+			next, ok = h.deadline, true
+		}
+	}
+	e.mu.Unlock()
+	for _, h := range lost {
+		h.markLost(LossUnreachable, ErrRenewalTimeout)
+	}
+	return next, lowered, ok
+}
+
+// ErrRenewalTimeout is the error behind a loss whose renewal call was still
+// unanswered at the hold's safety deadline.
+var ErrRenewalTimeout = errors.New("lock: renewal unanswered at the safety deadline")
+
+// errNoAnswer is the error of a Failed outcome its Group gave no reason for.
+var errNoAnswer = errors.New("lock: renewal got no answer for this hold")
+
+// apply records what a chunk found: confirmed holds get a new deadline and
+// their next renewal; holds Redis no longer has are lost; failed ones are
+// retried soon, or lost once their deadline is too close.
+func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outcome) {
+	now := monoNow()
+	closing := e.ctx.Err() != nil
+	var lost []lossNote
+	var failed []int
+	var left []leftNote // after Close: timers at their deadlines, not the heap
+	e.mu.Lock()
+	for i, h := range hs {
+		h.inFlight = false
+		if !h.registered {
+			continue // released while the chunk was out
+		}
+		h.settledAt = max(h.settledAt, now)
+		o := out[i]
+		if o.Status == Failed || o.Unknown {
+			// It may still land, after later writes (see ttlCap).
+			h.unknownWrite(ttls[i])
+		}
+		if o.Status == Failed && o.Err == nil {
+			o.Err = errNoAnswer
+			out[i] = o
+		}
+		switch {
+		case o.Status == Confirmed:
+			dl := h.hd.pol.deadlineFor(sent, h.capped(ttls[i]))
+			renewAt := later(sent, h.capped(h.ttl)/3)
+			if h.extDeadline != never {
+				// An Extend may have landed after this renewal (see
+				// extending): keep the earlier deadline, and once every
+				// Extend is answered renew at once with the current TTL.
+				dl = min(dl, h.extDeadline)
+				if h.extending == 0 {
+					renewAt = now
+				}
+			}
+			h.sentAt, h.deadline, h.lastErr = sent, dl, nil
+			h.next = nextFor(h, renewAt)
+			e.requeue(h, &left)
+		case o.Status != Failed:
+			h.registered = false
+			lost = append(lost, lossNote{h, lossReason(o.Status, now, h.capped(h.ttl), h.sentAt), nil})
+		case closing:
+			h.next = h.deadline
+			e.requeue(h, &left)
+		default:
+			h.lastErr = o.Err
+			failed = append(failed, i)
+			if now >= h.deadline-int64(time.Millisecond) {
+				h.registered = false
+				lost = append(lost, lossNote{h, LossUnreachable, o.Err})
+				continue
+			}
+			h.next = nextFor(h, min(later(now, retryInterval(h.capped(h.ttl))), h.deadline))
+			e.requeue(h, &left)
+		}
+	}
+	e.mu.Unlock()
+	e.wake()
+	for _, n := range left {
+		n.h.abandon(n.deadline)
+	}
+	for _, i := range failed {
+		h, err := hs[i], out[i].Err
+		p := h.hd.pol
+		p.observe(h.hd.Keys.User, Event{Kind: EventRenewalFailed, Token: h.token, Fence: h.fence, Err: err})
+		if lg := p.Logger; lg != nil {
+			lg.Warn(p.Pkg+" renewal failed", slog.String("key", h.hd.Keys.User), slog.Any("err", err))
+		}
+	}
+	for _, n := range lost {
+		n.h.markLost(n.reason, n.err)
+	}
+}
+
+// requeue puts h, whose renewal call has returned, back into the loop; once
+// Close has abandoned the loop, into left instead, for a timer at its
+// deadline (Hold.abandon, which the caller runs after releasing e.mu).
+// Callers hold e.mu.
+func (e *Engine) requeue(h *Hold, left *[]leftNote) {
+	if e.abandoned {
+		h.registered = false
+		*left = append(*left, leftNote{h, h.deadline})
+		return
+	}
+	heap.Push(&e.q, h)
+}

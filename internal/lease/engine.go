@@ -1,0 +1,146 @@
+package lease
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Engine is one Client's background machinery: the renewal loop for every
+// hold of the Client, its wake-up subscriptions, and the goroutines it owns.
+// A kind's Client embeds one and calls Init before use; the zero Engine
+// reports Ready false.
+type Engine struct {
+	closed atomic.Bool
+	ctx    context.Context // ends at Close, stopping background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the renewal loop and its calls: Close waits for them
+	bg     sync.WaitGroup // background tasks (Go): Close waits for them up to BackgroundWait
+
+	// Notifier is the Client's pub/sub subscription for wake-ups.
+	Notifier Notifier
+	// Logger is where the Engine's own trouble goes (nil: silent): the
+	// Client's default logger.
+	Logger *slog.Logger
+
+	// The renewal loop's state, and every hold's term.
+	mu        sync.Mutex
+	q         holdHeap
+	kick      chan struct{} // wakes the loop when an earlier event arrives
+	armed     int64         // when the loop's timer fires next (see mono)
+	started   bool
+	abandoned bool // Close has run: holds only get deadline timers
+	// lowered is closed, and replaced, when the deadline of a hold in a
+	// renewal call is brought forward, so the call's watch looks again.
+	lowered chan struct{}
+}
+
+// Init readies e; sources tells its Notifier where a channel's messages
+// come from (see Notifier), and logger is the Client's. It starts no
+// goroutine.
+func (e *Engine) Init(sources Sources, logger *slog.Logger) {
+	e.Logger = logger
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.kick = make(chan struct{}, 1)
+	e.lowered = make(chan struct{})
+	e.armed = math.MinInt64 // no timer yet: the loop looks at the heap when it starts
+	e.Notifier.init(e, sources)
+}
+
+// Ready reports whether Init has run: false for the Engine of a zero Client.
+func (e *Engine) Ready() bool { return e != nil && e.cancel != nil }
+
+// Closed reports whether Close has begun.
+func (e *Engine) Closed() bool { return e.closed.Load() }
+
+// Context returns a context that ends when Close begins, for the Client's
+// background calls.
+func (e *Engine) Context() context.Context { return e.ctx }
+
+// BackgroundWait bounds how long Close waits for the background tasks
+// still running (Go): each is bounded on its own, but a call to a server
+// that does not answer lasts until go-redis gives it up, whatever its
+// context says, unless the client sets ContextTimeoutEnabled.
+const BackgroundWait = 5 * time.Second
+
+// Go runs fn, a task bounded on its own, on a goroutine that Close waits
+// for (up to BackgroundWait), and reports true; once Close has begun it
+// runs nothing and reports false.
+func (e *Engine) Go(fn func()) bool {
+	if !e.track() {
+		return false
+	}
+	go func() {
+		defer e.bg.Done()
+		fn()
+	}()
+	return true
+}
+
+// track counts one more background task that Close waits for and reports
+// true, or reports false once Close has begun.
+func (e *Engine) track() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// Close sets closed, then takes e.mu before it waits: a task counted
+	// here is counted before that wait.
+	if e.closed.Load() {
+		return false
+	}
+	e.bg.Add(1)
+	return true
+}
+
+// background runs fn on a goroutine, one Close waits for unless Close has
+// begun: fn must be bounded on its own.
+func (e *Engine) background(fn func()) {
+	if !e.Go(fn) {
+		go fn()
+	}
+}
+
+// Close stops the renewal loop and the subscriptions and waits for the
+// loop and its calls, then for the background tasks up to BackgroundWait;
+// stop, if not nil, runs after the background context ended and before the
+// waits. Holds still held get timers that report them lost at their
+// deadlines. Only the first call does anything; it reports whether it was
+// that one.
+func (e *Engine) Close(stop func()) bool {
+	if e.closed.Swap(true) {
+		return false
+	}
+	e.mu.Lock() // orders every add and Go before the wait below
+	e.mu.Unlock()
+	e.cancel()
+	// Before any wait: a renewal call out to a stalled server can keep the
+	// loop's goroutines for seconds, and holds on healthy servers must be
+	// watched meanwhile, by a timer each. A hold whose renewal call is out
+	// is watched by that call until it returns, and gets its timer then
+	// (requeue).
+	e.abandon()
+	e.Notifier.close()
+	if stop != nil {
+		stop()
+	}
+	e.wg.Wait()
+	waitFor(&e.bg, BackgroundWait)
+	return true
+}
+
+// waitFor waits until wg's count is zero, at most d.
+func waitFor(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}

@@ -1,0 +1,237 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentlock/lock/internal/luascripts"
+)
+
+// Handle is the engine's part of one lock handle; a kind's Lock embeds it
+// and calls Init (or Fail). Its verbs are safe on a nil or zero Handle:
+// they return an error wrapping ErrInvalid. Its methods are safe for concurrent use, but one handle
+// holds the lock at most once at a time.
+type Handle struct {
+	Keys luascripts.Keys // the lock's keys; Keys.User is the caller's key
+	pol  *Policy         // nil on the handle of a zero Lock, or one that failed
+	err  error           // the configuration error, returned by every verb
+
+	mu   sync.Mutex
+	busy bool  // an Acquire or TryAcquire is under way
+	h    *Hold // the current or last hold; nil before the first
+}
+
+// Init makes hd a handle on keys under pol.
+func (hd *Handle) Init(pol *Policy, keys luascripts.Keys) {
+	hd.pol, hd.Keys = pol, keys
+}
+
+// Fail makes hd the handle of a lock on key that cannot be used: every
+// verb returns err.
+func (hd *Handle) Fail(key string, err error) {
+	hd.Keys.User, hd.err = key, err
+}
+
+// errZeroLock is what every verb of a zero or nil Lock returns.
+var errZeroLock = Invalidf("zero Lock: make locks with Client.NewLock")
+
+// Usable returns the error every verb returns before it does anything: the
+// configuration error, or one wrapping ErrInvalid for a nil handle or one
+// never set up (a zero Lock), which touch nothing.
+func (hd *Handle) Usable() error {
+	switch {
+	case hd == nil:
+		return errZeroLock
+	case hd.err != nil:
+		return hd.err
+	case hd.pol == nil:
+		return errZeroLock
+	}
+	return nil
+}
+
+// Key returns the caller's key; "" on a nil handle.
+func (hd *Handle) Key() string {
+	if hd == nil {
+		return ""
+	}
+	return hd.Keys.User
+}
+
+// Policy returns the handle's policy.
+func (hd *Handle) Policy() *Policy { return hd.pol }
+
+// Hold returns the current or last hold; nil before the first, and on a
+// nil handle.
+func (hd *Handle) Hold() *Hold {
+	if hd == nil {
+		return nil
+	}
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	return hd.h
+}
+
+// Token returns the token of the current or last hold as callers see it:
+// the owner id for a re-entrant hold. "" before the first. Like every
+// accessor of a Handle, it is safe on a nil one.
+func (hd *Handle) Token() string {
+	if h := hd.Hold(); h != nil {
+		return hd.pol.publicToken(h.token)
+	}
+	return ""
+}
+
+// Fence returns the fence of the current or last hold; 0 before the first.
+func (hd *Handle) Fence() int64 {
+	if h := hd.Hold(); h != nil {
+		return h.fence
+	}
+	return 0
+}
+
+// Lost returns the Lost channel of the current hold; nil (a channel that
+// never closes) before the first.
+func (hd *Handle) Lost() <-chan struct{} {
+	if h := hd.Hold(); h != nil {
+		return h.Lost()
+	}
+	return nil
+}
+
+// LostErr returns the loss of the current hold, or nil.
+func (hd *Handle) LostErr() error {
+	if h := hd.Hold(); h != nil {
+		return h.LostErr()
+	}
+	return nil
+}
+
+// Left returns how long the current hold stays valid: 0 before the first,
+// and once it ended or its safety deadline passed.
+func (hd *Handle) Left() time.Duration {
+	if h := hd.Hold(); h != nil {
+		return hd.pol.Engine.Left(h)
+	}
+	return 0
+}
+
+// Err returns the error of verb op on the handle's key.
+func (hd *Handle) Err(op string, errs ...error) error {
+	return NewOpError(hd.pol.Pkg, op, hd.Keys.User, errs...)
+}
+
+// NotHeld returns the error a verb op (Extend, TTL) returns for a hold that
+// is no longer its owner's: reported lost, or a Release of it begun,
+// whatever that Release's outcome; nil while the hold is live. What a
+// failed Release left in Redis is nobody's hold: extending it would make it
+// outlive its key's last owner, and a time left on it would read as a hold.
+func (hd *Handle) NotHeld(op string, h *Hold) error {
+	if lost := h.LostErr(); lost != nil {
+		return hd.Err(op, ErrNotHeld, lost)
+	}
+	if h.givenUp() {
+		return hd.Err(op, ErrNotHeld)
+	}
+	return nil
+}
+
+// Lose takes h out of renewal and reports it lost: Redis said st of it
+// (Gone or Stolen) when a kind's own call asked.
+func (hd *Handle) Lose(h *Hold, st Status) { hd.pol.Engine.lose(h, st, false) }
+
+// begin checks that an acquisition may start and marks the handle busy.
+func (hd *Handle) begin() error {
+	if err := hd.Usable(); err != nil {
+		return err
+	}
+	if hd.pol.Engine.Closed() {
+		return hd.Err("acquire", ErrClosed)
+	}
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	if hd.busy {
+		return hd.Err("acquire", Invalidf("another acquisition on this handle is under way"))
+	}
+	if hd.h != nil && hd.h.Active() {
+		return hd.Err("acquire", Invalidf("already held by this handle; release it first"))
+	}
+	hd.busy = true
+	return nil
+}
+
+func (hd *Handle) done() {
+	hd.mu.Lock()
+	hd.busy = false
+	hd.mu.Unlock()
+}
+
+// errLateReply fails an attempt whose success was confirmed only after the
+// hold's safety deadline. It wraps ErrNotAcquired; Acquire retries it.
+var errLateReply = fmt.Errorf("%w: reply arrived after the lease's safety deadline", ErrNotAcquired)
+
+// install makes token's hold, confirmed by a call sent at sent, the
+// handle's current hold and puts it into renewal. A reply so late that the
+// lease may already have run out in Redis is not a hold: install returns
+// errLateReply, and the caller undoes the attempt.
+func (hd *Handle) install(token string, fence int64, sent time.Time) (*Hold, error) {
+	h := newHold(hd, token, fence, sent)
+	if monoNow() >= h.deadline {
+		return nil, errLateReply
+	}
+	hd.pol.Engine.add(h)
+	hd.mu.Lock()
+	hd.h = h
+	hd.mu.Unlock()
+	return h, nil
+}
+
+// undo removes what an attempt with token may have set, on a goroutine of
+// the Engine bounded by Policy.UndoTimeout, and waits for it until ctx is
+// done; a nil ctx: not at all.
+func (hd *Handle) undo(ctx context.Context, k Kind, token string) {
+	done := make(chan struct{})
+	hd.pol.Engine.background(func() {
+		defer close(done)
+		uctx, cancel := context.WithTimeout(context.Background(), hd.pol.UndoTimeout)
+		defer cancel()
+		k.Undo(uctx, token)
+	})
+	if ctx != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// attempt makes one attempt with token and installs the hold it takes. An
+// attempt whose outcome is unknown is returned as such (Unknown); one the
+// caller's deadline cut short is settled in the background, undone once
+// its call returns if it may have taken the lock. held is the new hold.
+func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt, held *Hold, cut bool) {
+	if hd.bounded(ctx) {
+		var ok bool
+		a, ok = runBounded(hd.pol.Engine, ctx, func() Attempt { return k.Try(ctx, token) }, func(a Attempt) {
+			if a.OK || a.Unknown {
+				hd.undo(nil, k, token)
+			}
+		})
+		if !ok {
+			return Attempt{Err: unanswered(ctx)}, nil, true
+		}
+	} else {
+		a = k.Try(ctx, token)
+	}
+	if !a.OK {
+		return a, nil, false
+	}
+	h, err := hd.install(token, a.Fence, a.Sent)
+	if err != nil {
+		hd.undo(ctx, k, token)
+		return Attempt{Err: err, Spent: true}, nil, false
+	}
+	return a, h, false
+}

@@ -1,0 +1,245 @@
+package lease
+
+import (
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+)
+
+// Hold is one acquisition of a lock: from a successful attempt until
+// Release or loss. A handle acquired again gets a new Hold.
+type Hold struct {
+	hd    *Handle
+	token string
+	fence int64
+
+	relMu sync.Mutex // serializes Releases of this hold
+
+	mu        sync.Mutex
+	lost      chan struct{} // made on first use; closed when the hold ends involuntarily
+	ended     bool          // released or lost; nothing more to report
+	releasing bool          // a Release is out: only its own answer may report a loss
+	cause     error         // the kind's *LostError, set when lost
+	onLost    []func(error) // called once with the cause
+	afterFn   *time.Timer   // the deadline timer a Close leaves behind
+
+	term
+}
+
+// term is a hold's renewal state, guarded by its Engine's mu. Times are
+// clock readings (see mono). A write is an acquire, renewal or Extend
+// call; see Engine.extending for the rules that keep deadline safe while
+// writes with different TTLs overlap.
+type term struct {
+	ttl        time.Duration // what renewals send
+	sentAt     int64         // when the write that set deadline was sent
+	deadline   int64         // lost if no write confirms the hold again by then
+	settledAt  int64         // when the last renewal or Extend reply (or failure) came
+	next       int64         // when the renewal loop looks at this hold again
+	capAt      int64         // MaxHold: no renewal past this; never = no cap
+	index      int           // position in the renewal heap; -1 when not in it
+	inFlight   bool          // a renewal call for it is under way
+	registered bool          // known to the renewal loop
+	extending  int32         // Extend calls out
+	lastErr    error         // the last renewal error, cleared by a success
+	// ttlCap is the shortest TTL of the writes whose outcome is unknown
+	// (failed after they may have been sent, or unanswered): any of them
+	// may still land, after later writes, and set that TTL. Every deadline
+	// counts on no more than it, and renewals come at a third of it (still
+	// sending ttl). 0: none. Never lifted within a hold.
+	ttlCap time.Duration
+	// extDeadline is the earliest deadline of the Extends that may still
+	// land after the renewal in flight (or the next one): those out, and
+	// those answered while it was out. never = none.
+	extDeadline int64
+}
+
+// newHold makes the hold of token on hd, confirmed by a write sent at sent.
+func newHold(hd *Handle, token string, fence int64, sent time.Time) *Hold {
+	p := hd.pol
+	h := &Hold{hd: hd, token: token, fence: fence}
+	h.ttl = p.TTL
+	h.sentAt = mono(sent)
+	h.settledAt = math.MinInt64 // the acquire's reply came before any other call
+	h.capAt = never
+	h.extDeadline = never
+	h.index = -1
+	h.deadline = p.deadlineFor(h.sentAt, h.ttl)
+	if p.MaxHold > 0 {
+		h.capAt = later(h.sentAt, p.MaxHold)
+	}
+	return h
+}
+
+// capped returns ttl bounded by the hold's ttlCap. Callers hold the
+// Engine's mu.
+func (t *term) capped(ttl time.Duration) time.Duration {
+	if t.ttlCap > 0 {
+		return min(ttl, t.ttlCap)
+	}
+	return ttl
+}
+
+// unknownWrite records a write of ttl whose outcome is unknown: it may land
+// later. Callers hold the Engine's mu.
+func (t *term) unknownWrite(ttl time.Duration) {
+	if t.ttlCap == 0 || ttl < t.ttlCap {
+		t.ttlCap = ttl
+	}
+}
+
+// deadlineFor is the safety deadline of a write of ttl sent at sent.
+func (p *Policy) deadlineFor(sent int64, ttl time.Duration) int64 {
+	return later(sent, ttl-p.Margin(ttl))
+}
+
+// Handle returns the handle h belongs to.
+func (h *Hold) Handle() *Handle { return h.hd }
+
+// Token returns the token h holds the lock with: for a re-entrant hold its
+// own id, not the owner id.
+func (h *Hold) Token() string { return h.token }
+
+// Fence returns h's fencing token.
+func (h *Hold) Fence() int64 { return h.fence }
+
+// closedChan is what Lost returns for a hold lost before anyone asked.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Lost returns the channel closed when h is lost. It is made on first use:
+// most holds end without anyone selecting on it.
+func (h *Hold) Lost() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost == nil {
+		if h.cause != nil {
+			return closedChan
+		}
+		h.lost = make(chan struct{})
+	}
+	return h.lost
+}
+
+// Active reports whether the hold has neither been released nor lost.
+func (h *Hold) Active() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.ended
+}
+
+// givenUp reports whether the hold is no longer its owner's: reported lost,
+// or a Release of it begun, whatever that Release's outcome.
+func (h *Hold) givenUp() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ended || h.releasing
+}
+
+// LostErr returns the loss, or nil while the hold is not lost.
+func (h *Hold) LostErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cause
+}
+
+// OnLost registers fn to be called with the loss; at once if the hold is
+// already lost.
+func (h *Hold) OnLost(fn func(error)) {
+	h.mu.Lock()
+	if h.cause != nil {
+		cause := h.cause
+		h.mu.Unlock()
+		fn(cause)
+		return
+	}
+	h.onLost = append(h.onLost, fn)
+	h.mu.Unlock()
+}
+
+// beginRelease marks a Release as out; it reports whether the hold had
+// already ended (released or lost).
+func (h *Hold) beginRelease() (ended bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releasing = true
+	return h.ended
+}
+
+// finish ends the hold by Release.
+func (h *Hold) finish() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.afterFn != nil {
+		h.afterFn.Stop()
+	}
+	h.ended, h.releasing = true, false
+}
+
+// markLost is the one place a loss is signalled: it closes Lost(), cancels
+// WithLock's context, tells the Observer and the logger. Only the first call
+// for an active hold has an effect.
+func (h *Hold) markLost(reason Reason, err error) { h.lose(reason, err, false) }
+
+// lose is markLost; byRelease marks the loss Release found, the only one
+// reported while a Release is out (an Extend racing it would otherwise see
+// the key it deletes gone).
+func (h *Hold) lose(reason Reason, err error, byRelease bool) {
+	p := h.hd.pol
+	h.mu.Lock()
+	if h.ended || (h.releasing && !byRelease) {
+		h.mu.Unlock()
+		return
+	}
+	h.ended = true
+	h.cause = p.Lost(h.hd.Keys.User, reason, err)
+	fns := h.onLost
+	h.onLost = nil
+	cause := h.cause
+	ch := h.lost
+	h.mu.Unlock()
+
+	// The Observer and the log first: whoever reacts to Lost() finds the
+	// loss already reported.
+	p.observe(h.hd.Keys.User, Event{Kind: EventLost, Token: h.token, Fence: h.fence, Err: cause})
+	if lg := p.Logger; lg != nil {
+		lg.Warn(p.Pkg+" lost", slog.String("key", h.hd.Keys.User), slog.String("reason", reason.Name()),
+			slog.Int64("fence", h.fence), slog.Any("err", err))
+	}
+	if ch != nil {
+		close(ch)
+	}
+	for _, fn := range fns {
+		fn(cause)
+	}
+}
+
+// lossReason names why Redis no longer has a hold of ttl confirmed by a
+// write sent at sentAt: someone else's token, or no key at all (expired by
+// our clock, or removed while it should have been valid).
+func lossReason(st Status, now int64, ttl time.Duration, sentAt int64) Reason {
+	if st == Stolen {
+		return LossStolen
+	}
+	if between(sentAt, now) >= ttl {
+		return LossExpired
+	}
+	return LossForceReleased
+}
+
+// abandon arms the timer that reports h lost at its deadline, renewal
+// having stopped (Close).
+func (h *Hold) abandon(deadline int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended || h.afterFn != nil {
+		return
+	}
+	h.afterFn = time.AfterFunc(untilMono(deadline), func() {
+		h.markLost(LossExpired, ErrClosed)
+	})
+}

@@ -1,0 +1,288 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifyIdle is how long a channel without waiters stays subscribed, so a
+// key that is waited on again and again is not subscribed afresh each time.
+const notifyIdle = 30 * time.Second
+
+// closeWait bounds how long Close waits for the subscriptions to end.
+const closeWait = 100 * time.Millisecond
+
+// Source is a client a channel's messages arrive through. Equal Sources
+// share one subscription (one pub/sub connection).
+type Source interface {
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// Sources returns the Sources of channel: the core's one client (a Ring's
+// shard for the channel), redlock's every node. It returns none when none
+// is at hand (every Ring shard down); waiters then rely on their backoff.
+type Sources func(channel string) []Source
+
+// Notifier is a Client's pub/sub subscription. Waiters of a key join its
+// channel (P{K}:notify); a release message wakes the longest-waiting of
+// them, so each process sends one attempt per release instead of a herd.
+// A waiter that gives up passes an unused wake-up on. A release in this
+// process may also hand its hold straight to that waiter (handoff.go).
+//
+// Subscribing happens on a goroutine of its own: a server that does not
+// answer delays no Acquire. No notifier lock is held across a go-redis
+// call: one that blocks on the network or panics must not stall every
+// release and Close.
+type Notifier struct {
+	e       *Engine
+	sources Sources
+	wg      sync.WaitGroup // its goroutines; Close waits for them at most closeWait
+
+	mu    sync.Mutex
+	subs  map[Source]*subscription
+	chans map[string]*channelState
+
+	// giftTaken, set only by tests (SetGiftHook), runs on a waiter's
+	// goroutine after it took a handed-over hold, before it installs it.
+	giftTaken func()
+}
+
+// subscription is one pub/sub connection, read by its own goroutine (run).
+type subscription struct {
+	ps *redis.PubSub
+	// order serializes SUBSCRIBE and UNSUBSCRIBE on ps, so a channel swept
+	// as idle and joined again at once is subscribed after it was
+	// unsubscribed. It is taken before n.mu, never while n.mu is held.
+	order sync.Mutex
+}
+
+type channelState struct {
+	name       string
+	subs       []*subscription // those SUBSCRIBE was sent on
+	subscribed bool            // a subscribe on every source was started
+	ready      bool            // a source confirmed the subscription
+	waiters    []*Waiter
+	idleSince  time.Time
+	handoffs   int // consecutive direct handoffs (handoff.go)
+}
+
+// Waiter is one Acquire listening on a channel.
+type Waiter struct {
+	n  *Notifier
+	cs *channelState
+	ch chan struct{} // buffered 1: a wake-up is never lost, never doubled
+
+	// For direct handoff (handoff.go): the waiting handle, its kind and
+	// token, hd nil when it cannot take a handed-over hold; state and gift
+	// under n.mu.
+	hd    *Handle
+	k     Kind
+	token string
+	state int
+	gift  Gift
+	// owed is set with each wake-up (and by a join that reports ready) and
+	// cleared when the waiter next acts, with an attempt or on a gift:
+	// until then it will try again by itself. Under n.mu; tests read it.
+	owed bool
+}
+
+func (n *Notifier) init(e *Engine, sources Sources) {
+	n.e, n.sources = e, sources
+	n.chans = map[string]*channelState{}
+	n.subs = map[Source]*subscription{}
+}
+
+// queued reports whether this process already has waiters on channel.
+func (n *Notifier) queued(channel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.chans[channel]
+	return cs != nil && len(cs.waiters) > 0
+}
+
+// join adds a waiter to channel, subscribing if needed. ready reports that
+// the subscription is confirmed, so any release from now on wakes someone;
+// when it is not, the waiter is woken once the confirmation arrives.
+// lookAgain says the caller makes one more attempt when ready, without a
+// wake-up.
+func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAgain bool) (w *Waiter, ready bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.e.Closed() {
+		return nil, false
+	}
+	cs := n.chans[channel]
+	if cs == nil {
+		cs = &channelState{name: channel}
+		n.chans[channel] = cs
+	}
+	w = &Waiter{n: n, cs: cs, ch: make(chan struct{}, 1), token: token}
+	if hd.pol.Handoff {
+		w.hd, w.k = hd, k
+	}
+	cs.waiters = append(cs.waiters, w)
+	w.owed = cs.ready && lookAgain
+	if !cs.subscribed {
+		cs.subscribed = true
+		n.wg.Add(1) // under n.mu: close either sees it or we saw closed
+		go func() {
+			defer n.wg.Done()
+			n.subscribe(cs)
+		}()
+	}
+	return w, cs.ready
+}
+
+// subscribe sends SUBSCRIBE for cs's channel on the subscription of each
+// of its sources.
+func (n *Notifier) subscribe(cs *channelState) {
+	sent := false
+	for _, src := range n.sources(cs.name) {
+		s := n.subscription(src)
+		if s == nil {
+			continue
+		}
+		n.mu.Lock()
+		done := slices.Contains(cs.subs, s)
+		n.mu.Unlock()
+		if done {
+			sent = true
+			continue
+		}
+		s.order.Lock()
+		if s.ps.Subscribe(n.e.ctx, cs.name) == nil {
+			n.mu.Lock()
+			cs.subs = append(cs.subs, s)
+			n.mu.Unlock()
+			sent = true
+		}
+		s.order.Unlock()
+	}
+	if !sent {
+		n.mu.Lock()
+		cs.subscribed = false // the next join tries again
+		n.mu.Unlock()
+	}
+}
+
+// subscription returns the subscription of src, opening it and starting
+// its goroutine on first need; nil when there is none to be had (the
+// client panicked, the Client closed).
+func (n *Notifier) subscription(src Source) *subscription {
+	n.mu.Lock()
+	s := n.subs[src]
+	n.mu.Unlock()
+	if s != nil {
+		return s
+	}
+	ps := n.open(src)
+	if ps == nil {
+		return nil
+	}
+	n.mu.Lock()
+	if s = n.subs[src]; s != nil || n.e.Closed() {
+		// Another join opened one first, or Close came: ps never connected.
+		n.mu.Unlock()
+		_ = ps.Close()
+		return s
+	}
+	s = &subscription{ps: ps}
+	n.subs[src] = s
+	n.wg.Add(1) // under n.mu, so close either sees s or we saw closed
+	n.mu.Unlock()
+	go n.run(s)
+	return s
+}
+
+// open returns a pub/sub connection of src subscribed to nothing yet
+// (go-redis dials on the first SUBSCRIBE). A client that panics here (a
+// *redis.Ring does when asked for no channel) leaves waiters to their
+// backoff instead of crashing.
+func (n *Notifier) open(src Source) (ps *redis.PubSub) {
+	defer func() {
+		if r := recover(); r != nil {
+			ps = nil
+			if lg := n.logger(); lg != nil {
+				lg.Warn("wake-ups off: subscribe panicked",
+					slog.String("client", fmt.Sprintf("%T", src)), slog.Any("panic", r))
+			}
+		}
+	}()
+	return src.Subscribe(n.e.ctx)
+}
+
+// logger returns the logger of the Client's own policy, if any.
+func (n *Notifier) logger() *slog.Logger { return n.e.Logger }
+
+// wake returns the channel that fires when the waiter should try again; nil
+// (never fires) for a nil waiter.
+func (w *Waiter) wake() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.ch
+}
+
+// leave removes the waiter; a wake-up it did not use goes to the next one.
+// A waiter leaving while a release hands it the hold marks itself gone, and
+// the release undoes the handoff; one leaving with an unused handed-over
+// hold undoes it here.
+func (w *Waiter) leave() {
+	if w == nil {
+		return
+	}
+	n := w.n
+	n.mu.Lock()
+	var undo bool
+	switch w.state {
+	case waiterClaimed:
+		w.state = waiterGone
+	case waiterGifted:
+		undo = w.gift.mayHaveSet() // a held gift, or a retry of unknown outcome
+		w.state = waiterGone
+	}
+	cs := w.cs
+	if i := slices.Index(cs.waiters, w); i >= 0 {
+		cs.waiters = slices.Delete(cs.waiters, i, i+1)
+	}
+	select {
+	case <-w.ch:
+		cs.signalHead()
+	default:
+	}
+	if len(cs.waiters) == 0 {
+		cs.idleSince = time.Now()
+	}
+	n.mu.Unlock()
+	if undo {
+		w.undo()
+	}
+}
+
+// signal wakes w. Callers hold n.mu.
+func signal(w *Waiter) {
+	w.owed = true
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// signalHead wakes the longest-waiting waiter. Callers hold n.mu.
+func (cs *channelState) signalHead() {
+	if len(cs.waiters) > 0 {
+		signal(cs.waiters[0])
+	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}

@@ -1,0 +1,173 @@
+package lease
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Policy is one configuration of locks: a Client's defaults, or one lock's
+// own options. Many handles share one; the engine never changes it.
+type Policy struct {
+	Engine *Engine // the Client's
+	Pkg    string  // "lock" or "redlock": errors and log messages start with it
+
+	TTL        time.Duration // of a new hold
+	Watchdog   bool          // renew every TTL/3
+	MaxHold    time.Duration // no renewal past this, counted from the acquisition; 0: no cap
+	Wait       time.Duration // Acquire's wait timeout; 0: until ctx is done
+	BackoffMin time.Duration
+	BackoffMax time.Duration
+	Notify     bool   // waiters listen for release messages
+	Handoff    bool   // a waiter may be handed a hold by a release in this process
+	Fencing    bool   // holds carry a fence (the handoff script needs to know)
+	Owner      string // a re-entrant owner id, shown as the token of every hold; "" for none
+	// FreshTokens gives every attempt of an Acquire a token of its own, and
+	// leaves the undo of a failed attempt to the attempt itself (redlock).
+	// Otherwise the attempts of one Acquire share a token, so one whose
+	// reply was lost is confirmed by the next, and the engine undoes what an
+	// attempt of unknown outcome may have set.
+	FreshTokens bool
+	// Bounded: the kind's calls may outlive their context's deadline (the
+	// client lacks ContextTimeoutEnabled, or shares pipelines), so a verb
+	// whose ctx has a deadline runs its call on a goroutine and stops
+	// waiting at the deadline.
+	Bounded bool
+	// UndoTimeout bounds the calls made on the caller's behalf once its own
+	// context may be gone: the undo of an attempt, WithLock's release.
+	UndoTimeout time.Duration
+
+	// Margin is how long before sent+ttl a hold not confirmed again is
+	// declared lost.
+	Margin func(ttl time.Duration) time.Duration
+	// Group returns the renewal batch h joins now (see Group).
+	Group func(ctx context.Context, h *Hold) Group
+	// Lost returns the kind's error for a loss: a *LostError of the root
+	// package, which matches ErrLockLost.
+	Lost func(key string, r Reason, err error) error
+	// Observe is the kind's Observer, converting the event; nil for none.
+	Observe func(Event)
+	Logger  *slog.Logger // nil: silent
+}
+
+// EventKind says what an Event reports. The root package's EventKind
+// constants are defined from these.
+type EventKind int
+
+// The kinds of events. Add new ones at the end: the values are public.
+const (
+	EventAcquireStart EventKind = iota + 1
+	EventAcquire
+	EventRelease
+	EventExtend
+	EventRenewalFailed
+	EventLost
+	EventAttemptFailed
+)
+
+// Event is one thing that happened to one lock; the root package's Event
+// has the same fields.
+type Event struct {
+	Kind     EventKind
+	Ctx      context.Context // the caller's, for caller-side events; nil for background ones
+	Key      string
+	Token    string // the public token (Policy.Owner for a re-entrant hold)
+	Fence    int64
+	Duration time.Duration
+	Attempts int
+	Err      error
+}
+
+// publicToken is the token events show for token: the owner id for a
+// re-entrant hold.
+func (p *Policy) publicToken(token string) string {
+	if p.Owner != "" && token != "" {
+		return p.Owner
+	}
+	return token
+}
+
+// observe tells the Observer, if any, of e on key.
+func (p *Policy) observe(key string, e Event) {
+	if p.Observe != nil {
+		e.Key = key
+		e.Token = p.publicToken(e.Token)
+		p.Observe(e)
+	}
+}
+
+// Status is what Redis said of one hold a call asked about. The zero value
+// is Failed: a call that did not answer for a hold neither confirms it nor
+// reports it gone.
+type Status int
+
+const (
+	Failed    Status = iota // no answer: the call failed (Outcome.Err), or said nothing of this hold
+	Confirmed               // still ours: extended, renewed or released
+	Gone                    // the key is gone
+	Stolen                  // someone else's token is there
+)
+
+// Outcome is what one call found for one hold.
+type Outcome struct {
+	Status Status
+	Err    error // Failed: why; nil otherwise
+	// Unknown: some call of the write failed after it may have been sent,
+	// or was not answered (a redlock node), so it may still land later
+	// with its TTL. A Failed outcome is always taken as unknown.
+	Unknown bool
+}
+
+// Group is the key of a renewal batch and the sender of its calls: holds
+// for which Policy.Group returns equal Groups (a comparable value) are
+// renewed together, up to 500 in one call. The core's is (backend, cluster
+// master); redlock's is (Client, node timeout). See the package comment for
+// how one lease per slot would fit.
+type Group interface {
+	// Renew asks Redis to extend every hold hs[i] to ttls[i] and fills
+	// out[i] with what it found. ctx ends just before the earliest safety
+	// deadline among hs. Renew returns once no write of the call can still
+	// land; the engine watches the deadlines meanwhile.
+	Renew(ctx context.Context, hs []*Hold, ttls []time.Duration, out []Outcome)
+}
+
+// Attempt is what one acquire attempt found.
+type Attempt struct {
+	OK    bool          // the lock is held with the attempt's token
+	Fence int64         // OK: the hold's fence
+	Sent  time.Time     // OK: when the call that took it was sent; the lease counts from then
+	PTTL  time.Duration // !OK and Err nil: the holder's remaining TTL, 0 if unknown
+	Err   error         // the attempt failed; nil when someone else holds the lock
+	// Unknown: the attempt failed after it may have reached Redis, so it
+	// may hold the lock; the engine undoes it (with a shared token).
+	Unknown bool
+	// Final: Err will not mend by trying again; Acquire stops.
+	Final bool
+	// Spent: the attempt took the lock and a release of its token was sent
+	// to undo it (a reply too late, too few replica acknowledgements). That
+	// release may land late, after a later attempt took the key, so the
+	// token is never used again by this Acquire.
+	Spent bool
+}
+
+// Kind is what a verb asks of the lock kind, for one handle. A kind passes
+// a pointer conversion of its Lock (no allocation).
+type Kind interface {
+	// Token returns a token for a new hold (or attempt, with FreshTokens).
+	Token() (string, error)
+	// Try makes one acquire attempt with token.
+	Try(ctx context.Context, token string) Attempt
+	// Undo removes what an attempt with token may have set; it runs on a
+	// goroutine of the engine, after the attempt's call has returned, with
+	// a ctx bounded by Policy.UndoTimeout.
+	Undo(ctx context.Context, token string)
+	// Release drops h in Redis. ended reports that h had already ended
+	// (released, or lost): then it only cleans up, handing nothing over.
+	Release(ctx context.Context, h *Hold, ended bool) Outcome
+	// CheckTTL reports a TTL the kind cannot hold, wrapping ErrInvalid.
+	CheckTTL(ttl time.Duration) error
+	// Extend sets h's TTL to ttl in Redis. settled, when not nil, closes
+	// once no write of the call can still land (redlock's late nodes);
+	// until then the engine counts the Extend as out.
+	Extend(ctx context.Context, h *Hold, ttl time.Duration) (o Outcome, settled <-chan struct{})
+}

@@ -1,0 +1,152 @@
+package lease
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// run receives the messages of s until Close. go-redis reconnects and
+// resubscribes by itself after a broken connection; the fresh confirmations
+// wake every waiter of those channels, since a release may have been missed
+// meanwhile. A connection go-redis closed for good (a Ring shard removed,
+// the redis client closed) is dropped.
+func (n *Notifier) run(s *subscription) {
+	defer n.wg.Done()
+	ctx := n.e.ctx
+	ps := s.ps
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	<-pause.C
+	lastSweep := time.Now()
+	failures := 0
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, notifyIdle/3)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(lastSweep) >= notifyIdle/3 {
+			n.sweep(s)
+			lastSweep = time.Now()
+		}
+		if err != nil {
+			if isTimeout(err) {
+				continue
+			}
+			if errors.Is(err, redis.ErrClosed) {
+				n.drop(s)
+				return
+			}
+			// The connection is down: wait before go-redis redials.
+			failures++
+			pause.Reset(min(time.Duration(failures)*50*time.Millisecond, time.Second))
+			select {
+			case <-ctx.Done():
+				return
+			case <-pause.C:
+			}
+			continue
+		}
+		failures = 0
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				n.confirmed(m.Channel)
+			}
+		case *redis.Message:
+			n.mu.Lock()
+			if cs := n.chans[m.Channel]; cs != nil {
+				cs.signalHead()
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+// confirmed marks channel ready and wakes all its waiters: each joined
+// before it listened, so each looks once more.
+func (n *Notifier) confirmed(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.chans[channel]
+	if cs == nil {
+		return
+	}
+	cs.ready = true
+	for _, w := range cs.waiters {
+		signal(w)
+	}
+}
+
+// sweep unsubscribes on s the channels nobody has waited on for
+// notifyIdle, and forgets a channel subscribed nowhere any more. It holds
+// s.order throughout, so a join that subscribes one of them afresh sends
+// its SUBSCRIBE after the UNSUBSCRIBE, never before.
+func (n *Notifier) sweep(s *subscription) {
+	s.order.Lock()
+	defer s.order.Unlock()
+	var idle []string
+	n.mu.Lock()
+	for name, cs := range n.chans {
+		if len(cs.waiters) > 0 || time.Since(cs.idleSince) < notifyIdle {
+			continue
+		}
+		if i := slices.Index(cs.subs, s); i >= 0 {
+			cs.subs = slices.Delete(cs.subs, i, i+1)
+			cs.subscribed = false // a join subscribes it on every source again
+			idle = append(idle, name)
+		}
+		if len(cs.subs) == 0 {
+			delete(n.chans, name)
+		}
+	}
+	n.mu.Unlock()
+	if len(idle) > 0 {
+		_ = s.ps.Unsubscribe(n.e.ctx, idle...)
+	}
+}
+
+// drop forgets s, closed for good: its channels are subscribed afresh by
+// their next join; until then their waiters rely on their backoff.
+func (n *Notifier) drop(s *subscription) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, x := range n.subs {
+		if x == s {
+			delete(n.subs, k)
+		}
+	}
+	for _, cs := range n.chans {
+		if i := slices.Index(cs.subs, s); i >= 0 {
+			cs.subs = slices.Delete(cs.subs, i, i+1)
+			cs.subscribed = false
+			cs.ready = cs.ready && len(cs.subs) > 0
+		}
+	}
+}
+
+// close ends every subscription and waits for the Notifier's goroutines, at
+// most closeWait; Close has begun, so no new one starts. go-redis holds a
+// PubSub's mutex while it dials and greets its server, and PubSub.Close
+// needs that mutex: against a stopped server it waits until go-redis's read
+// timeout passes (never, with ReadTimeout -1). So each PubSub is closed on
+// a goroutine of its own, and a subscription stuck on such a server ends on
+// its own when go-redis gives up or the server answers.
+func (n *Notifier) close() {
+	n.mu.Lock()
+	subs := make([]*subscription, 0, len(n.subs))
+	for _, s := range n.subs {
+		subs = append(subs, s)
+	}
+	for _, s := range subs {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			_ = s.ps.Close()
+		}()
+	}
+	n.mu.Unlock()
+	waitFor(&n.wg, closeWait)
+}

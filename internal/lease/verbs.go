@@ -1,0 +1,202 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// TryAcquire makes one attempt: (true, nil) when the lock is now held,
+// (false, nil) when someone else holds it, (false, err) on failure. What a
+// failed attempt may have set is undone in the background; TryAcquire waits
+// for that until ctx is done.
+func (hd *Handle) TryAcquire(ctx context.Context, k Kind) (bool, error) {
+	if err := hd.begin(); err != nil {
+		return false, err
+	}
+	defer hd.done()
+	p := hd.pol
+	token, err := k.Token()
+	if err != nil {
+		return false, hd.Err("acquire", err)
+	}
+	start := time.Now()
+	p.observe(hd.Keys.User, Event{Kind: EventAcquireStart, Ctx: ctx})
+	a, h, _ := hd.attempt(ctx, k, token)
+	switch {
+	case h != nil:
+		p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Fence: h.fence, Duration: time.Since(start), Attempts: 1})
+		return true, nil
+	case a.Err == nil:
+		p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Duration: time.Since(start), Attempts: 1, Err: ErrNotAcquired})
+		return false, nil
+	}
+	if a.Unknown {
+		hd.undo(ctx, k, token)
+	}
+	hd.attemptFailed(ctx, token, 1, 1, a.Err)
+	err = hd.Err("acquire", a.Err)
+	p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Duration: time.Since(start), Attempts: 1, Err: err})
+	return false, err
+}
+
+// Release gives the hold up: it takes it out of renewal, then has the kind
+// drop it in Redis. It returns nil when our hold was released; an error
+// wrapping ErrNotHeld when Redis no longer had it (the hold is then
+// reported lost, if it was not already) or there is none; otherwise the
+// call's error: the outcome is then unknown, and the hold expires by its
+// TTL if it is still there. A hold that already ended is still asked about,
+// so a second Release touches nothing of anyone else's.
+func (hd *Handle) Release(ctx context.Context, k Kind) error {
+	if err := hd.Usable(); err != nil {
+		return err
+	}
+	h := hd.Hold()
+	if h == nil {
+		return hd.Err("release", ErrNotHeld)
+	}
+	h.relMu.Lock()
+	defer h.relMu.Unlock()
+	p, e := hd.pol, hd.pol.Engine
+	start := time.Now()
+	e.remove(h)
+	// A hold that already ended (released, lost, or a Release whose outcome
+	// was unknown) is still asked about: its token names this hold alone,
+	// re-entrant or not, so whatever is left of it goes and nobody else's
+	// is touched. If it is gone, no loss is reported (lose ignores an ended
+	// hold): our own earlier release may have removed it.
+	ended := h.beginRelease()
+	var o Outcome
+	if hd.bounded(ctx) {
+		var ok bool
+		if o, ok = runBounded(e, ctx, func() Outcome { return k.Release(ctx, h, ended) }, nil); !ok {
+			o = Outcome{Err: unanswered(ctx)}
+		}
+	} else {
+		o = k.Release(ctx, h, ended)
+	}
+	var err error
+	switch o.Status {
+	case Confirmed:
+	case Failed:
+		err = hd.Err("release", o.Err)
+	default:
+		e.lose(h, o.Status, true)
+		err = hd.Err("release", ErrNotHeld)
+	}
+	h.finish()
+	p.observe(hd.Keys.User, Event{Kind: EventRelease, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+	return err
+}
+
+// Extend sets the hold's TTL to ttl, counted from now, if Redis still has
+// it; later renewals keep the new TTL. A shorter TTL brings the hold's
+// safety deadline forward before the call is sent, and keeps it there if
+// the call fails. It returns an error wrapping ErrClosed after Close, the
+// kind's CheckTTL error, ErrNotHeld when the hold ended or Redis no longer
+// has it (reporting it lost) or it was lost before the reply came, or the
+// call's error.
+func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
+	if err := hd.Usable(); err != nil {
+		return err
+	}
+	p, e := hd.pol, hd.pol.Engine
+	if e.Closed() {
+		return hd.Err("extend", ErrClosed)
+	}
+	if err := k.CheckTTL(ttl); err != nil {
+		return hd.Err("extend", err)
+	}
+	h := hd.Hold()
+	if h == nil {
+		return hd.Err("extend", ErrNotHeld)
+	}
+	if err := hd.NotHeld("extend", h); err != nil {
+		// Released (or a Release begun), or declared lost: extending now
+		// would revive a hold nobody renews.
+		return err
+	}
+	start := time.Now()
+	e.extending(h, ttl, start)
+	var (
+		o       Outcome
+		settled <-chan struct{}
+	)
+	if hd.bounded(ctx) {
+		type result struct {
+			o       Outcome
+			settled <-chan struct{}
+		}
+		r, ok := runBounded(e, ctx, func() result {
+			o, settled := k.Extend(ctx, h, ttl)
+			return result{o, settled}
+		}, func(r result) { e.settleExtend(h, ttl, start, r.o, r.settled) })
+		if !ok {
+			// Unanswered by the caller's deadline: it may land later, after
+			// writes not yet sent (see ttlCap).
+			e.mu.Lock()
+			h.unknownWrite(ttl)
+			e.mu.Unlock()
+			err := hd.Err("extend", unanswered(ctx))
+			p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+			return err
+		}
+		o, settled = r.o, r.settled
+	} else {
+		o, settled = k.Extend(ctx, h, ttl)
+	}
+	e.settleExtend(h, ttl, start, o, settled)
+	var err error
+	switch o.Status {
+	case Failed:
+		err = hd.Err("extend", o.Err)
+	case Confirmed:
+		// Answered after the hold was given up (its deadline, lowered when
+		// this call went out, passed first, or a Release began): nothing
+		// renews the hold now, and what this call extended is nobody's.
+		err = hd.NotHeld("extend", h)
+	default:
+		err = hd.Err("extend", ErrNotHeld)
+	}
+	p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+	return err
+}
+
+// settleExtend records the outcome of an Extend to ttl sent at sent; with
+// settled not nil, once settled closes (see Kind.Extend).
+func (e *Engine) settleExtend(h *Hold, ttl time.Duration, sent time.Time, o Outcome, settled <-chan struct{}) {
+	if settled != nil {
+		select {
+		case <-settled:
+			settled = nil // every call has returned already
+		default:
+		}
+	}
+	switch {
+	case o.Status == Gone || o.Status == Stolen:
+		e.lose(h, o.Status, false)
+	case settled != nil:
+		e.background(func() {
+			<-settled
+			e.extended(h, ttl, sent, o.Status == Confirmed, o.Unknown)
+		})
+	default:
+		e.extended(h, ttl, sent, o.Status == Confirmed, o.Unknown)
+	}
+}
+
+// unanswered is the error of a call its caller's context cut short: sent,
+// outcome unknown.
+func unanswered(ctx context.Context) error {
+	return &unansweredError{cause: context.Cause(ctx)}
+}
+
+type unansweredError struct{ cause error }
+
+func (e *unansweredError) Error() string {
+	return "lock: no reply before the call's context ended, outcome unknown: " + Bare(e.cause)
+}
+func (e *unansweredError) Unwrap() error { return e.cause }
+
+// errWaitTimeout is the cause of a wait that ran out.
+var errWaitTimeout = errors.New("lock: wait timeout")

@@ -1,0 +1,279 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// Acquire waits until the lock is held, ctx is done, or Policy.Wait
+// passes, sleeping between attempts with jittered exponential backoff
+// (Backoff), never past the holder's remaining TTL, and waking at once
+// when a release's message or a handed-over hold arrives. It returns nil
+// when held; an error wrapping ErrNotAcquired when the wait ended (also
+// matching context.Cause(ctx) when ctx ended it, and the last failed
+// attempt's error, if any); the attempt's error when it is Final; or
+// ErrInvalid or ErrClosed. What a failed attempt may have set is undone in
+// the background.
+func (hd *Handle) Acquire(ctx context.Context, k Kind) error {
+	if err := hd.begin(); err != nil {
+		return err
+	}
+	defer hd.done()
+	p := hd.pol
+	start := time.Now()
+	p.observe(hd.Keys.User, Event{Kind: EventAcquireStart, Ctx: ctx})
+	attempts, h, token, err := hd.wait(ctx, k)
+	if err != nil {
+		p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Duration: time.Since(start), Attempts: attempts, Err: err})
+		return err
+	}
+	p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Fence: h.fence, Duration: time.Since(start), Attempts: attempts})
+	return nil
+}
+
+// wait is Acquire's loop. It returns the attempts made, the hold, and the
+// token of the last attempt.
+func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, token string, err error) {
+	p, e := hd.pol, hd.pol.Engine
+	wctx := ctx
+	if p.Wait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeoutCause(ctx, p.Wait, errWaitTimeout)
+		defer cancel()
+	}
+	if !p.FreshTokens {
+		if token, err = k.Token(); err != nil {
+			return 0, nil, "", hd.Err("acquire", err)
+		}
+	}
+	var w *Waiter
+	defer func() { w.leave() }()
+	channel := hd.Keys.Notify()
+	if p.Notify && e.Notifier.queued(channel) {
+		// Others in this process already wait for this key: queue behind
+		// them instead of racing the one a release is about to wake.
+		w, _ = e.Notifier.join(channel, hd, k, token, false)
+	}
+
+	var (
+		unknown bool  // an attempt failed after it may have reached Redis
+		lastErr error // the last failed attempt's error
+		fails   int   // failed attempts in a row
+		timer   *time.Timer
+	)
+	for n := 0; ; n++ {
+		if e.Closed() {
+			err = ErrClosed
+			break
+		}
+		if g, ok := w.takeGift(); ok && !g.Retry {
+			// A release in this process handed us the lock.
+			h, ierr := hd.install(token, g.Fence, g.Sent)
+			if ierr == nil {
+				return attempts, h, token, nil
+			}
+			// install refused it: undo it, which spends the token; w gets a
+			// fresh one before it is claimable again.
+			hd.undo(wctx, k, token)
+			unknown, lastErr = false, ierr
+			if err = hd.respend(k, w, &token); err != nil {
+				w.endAttempt()
+				break
+			}
+			w.endAttempt()
+		} else if ok && g.Unknown {
+			// The handoff may have set our token in Redis: if we give up
+			// before an attempt of ours finds out, it must be undone.
+			unknown = true
+		}
+		var pttl time.Duration
+		if (n > 0 || w == nil) && w.beginAttempt() {
+			if p.FreshTokens {
+				if token, err = k.Token(); err != nil {
+					w.endAttempt()
+					break
+				}
+			}
+			attempts++
+			a, held, cut := hd.attempt(wctx, k, token)
+			if (a.Spent || cut) && !p.FreshTokens {
+				// An undo of this token was sent, or will be once the cut
+				// call returns: it may land late, after a later attempt took
+				// the key, so the attempts that follow carry a fresh token,
+				// given to w before it is claimable again. Before a cut
+				// call, an earlier attempt of unknown outcome is undone with
+				// the old token now.
+				if cut && unknown {
+					hd.undo(nil, k, token)
+				}
+				unknown = false
+				if rerr := hd.respend(k, w, &token); rerr != nil {
+					w.endAttempt()
+					err = rerr
+					break
+				}
+			}
+			if held == nil {
+				w.endAttempt()
+			}
+			switch {
+			case held != nil:
+				return attempts, held, token, nil
+			case a.Err == nil:
+				pttl, fails = a.PTTL, 0
+			case cut:
+				// The wait ended during the call: it is settled in the
+				// background. No reply is all we know of Redis.
+				if lastErr == nil {
+					lastErr = a.Err
+				}
+				fails++
+				hd.attemptFailed(ctx, token, attempts, fails, a.Err)
+			default:
+				unknown = unknown || a.Unknown
+				if wctx.Err() != nil && errors.Is(a.Err, wctx.Err()) {
+					break // the wait's own end: nothing learnt of Redis
+				}
+				lastErr = a.Err
+				fails++
+				hd.attemptFailed(ctx, token, attempts, fails, a.Err)
+				if a.Final && wctx.Err() == nil {
+					err = a.Err
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if wctx.Err() != nil {
+			break
+		}
+		if w == nil && p.Notify {
+			var ready bool
+			w, ready = e.Notifier.join(channel, hd, k, token, pttl > 0)
+			if ready && pttl > 0 {
+				// We joined after our failed attempt: a release in between
+				// would be missed, so look once more now that we listen.
+				continue
+			}
+		}
+		d := Backoff(p.BackoffMin, p.BackoffMax, n)
+		if pttl > 0 && pttl < d {
+			d = pttl
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-w.wake():
+		case <-timer.C:
+		case <-wctx.Done():
+		case <-e.ctx.Done():
+		}
+		if wctx.Err() != nil {
+			break
+		}
+	}
+	if unknown && !p.FreshTokens {
+		hd.undo(wctx, k, token)
+	}
+	if err != nil {
+		return attempts, nil, token, hd.Err("acquire", err)
+	}
+	return attempts, nil, token, hd.Err("acquire", waitEnded(ctx, wctx, p.Wait, lastErr)...)
+}
+
+// respend replaces *token, which an undo has spent, with a fresh one for
+// the next attempts of an Acquire, and gives that to w, which must not be
+// claimable meanwhile (a release would hand it the hold under the spent
+// token).
+func (hd *Handle) respend(k Kind, w *Waiter, token *string) error {
+	fresh, err := k.Token()
+	if err != nil {
+		return err
+	}
+	*token = fresh
+	w.retoken(fresh)
+	return nil
+}
+
+// waitEnded says why a wait on wctx (made from the caller's ctx) ended: an
+// error matching ErrNotAcquired, and the cause; then the last attempt's
+// error, if any.
+func waitEnded(ctx, wctx context.Context, wait time.Duration, lastErr error) []error {
+	var errs []error
+	if cause := context.Cause(wctx); errors.Is(cause, errWaitTimeout) && ctx.Err() == nil {
+		errs = append(errs, fmt.Errorf("%w after %v", ErrNotAcquired, wait))
+	} else {
+		// Match both ctx.Err() and, when the canceller gave one, its cause.
+		ended := ctx.Err()
+		if cause = context.Cause(ctx); cause != nil && cause != ended {
+			ended = fmt.Errorf("%w (%w)", ended, cause)
+		}
+		errs = append(errs, ErrNotAcquired, ended)
+	}
+	if lastErr != nil {
+		errs = append(errs, &lastError{lastErr})
+	}
+	return errs
+}
+
+// lastError is the last failed attempt's error, in the error of a wait
+// that ended.
+type lastError struct{ err error }
+
+func (e *lastError) Error() string { return "last error: " + Bare(e.err) }
+func (e *lastError) Unwrap() error { return e.err }
+
+// warnAfter is the failed attempts in a row after which Acquire logs a
+// warning rather than a debug line, and warnEvery how many more pass
+// before the next warning.
+const (
+	warnAfter = 3
+	warnEvery = 10
+)
+
+// attemptFailed reports the n-th attempt of an Acquire (the fails-th
+// failure in a row), which failed with err: to the Observer, and to the
+// logger at debug level, or as a warning at the warnAfter-th failure in a
+// row and every warnEvery-th after.
+func (hd *Handle) attemptFailed(ctx context.Context, token string, n, fails int, err error) {
+	p := hd.pol
+	p.observe(hd.Keys.User, Event{Kind: EventAttemptFailed, Ctx: ctx, Token: token, Attempts: n, Err: err})
+	lg := p.Logger
+	if lg == nil {
+		return
+	}
+	level := slog.LevelDebug
+	if fails >= warnAfter && (fails-warnAfter)%warnEvery == 0 {
+		level = slog.LevelWarn
+	}
+	lg.Log(ctx, level, p.Pkg+" acquire attempt failed", slog.String("key", hd.Keys.User),
+		slog.Int("attempt", n), slog.Int("failures_in_a_row", fails), slog.Any("err", err))
+}
+
+// Backoff returns the n-th sleep of a waiting acquire: uniform in
+// [lo, min(hi, lo·2^n)], exponential backoff with jitter. It does not
+// overflow for any n or bounds.
+func Backoff(lo, hi time.Duration, n int) time.Duration {
+	ceil := lo
+	for i := 0; i < n && ceil < hi; i++ {
+		if ceil > hi/2 {
+			ceil = hi
+			break
+		}
+		ceil *= 2
+	}
+	ceil = min(ceil, hi)
+	if ceil <= lo {
+		return lo
+	}
+	return lo + rand.N(ceil-lo+1)
+}

@@ -1,0 +1,50 @@
+package lease
+
+import (
+	"context"
+	"errors"
+)
+
+// WithLock is the body of every kind's WithLock: it acquires hd (waiting,
+// as Acquire), runs fn with a context cancelled — cause: the loss — when
+// the hold is lost, then releases on a fresh context bounded by
+// Policy.UndoTimeout, also when fn panics or calls runtime.Goexit (the
+// panic continuing). hd is a handle fresh from the kind's NewLock. It
+// returns the Acquire error if
+// the lock was never held; otherwise fn's error joined with the loss, if
+// the hold was lost while fn ran, and with any release error.
+func WithLock(ctx context.Context, pkg string, hd *Handle, k Kind, fn func(context.Context) error) error {
+	if fn == nil {
+		return NewOpError(pkg, "with lock", hd.Keys.User, Invalidf("nil func"))
+	}
+	if err := hd.Acquire(ctx, k); err != nil {
+		return err
+	}
+	h := hd.Hold()
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	h.OnLost(cancel)
+
+	released := false
+	release := func() error {
+		released = true
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), hd.pol.UndoTimeout)
+		defer rcancel()
+		return hd.Release(rctx, k)
+	}
+	defer func() {
+		if !released { // fn panicked or called runtime.Goexit
+			_ = release()
+		}
+	}()
+
+	ferr := fn(fctx)
+	rerr := release()
+	if lost := h.LostErr(); lost != nil {
+		if errors.Is(rerr, ErrNotHeld) {
+			rerr = nil // implied by the loss
+		}
+		return JoinErrs(ferr, lost, rerr)
+	}
+	return JoinErrs(ferr, rerr)
+}

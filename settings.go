@@ -1,0 +1,89 @@
+package lock
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lease"
+)
+
+// settings is one configuration of locks — the Client's defaults, or one
+// lock's own options — with what it means to the engine: the backend its
+// locks talk through and the engine's Policy. Locks share it.
+type settings struct {
+	config
+	c   *Client
+	be  backend
+	pol lease.Policy
+}
+
+// settings returns the settings of cfg, which is valid.
+func (c *Client) settings(cfg config) *settings {
+	s := &settings{config: cfg, c: c}
+	s.be = c.backend(backendKind{mode: cfg.mode, reentrant: cfg.ownerSet, fencing: cfg.fencing, coalesce: cfg.coalesce})
+	s.pol = lease.Policy{
+		Engine:     &c.eng,
+		Pkg:        "lock",
+		TTL:        cfg.ttl,
+		Watchdog:   cfg.watchdog,
+		MaxHold:    cfg.maxHold,
+		Wait:       cfg.wait,
+		BackoffMin: cfg.backoffMin,
+		BackoffMax: cfg.backoffMax,
+		Notify:     cfg.notify,
+		// Only plain script-mode holds without a replica WAIT can be
+		// handed over (see handoff.lua).
+		Handoff:     cfg.mode == ReleaseScript && !cfg.ownerSet && cfg.acks == 0,
+		Fencing:     cfg.fencing,
+		Bounded:     !keepsDeadlines(c.rdb),
+		UndoTimeout: cleanupTimeout(cfg.ttl),
+		Margin:      safetyMargin,
+		Group:       s.group,
+		Lost:        newLostError,
+		Logger:      cfg.logger,
+	}
+	if cfg.ownerSet {
+		s.pol.Owner = cfg.owner
+	}
+	if cfg.observer != nil {
+		s.pol.Observe = observerFunc(cfg.observer)
+	}
+	return s
+}
+
+// keepsDeadlines reports whether rdb ends a call at its context's deadline
+// by itself: go-redis does so only with ContextTimeoutEnabled. Otherwise a
+// call whose caller has a deadline runs on a goroutine of its own, so that
+// the verb returns by then (lease.Policy.Bounded). A coalesced call needs
+// no goroutine of its own: it leaves the shared pipeline at its own ctx's
+// end (see coalescer.do).
+func keepsDeadlines(rdb redis.UniversalClient) bool {
+	switch v := rdb.(type) {
+	case *redis.Client:
+		return v.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return v.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return v.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// safetyMargin is how long before its TTL would run out (counted from when
+// the confirming call was sent) a hold that renewal could not confirm is
+// declared lost: a tenth of the TTL, plus 2ms. It covers clock-rate
+// differences between client and server (far under 1%) and leaves the holder
+// time to stop before anyone else can take the lock.
+// For TTLs under 4ms the margin is capped at half the TTL, so even a 1ms
+// lease leaves a window in which a hold can be confirmed.
+func safetyMargin(ttl time.Duration) time.Duration {
+	return min(ttl/10+2*time.Millisecond, ttl/2)
+}
+
+// cleanupTimeout bounds the calls the library makes on the caller's behalf
+// once the caller's own context may be gone: a release after WithLock, the
+// undo of a failed acquisition.
+func cleanupTimeout(ttl time.Duration) time.Duration {
+	return min(max(ttl, time.Second), 5*time.Second)
+}
