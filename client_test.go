@@ -198,27 +198,6 @@ func TestClient_Close_racingAcquirers(t *testing.T) {
 	}
 }
 
-// TestClient_Close_hungRenewal: Close waits for the renewal call in flight,
-// and go-redis (without ContextTimeoutEnabled) ignores the cancelled
-// context, so Close on a paused server blocks for the client's read timeout
-// (3s by default) and its retries. Skipped: documented on Client.Close.
-func TestClient_Close_hungRenewal(t *testing.T) {
-	t.Skip("documented (Client.Close): Close waits for renewal calls, which go-redis bounds by its read/dial timeouts")
-	tg := realTarget(t)
-	ctx := context.Background()
-	c := lock.NewClient(tg.rdb)
-	l := c.NewLock(keyFor(t), lock.WithTTL(600*time.Millisecond))
-	must(t, "Acquire()", l.Acquire(ctx))
-	tg.srv.Pause()
-	defer tg.srv.Resume()
-	time.Sleep(300 * time.Millisecond) // the renewal at 200ms is out
-	start := time.Now()
-	must(t, "Close()", c.Close())
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("Close() took %v with a renewal call hung", d)
-	}
-}
-
 // TestClient_Close_racingFirstAcquire: Close racing the Client's first
 // hold, which starts the renewal loop, neither races (run with -race) nor
 // panics.

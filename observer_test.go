@@ -119,27 +119,3 @@ func TestObserver_failedExtendAndRelease(t *testing.T) {
 		t.Fatalf("events %v, want one extend, one release, one lost", count)
 	}
 }
-
-// TestObserver_callsClose: an Observer that shuts the Client down on a
-// loss runs on a renewal goroutine that Close waits for, so Close never
-// returns. Skipped: documented on Observer (it must not call Client.Close).
-func TestObserver_callsClose(t *testing.T) {
-	t.Skip("documented (Observer): an Observer must not call Client.Close")
-	tg := miniTarget(t)
-	ctx := context.Background()
-	closed := make(chan struct{})
-	var c *lock.Client
-	obs := lock.ObserverFunc(func(e lock.Event) {
-		if e.Kind == lock.EventLost {
-			c.Close()
-			close(closed)
-		}
-	})
-	c = lock.NewClient(tg.rdb, lock.WithTTL(300*time.Millisecond), lock.WithObserver(obs))
-	key := keyFor(t)
-	l := c.NewLock(key)
-	must(t, "Acquire()", l.Acquire(ctx))
-	tg.expire(t, key) // the renewal at 100ms finds the key gone
-	waitClosed(t, l.Lost(), 2*time.Second, "Lost()")
-	waitClosed(t, closed, 2*time.Second, "Close() called from the Observer")
-}
