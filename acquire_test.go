@@ -516,3 +516,66 @@ func (h *failFirstWait) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *failFirstWait) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// TestLock_Acquire_reentrantShorterTTLKeepsOuter: a nested hold with a
+// shorter TTL does not cut the outer hold's key short: after the inner hold
+// is released and Redis time passes the inner TTL, another owner gets the
+// key only if the outer hold's Lost() has closed.
+func TestLock_Acquire_reentrantShorterTTLKeepsOuter(t *testing.T) {
+	tg := miniTarget(t)
+	ctx := context.Background()
+	c := newClient(t, tg.rdb)
+	key := keyFor(t)
+	outer := c.NewLock(key, lock.WithOwner("o"), lock.WithTTL(time.Minute))
+	inner := c.NewLock(key, lock.WithOwner("o"), lock.WithTTL(time.Second))
+	must(t, "outer Acquire()", outer.Acquire(ctx))
+	must(t, "inner Acquire()", inner.Acquire(ctx))
+	must(t, "inner Release()", inner.Release(ctx))
+	tg.mr.FastForward(2 * time.Second) // Redis time only: the outer hold's own clock says 58s are left
+	ok, err := c.NewLock(key, lock.WithOwner("p")).TryAcquire(ctx)
+	if ok && !isClosed(outer.Lost()) {
+		t.Fatal("another owner acquired the key while the outer hold's Lost() is open")
+	}
+	must(t, "TryAcquire()", err)
+}
+
+// TestLock_Acquire_ctxCauseAndErr: an Acquire ended by a ctx cancelled with
+// a custom cause returns ErrNotAcquired wrapping both context.Cause(ctx) and
+// ctx.Err().
+func TestLock_Acquire_ctxCauseAndErr(t *testing.T) {
+	tg := miniTarget(t)
+	c := newClient(t, tg.rdb)
+	key := keyFor(t)
+	must(t, "holder Acquire()", c.NewLock(key).Acquire(context.Background()))
+	myCause := errors.New("shutting down")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(50*time.Millisecond, func() { cancel(myCause) })
+	err := c.NewLock(key).Acquire(ctx)
+	wantErr(t, "Acquire()", err, lock.ErrNotAcquired)
+	wantErr(t, "Acquire()", err, myCause)
+	wantErr(t, "Acquire()", err, context.Canceled)
+}
+
+// TestLock_Acquire_waitTimeoutVersusCtx: of the ctx deadline and the wait
+// timeout, whichever ends first names the error.
+func TestLock_Acquire_waitTimeoutVersusCtx(t *testing.T) {
+	tg := miniTarget(t)
+	ctx := context.Background()
+	c := newClient(t, tg.rdb)
+	key := keyFor(t)
+	must(t, "holder Acquire()", c.NewLock(key).Acquire(ctx))
+
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err := c.NewLock(key, lock.WithWaitTimeout(time.Minute)).Acquire(short)
+	wantErr(t, "Acquire() with the earlier ctx deadline", err, lock.ErrNotAcquired)
+	wantErr(t, "Acquire() with the earlier ctx deadline", err, context.DeadlineExceeded)
+
+	long, cancel2 := context.WithTimeout(ctx, time.Minute)
+	defer cancel2()
+	err = c.NewLock(key, lock.WithWaitTimeout(100*time.Millisecond)).Acquire(long)
+	wantErr(t, "Acquire() with the earlier wait timeout", err, lock.ErrNotAcquired)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire() ended by the wait timeout = %v, must not match the ctx's DeadlineExceeded", err)
+	}
+}

@@ -163,3 +163,31 @@ func expireFence(t *testing.T, tg *target, key string) {
 	}
 	eventually(t, "the fence counter expires after a 1ms TTL", func() bool { return tg.rdb.Exists(ctx, fenceKey(key)).Val() == 0 })
 }
+
+// TestReleaseWatch_besideReentrantHash: a script-free lock meets a key that
+// is a re-entrant hash: it does not take it, and its stale calls leave the
+// hash alone.
+func TestReleaseWatch_besideReentrantHash(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		w := c.NewLock(key, lock.WithReleaseMode(lock.ReleaseWatch))
+		must(t, "watch Acquire()", w.Acquire(ctx))
+		tg.expire(t, key)
+		owner := c.NewLock(key, lock.WithOwner("o"))
+		must(t, "owner Acquire()", owner.Acquire(ctx))
+
+		if ok, err := c.NewLock(key, lock.WithReleaseMode(lock.ReleaseWatch)).TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("watch TryAcquire() on a hash = %v, %v, want false, nil", ok, err)
+		}
+		wantErr(t, "watch Extend()", w.Extend(ctx, time.Minute), lock.ErrNotHeld)
+		_, err := w.TTL(ctx)
+		wantErr(t, "watch TTL()", err, lock.ErrNotHeld)
+		wantErr(t, "watch Release()", w.Release(ctx), lock.ErrNotHeld)
+		if v := tg.rdb.HGet(ctx, lockKey(key), "o").Val(); v != "1" {
+			t.Fatalf("owner's level = %q after stale watch calls, want 1", v)
+		}
+		must(t, "owner Release()", owner.Release(ctx))
+	})
+}

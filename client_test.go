@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -110,5 +111,112 @@ func (h *hangPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		err := next(ctx, cmds)
 		<-h.release
 		return err
+	}
+}
+
+// TestClient_Close_verbsAfterClose: Release still deletes a hold after
+// Close, Extend and the acquiring verbs say ErrClosed, and an unrenewed
+// hold's Lost() closes no later than its deadline.
+func TestClient_Close_verbsAfterClose(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := lock.NewClient(tg.rdb)
+		key := keyFor(t)
+		a := c.NewLock(key, lock.WithTTL(time.Minute))
+		b := c.NewLock(key+"b", lock.WithTTL(300*time.Millisecond))
+		must(t, "a.Acquire()", a.Acquire(ctx))
+		must(t, "b.Acquire()", b.Acquire(ctx))
+		must(t, "Close()", c.Close())
+		wantErr(t, "Extend() after Close", a.Extend(ctx, time.Minute), lock.ErrClosed)
+		if ok, err := c.NewLock(key + "c").TryAcquire(ctx); ok || !errors.Is(err, lock.ErrClosed) {
+			t.Fatalf("TryAcquire() after Close = %v, %v", ok, err)
+		}
+		wantErr(t, "WithLock() after Close", c.WithLock(ctx, key+"d", func(context.Context) error { return nil }), lock.ErrClosed)
+		must(t, "Release() after Close", a.Release(ctx))
+		if tg.rdb.Exists(ctx, lockKey(key)).Val() != 0 {
+			t.Fatal("Release after Close left the key")
+		}
+		if isClosed(a.Lost()) {
+			t.Fatal("Release after Close closed Lost()")
+		}
+		waitClosed(t, b.Lost(), 5*time.Second, "unrenewed hold's Lost() after Close")
+		if !errors.Is(b.LostErr(), lock.ErrLockLost) {
+			t.Fatalf("LostErr() = %v, want ErrLockLost", b.LostErr())
+		}
+	})
+}
+
+// TestClient_Close_racingAcquirers: Close while many Acquire, TryAcquire
+// and waiters run: each returns nil, ErrClosed or ErrNotAcquired, nothing
+// panics or races, and (by goleak in TestMain) nothing is left running.
+func TestClient_Close_racingAcquirers(t *testing.T) {
+	tg := miniTarget(t)
+	ctx := context.Background()
+	for round := range 5 {
+		c := lock.NewClient(tg.rdb, lock.WithTTL(time.Second), lock.WithBackoff(time.Millisecond, 5*time.Millisecond))
+		key := keyFor(t) + string(rune('a'+round))
+		var wg sync.WaitGroup
+		errs := make(chan error, 40)
+		var mu sync.Mutex
+		var held []*lock.Lock
+		for i := range 40 {
+			wg.Go(func() {
+				l := c.NewLock(key + string(rune('0'+i%4)))
+				var err error
+				if i%2 == 0 {
+					err = l.Acquire(ctx)
+				} else {
+					var ok bool
+					ok, err = l.TryAcquire(ctx)
+					if !ok && err == nil {
+						return
+					}
+				}
+				if err == nil {
+					mu.Lock()
+					held = append(held, l)
+					mu.Unlock()
+					return
+				}
+				errs <- err
+			})
+		}
+		time.Sleep(time.Duration(round) * time.Millisecond)
+		must(t, "Close()", c.Close())
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if !errors.Is(err, lock.ErrClosed) && !errors.Is(err, lock.ErrNotAcquired) {
+				t.Fatalf("acquire racing Close = %v, want ErrClosed or ErrNotAcquired", err)
+			}
+		}
+		for _, l := range held {
+			if err := l.Release(ctx); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+				t.Fatalf("Release() after Close = %v", err)
+			}
+		}
+	}
+}
+
+// TestClient_Close_racingFirstAcquire: Close racing the Client's first
+// hold, which starts the renewal loop, neither races (run with -race) nor
+// panics.
+func TestClient_Close_racingFirstAcquire(t *testing.T) {
+	tg := miniTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	for round := range 200 {
+		c := lock.NewClient(tg.rdb)
+		l := c.NewLock(key)
+		done := make(chan bool)
+		go func() {
+			ok, _ := l.TryAcquire(ctx)
+			done <- ok
+		}()
+		time.Sleep(time.Duration(round%20) * 20 * time.Microsecond)
+		c.Close()
+		if <-done {
+			_ = l.Release(ctx)
+		}
 	}
 }

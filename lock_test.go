@@ -507,3 +507,87 @@ func TestZeroValues_returnErrInvalid(t *testing.T) {
 	must(t, "Acquire() with nil Options", run(t, "Acquire() with nil Options", func() error { return l.Acquire(ctx) }))
 	must(t, "Release()", l.Release(ctx))
 }
+
+// TestClient_NewLock_keyBytes: braces, NUL bytes and near-collisions of the
+// key layout are distinct locks, in both release modes.
+func TestClient_NewLock_keyBytes(t *testing.T) {
+	for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
+		t.Run(mode.String(), func(t *testing.T) {
+			eachTarget(t, func(t *testing.T, tg *target) {
+				ctx := context.Background()
+				c := newClient(t, tg.rdb, lock.WithReleaseMode(mode))
+				keys := []string{"a\x00b", "a\x00c", "\x00", "{a}", "a}", "{a", "}{", "a}:fence", "a}:notify", "x}:fence}", "\xff\xfe"}
+				var held []*lock.Lock
+				for _, k := range keys {
+					l := c.NewLock(k)
+					must(t, "Acquire("+k+")", l.Acquire(ctx))
+					held = append(held, l)
+				}
+				for i, k := range keys {
+					if ok, err := c.NewLock(k).TryAcquire(ctx); ok || err != nil {
+						t.Fatalf("second TryAcquire(%q) = %v, %v, want false, nil", k, ok, err)
+					}
+					if _, err := held[i].TTL(ctx); err != nil {
+						t.Fatalf("TTL(%q) = %v", k, err)
+					}
+					must(t, "Release()", held[i].Release(ctx))
+				}
+			})
+		})
+	}
+}
+
+// TestLock_handleLifecycle: Token/Fence/Lost before the first hold and
+// after a failed attempt; a normal Release leaves Lost() open; a re-acquire
+// gets a new token, fence and Lost channel; a stale Release touches nothing.
+func TestLock_handleLifecycle(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		other := c.NewLock(key)
+		must(t, "other Acquire()", other.Acquire(ctx))
+		l := c.NewLock(key)
+		if l.Token() != "" || l.Fence() != 0 || l.Lost() != nil || l.LostErr() != nil {
+			t.Fatalf("fresh handle: Token %q Fence %d Lost %v LostErr %v, want zero values", l.Token(), l.Fence(), l.Lost(), l.LostErr())
+		}
+		wantErr(t, "Release() before Acquire", l.Release(ctx), lock.ErrNotHeld)
+		wantErr(t, "Extend() before Acquire", l.Extend(ctx, time.Second), lock.ErrNotHeld)
+		if _, err := l.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
+			t.Fatalf("TTL() before Acquire = %v, want ErrNotHeld", err)
+		}
+		if ok, err := l.TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("TryAcquire() on a held key = %v, %v", ok, err)
+		}
+		if l.Token() != "" || l.Fence() != 0 {
+			t.Fatalf("after a failed TryAcquire: Token %q Fence %d, want none", l.Token(), l.Fence())
+		}
+		must(t, "other Release()", other.Release(ctx))
+
+		must(t, "Acquire()", l.Acquire(ctx))
+		tok1, f1, lost1 := l.Token(), l.Fence(), l.Lost()
+		wantErr(t, "Acquire() on a held handle", l.Acquire(ctx), lock.ErrInvalid)
+		if ok, err := l.TryAcquire(ctx); ok || !errors.Is(err, lock.ErrInvalid) {
+			t.Fatalf("TryAcquire() on a held handle = %v, %v, want false, ErrInvalid", ok, err)
+		}
+		must(t, "Release()", l.Release(ctx))
+		if isClosed(lost1) {
+			t.Fatal("a normal Release closed Lost()")
+		}
+		must(t, "re-Acquire()", l.Acquire(ctx))
+		if l.Token() == tok1 || l.Fence() <= f1 || l.Lost() == lost1 {
+			t.Fatalf("re-acquire: token %q fence %d (was %q, %d), same Lost channel %v", l.Token(), l.Fence(), tok1, f1, l.Lost() == lost1)
+		}
+		must(t, "Release()", l.Release(ctx))
+		wantErr(t, "second Release()", l.Release(ctx), lock.ErrNotHeld)
+		must(t, "other Acquire()", other.Acquire(ctx))
+		wantErr(t, "stale Release()", l.Release(ctx), lock.ErrNotHeld)
+		if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != other.Token() {
+			t.Fatalf("stale Release touched the holder's key: %q", got)
+		}
+		if isClosed(lost1) {
+			t.Fatal("stale Release closed an old hold's Lost()")
+		}
+		must(t, "other Release()", other.Release(ctx))
+	})
+}

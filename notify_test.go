@@ -282,3 +282,42 @@ func TestAcquire_ctxEndsWaitWhileSubscribingToStoppedShard(t *testing.T) {
 		t.Fatalf("Acquire() still waiting 1s after its ctx ended, on a subscription to a stopped shard")
 	}
 }
+
+// TestNotify_pubsubDenied: for a user denied SUBSCRIBE, waiters (also a
+// newcomer that queues behind another) fall back to the backoff timer and
+// the holder's TTL and still get the lock.
+func TestNotify_pubsubDenied(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	must(t, "ACL SETUSER", tg.srv.ACLSetUser(ctx, "nosub", "pw", "~*", "&*", "+@all", "-subscribe", "-psubscribe", "-ssubscribe"))
+	opt := tg.srv.Options()
+	opt.Username, opt.Password = "nosub", "pw"
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	c := newClient(t, rdb, lock.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+	key := keyFor(t)
+	holder := c.NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	done := make(chan error, 2)
+	var order sync.Mutex
+	for range 2 {
+		go func() {
+			l := c.NewLock(key)
+			err := l.Acquire(wctx)
+			if err == nil {
+				order.Lock()
+				err = l.Release(ctx)
+				order.Unlock()
+			}
+			done <- err
+		}()
+		time.Sleep(30 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	must(t, "holder Release()", holder.Release(ctx))
+	for range 2 {
+		must(t, "waiter", <-done)
+	}
+}

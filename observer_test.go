@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,4 +73,49 @@ func TestObserver_eventsCarryCallerCtx(t *testing.T) {
 	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
 	// Those of every call, then the loss.
 	kindtest.CallerCtxOnly(t, rec, 7)
+}
+
+// TestObserver_failedExtendAndRelease: a stolen hold found by Extend
+// reports the extend's error and one loss; a stale Release reports its
+// error.
+func TestObserver_failedExtendAndRelease(t *testing.T) {
+	tg := miniTarget(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var got []lock.Event
+	obs := lock.ObserverFunc(func(e lock.Event) {
+		mu.Lock()
+		got = append(got, e)
+		mu.Unlock()
+	})
+	c := newClient(t, tg.rdb, lock.WithObserver(obs))
+	key := keyFor(t)
+	l := c.NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	tg.rdb.Set(ctx, lockKey(key), "intruder", time.Minute)
+	wantErr(t, "Extend()", l.Extend(ctx, time.Minute), lock.ErrNotHeld)
+	wantErr(t, "Release()", l.Release(ctx), lock.ErrNotHeld)
+	mu.Lock()
+	defer mu.Unlock()
+	count := map[lock.EventKind]int{}
+	for _, e := range got {
+		count[e.Kind]++
+		if e.Key != key {
+			t.Fatalf("event %v for key %q", e.Kind, e.Key)
+		}
+		switch e.Kind {
+		case lock.EventExtend, lock.EventRelease:
+			if !errors.Is(e.Err, lock.ErrNotHeld) || e.Token != l.Token() {
+				t.Fatalf("%v event Err %v Token %q", e.Kind, e.Err, e.Token)
+			}
+		case lock.EventLost:
+			var le *lock.LostError
+			if !errors.As(e.Err, &le) || le.Reason != lock.LossStolen {
+				t.Fatalf("lost event Err %v, want stolen", e.Err)
+			}
+		}
+	}
+	if count[lock.EventLost] != 1 || count[lock.EventExtend] != 1 || count[lock.EventRelease] != 1 {
+		t.Fatalf("events %v, want one extend, one release, one lost", count)
+	}
 }

@@ -2,6 +2,8 @@ package lock_test
 
 import (
 	"context"
+	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -135,4 +137,68 @@ func TestTTL_belowMinTTLIsInvalid(t *testing.T) {
 		must(t, "Extend(MinTTL)", l.Extend(ctx, lock.MinTTL))
 		must(t, "Release()", l.Release(ctx))
 	})
+}
+
+// TestOptions_hugeDurations: the largest durations overflow nothing: the
+// hold, its TTL and Extend work, and a waiter on it ends with its ctx.
+func TestOptions_hugeDurations(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		big := time.Duration(math.MaxInt64)
+		l := c.NewLock(key, lock.WithTTL(big), lock.WithMaxHold(big), lock.WithWaitTimeout(big), lock.WithBackoff(time.Millisecond, big))
+		must(t, "Acquire()", l.Acquire(ctx))
+		d, err := l.TTL(ctx)
+		must(t, "TTL()", err)
+		if d < 24*time.Hour {
+			t.Fatalf("TTL() = %v, want huge", d)
+		}
+		must(t, "Extend()", l.Extend(ctx, big))
+		if isClosed(l.Lost()) {
+			t.Fatalf("Lost() closed: %v", l.LostErr())
+		}
+		// A waiter on the huge hold ends with its ctx.
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		w := c.NewLock(key, lock.WithWaitTimeout(big), lock.WithBackoff(time.Millisecond, big))
+		wantErr(t, "waiter Acquire()", w.Acquire(wctx), context.DeadlineExceeded)
+		must(t, "Release()", l.Release(ctx))
+	})
+}
+
+// TestOptions_invalidFailsEveryVerb: every verb of a lock with an invalid
+// option returns ErrInvalid, also after Close, and so does WithLock with a
+// nil fn or an empty key.
+func TestOptions_invalidFailsEveryVerb(t *testing.T) {
+	tg := miniTarget(t)
+	ctx := context.Background()
+	c := lock.NewClient(tg.rdb)
+	bad := []lock.Option{
+		lock.WithTTL(0), lock.WithBackoff(2, 1), lock.WithBackoff(0, 1), lock.WithWaitTimeout(-1),
+		lock.WithPrefix("a{"), lock.WithOwner(""), lock.WithMaxHold(-1), lock.WithReleaseMode(7),
+		lock.WithReplicaAck(-1, time.Second), lock.WithReplicaAck(1, 0),
+	}
+	for round := range 2 {
+		for i, o := range bad {
+			l := c.NewLock("k", o)
+			if l.Key() != "k" || l.Token() != "" || l.Fence() != 0 {
+				t.Fatalf("option %d: Key %q Token %q Fence %d", i, l.Key(), l.Token(), l.Fence())
+			}
+			wantErr(t, "Acquire()", l.Acquire(ctx), lock.ErrInvalid)
+			if ok, err := l.TryAcquire(ctx); ok || !errors.Is(err, lock.ErrInvalid) {
+				t.Fatalf("option %d: TryAcquire() = %v, %v", i, ok, err)
+			}
+			wantErr(t, "Release()", l.Release(ctx), lock.ErrInvalid)
+			wantErr(t, "Extend()", l.Extend(ctx, 0), lock.ErrInvalid)
+			_, err := l.TTL(ctx)
+			wantErr(t, "TTL()", err, lock.ErrInvalid)
+			wantErr(t, "WithLock()", c.WithLock(ctx, "k", func(context.Context) error { return nil }, o), lock.ErrInvalid)
+		}
+		if round == 0 {
+			must(t, "Close()", c.Close())
+		}
+	}
+	wantErr(t, "WithLock(nil fn)", c.WithLock(ctx, "k", nil), lock.ErrInvalid)
+	wantErr(t, "WithLock(empty key)", c.WithLock(ctx, "", func(context.Context) error { return nil }), lock.ErrInvalid)
 }

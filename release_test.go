@@ -501,3 +501,53 @@ func (h *slowExtendReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 func (h *slowExtendReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// TestLock_Release_reentrantSecondRelease: a second Release of a re-entrant
+// hold returns ErrNotHeld and leaves the other handle of the same owner its
+// level: Extend and TTL on the released handle say ErrNotHeld, and the key
+// stays held by the other handle.
+func TestLock_Release_reentrantSecondRelease(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		a := c.NewLock(key, lock.WithOwner("o"))
+		b := c.NewLock(key, lock.WithOwner("o"))
+		must(t, "a.Acquire()", a.Acquire(ctx))
+		must(t, "b.Acquire()", b.Acquire(ctx))
+		must(t, "a.Release()", a.Release(ctx))
+		if err := a.Extend(ctx, time.Minute); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("Extend() on a released re-entrant handle = %v, want ErrNotHeld", err)
+		}
+		if _, err := a.TTL(ctx); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("TTL() on a released re-entrant handle = %v, want ErrNotHeld", err)
+		}
+		if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("second Release() = %v, want ErrNotHeld", err)
+		}
+		if ok, err := c.NewLock(key).TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("TryAcquire() while b holds = %v, %v, want false, nil", ok, err)
+		}
+	})
+}
+
+// TestLock_TTL_stolenReason: TTL() that finds another holder's token
+// reports the loss with reason LossStolen, in both release modes.
+func TestLock_TTL_stolenReason(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
+			c := newClient(t, tg.rdb, lock.WithReleaseMode(mode))
+			key := keyFor(t) + mode.String()
+			l := c.NewLock(key)
+			must(t, "Acquire()", l.Acquire(ctx))
+			tg.rdb.Set(ctx, lockKey(key), "intruder", time.Minute)
+			_, err := l.TTL(ctx)
+			wantErr(t, "TTL()", err, lock.ErrNotHeld)
+			var le *lock.LostError
+			if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossStolen {
+				t.Fatalf("%v: LostErr() = %v, want reason stolen", mode, l.LostErr())
+			}
+		}
+	})
+}

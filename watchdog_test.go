@@ -575,7 +575,7 @@ func TestRenewal_extendDuringRenewal(t *testing.T) {
 func checkExtendDuringRenewal(t *testing.T, renewal, ext plannedCall, ttl time.Duration, wantLost bool) {
 	t.Helper()
 	b := &plannedBackend{fakeBackend: newFake(), start: time.Now(), renewal: renewal, ext: ext, stop: make(chan struct{})}
-	c := reviewClient(b)
+	c := hookClient(b)
 	defer c.Close()
 	defer close(b.stop) // before Close, which waits for the renewal call
 	l := c.NewLock("k", WithTTL(3*time.Second))
@@ -613,3 +613,130 @@ func checkExtendDuringRenewal(t *testing.T, renewal, ext plannedCall, ttl time.D
 		t.Fatalf("Extend() error = %v, want nil", err)
 	}
 }
+
+// TestLock_Extend_outstandingDuringRenewal: an Extend that lengthens the
+// TTL is sent; while it is out, a renewal with the old TTL is sent, lands in
+// Redis after the Extend and is answered first, leaving Redis the old, short
+// TTL. The hold does not trust the Extend alone: by the time the key expires
+// in Redis, Lost() has closed.
+func TestLock_Extend_outstandingDuringRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		gate := make(chan struct{})
+		b := &hookBackend{fakeBackend: f}
+		c := hookClient(b)
+		defer c.Close()
+		l := c.NewLock("k", WithTTL(3*time.Second))
+		mustAcquire(t, l) // t=0; renewal due at 1s
+		time.Sleep(500 * time.Millisecond)
+		b.afterExtend = func() { <-gate } // applied in Redis at 0.5s, answered at 1.5s
+		done := make(chan error, 1)
+		go func() { done <- l.Extend(context.Background(), 30*time.Second) }()
+		time.Sleep(time.Second) // the renewal at 1s (TTL 3s) lands after the Extend
+		close(gate)
+		if err := <-done; err != nil {
+			t.Fatalf("Extend() error = %v", err)
+		}
+		time.Sleep(4500 * time.Millisecond) // t=6s
+		f.mu.Lock()
+		_, live := f.live(l.hd.Keys.Lock())
+		f.mu.Unlock()
+		if !live && !isClosedCh(l.Lost()) {
+			t.Fatal("the key expired in Redis at 4s, but at 6s Lost() is still open: the hold is reported held when it is not")
+		}
+	})
+}
+
+// TestLock_Extend_onLostHold: once Lost() has closed (here: the watchdog is
+// off and the safety deadline passed while the key still lives in Redis),
+// Extend returns an error instead of reviving the hold.
+func TestLock_Extend_onLostHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		c := hookClient(f, WithWatchdog(false))
+		defer c.Close()
+		l := c.NewLock("k", WithTTL(time.Second))
+		mustAcquire(t, l)
+		time.Sleep(950 * time.Millisecond) // past the deadline (898ms), before the TTL
+		if !isClosedCh(l.Lost()) {
+			t.Fatal("Lost() open past the safety deadline")
+		}
+		if err := l.Extend(context.Background(), time.Minute); err == nil {
+			t.Fatal("Extend() = nil on a hold already reported lost")
+		}
+	})
+}
+
+// TestLock_Extend_answeredDuringRenewal: a renewal with the old TTL is out;
+// an Extend is sent and answered meanwhile; the renewal then lands last,
+// cutting the TTL back. The hold keeps the earlier deadline and renews at
+// once with the new TTL.
+func TestLock_Extend_answeredDuringRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		gate := make(chan struct{})
+		var once sync.Once
+		b := &hookBackend{fakeBackend: f, beforeRenew: func() { once.Do(func() { <-gate }) }}
+		c := hookClient(b)
+		defer c.Close()
+		l := c.NewLock("k", WithTTL(3*time.Second))
+		mustAcquire(t, l)                   // renewal due at 1s
+		time.Sleep(1200 * time.Millisecond) // the renewal (TTL 3s) is out
+		if err := l.Extend(context.Background(), 30*time.Second); err != nil {
+			t.Fatalf("Extend() error = %v", err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		close(gate) // the renewal lands now: TTL 3s again
+		time.Sleep(4500 * time.Millisecond)
+		f.mu.Lock()
+		_, live := f.live(l.hd.Keys.Lock())
+		f.mu.Unlock()
+		if !live || isClosedCh(l.Lost()) {
+			t.Fatalf("at 6s: key live %v, Lost() closed %v (%v); want a live hold renewed with the 30s TTL", live, isClosedCh(l.Lost()), l.LostErr())
+		}
+		got := f.snapshot()
+		if last := got[len(got)-1]; last.ttls[0] != 30*time.Second {
+			t.Fatalf("last renewal TTL %v, want 30s", last.ttls[0])
+		}
+	})
+}
+
+// hookBackend is a fakeBackend whose Extend and Release calls (not the
+// renewal loop's, which go to the fakeBackend directly) run hooks, so a test
+// can order them against other calls.
+type hookBackend struct {
+	*fakeBackend
+	beforeExtend func()
+	afterExtend  func()
+	afterRelease func()
+	beforeRenew  func()
+}
+
+func (b *hookBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
+	if b.beforeRenew != nil {
+		b.beforeRenew()
+	}
+	b.fakeBackend.renew(ctx, items, st, errs)
+}
+
+func (b *hookBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
+	if b.beforeExtend != nil {
+		b.beforeExtend()
+	}
+	st, err := b.fakeBackend.extend(ctx, k, token, ttl)
+	if b.afterExtend != nil {
+		b.afterExtend()
+	}
+	return st, err
+}
+
+func (b *hookBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
+	st, err := b.fakeBackend.release(ctx, k, token)
+	if b.afterRelease != nil {
+		b.afterRelease()
+	}
+	return st, err
+}
+
+// hookClient is fakeClient over any backend.
+func hookClient(be backend, opts ...Option) *Client { return newClientWithBackend(be, opts...) }

@@ -245,3 +245,26 @@ func TestLock_TryAcquire_grantLandingAfterCutCallLastsAtMostTTL(t *testing.T) {
 	must(t, "other Release()", other.Release(ctx))
 	waitKeysGone(t, nodes[2:], key, "node 2's stray grant expiring by its TTL")
 }
+
+// TestLock_Acquire_ctxDone: an Acquire on a held key ends with its ctx,
+// returning ErrNotAcquired wrapping ctx.Err(), and leaves the holder its
+// quorum.
+func TestLock_Acquire_ctxDone(t *testing.T) {
+	_, nodes := miniNodes(t, 5)
+	c := newClient(t, nodes)
+	key := keyFor(t)
+	a := c.NewLock(key)
+	must(t, "Acquire()", a.Acquire(context.Background()))
+	defer a.Release(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	b := c.NewLock(key)
+	err := b.Acquire(ctx)
+	wantIs(t, "Acquire(held, ctx times out)", err, lock.ErrNotAcquired)
+	wantIs(t, "Acquire(held, ctx times out)", err, context.DeadlineExceeded)
+	// Acquire returns at quorum, so a straggling node may have granted b
+	// first (b then undid it): a keeps at least its quorum.
+	if n := holders(t, nodes, key, a.Token()); n < 3 {
+		t.Fatalf("nodes still holding the first token = %d, want at least the quorum 3", n)
+	}
+}

@@ -55,3 +55,21 @@ func TestZeroValues_invalidNotPanic(t *testing.T) {
 		t.Fatalf("zero QuorumError: Error() = %q, want text matching ErrNotAcquired", qe.Error())
 	}
 }
+
+// TestClient_Close_lostAtValidity: after Close a hold is no longer renewed:
+// its Lost() closes when the validity runs out, with ErrClosed, and Release
+// still succeeds.
+func TestClient_Close_lostAtValidity(t *testing.T) {
+	_, nodes := miniNodes(t, 3)
+	c := redlock.New(nodes, redlock.WithTTL(300*time.Millisecond))
+	l := c.NewLock(keyFor(t))
+	must(t, "Acquire()", l.Acquire(context.Background()))
+	must(t, "Close()", c.Close())
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Lost() not closed after Close and the validity ran out")
+	}
+	wantIs(t, "LostErr()", l.LostErr(), lock.ErrClosed)
+	must(t, "Release()", l.Release(context.Background()))
+}

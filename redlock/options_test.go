@@ -2,7 +2,9 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,4 +101,52 @@ func TestLock_quorumOfAll(t *testing.T) {
 	ms[2].Close()
 	err := c.NewLock(keyFor(t)).Acquire(context.Background())
 	wantIs(t, "Acquire(quorum 3, one node down)", err, lock.ErrNotAcquired)
+}
+
+// TestLock_WithFencing_off: with fencing off a hold has Fence() 0 and no
+// node gets a fence counter.
+func TestLock_WithFencing_off(t *testing.T) {
+	ms, nodes := miniNodes(t, 3)
+	c := newClient(t, nodes, redlock.WithFencing(false))
+	ctx := context.Background()
+	key := keyFor(t)
+	l := c.NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	if l.Fence() != 0 {
+		t.Fatalf("Fence() = %d with fencing off, want 0", l.Fence())
+	}
+	must(t, "Release()", l.Release(ctx))
+	for i, m := range ms {
+		if m.Exists(lockKey(key) + ":fence") {
+			t.Fatalf("node %d has a fence counter with fencing off", i)
+		}
+	}
+}
+
+// TestClient_WithObserver: the Observer sees one acquire start, one acquire
+// and one release for a WithLock whose fn fails, and WithLock returns fn's
+// error.
+func TestClient_WithObserver(t *testing.T) {
+	_, nodes := miniNodes(t, 3)
+	var mu sync.Mutex
+	kinds := map[lock.EventKind]int{}
+	obs := lock.ObserverFunc(func(e lock.Event) {
+		mu.Lock()
+		kinds[e.Kind]++
+		mu.Unlock()
+	})
+	c := newClient(t, nodes, redlock.WithObserver(obs))
+	ctx := context.Background()
+	errFn := errors.New("fn")
+	err := c.WithLock(ctx, keyFor(t), func(ctx context.Context) error { return errFn })
+	if !errors.Is(err, errFn) {
+		t.Fatalf("WithLock() error = %v, want %v", err, errFn)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range []lock.EventKind{lock.EventAcquireStart, lock.EventAcquire, lock.EventRelease} {
+		if kinds[k] != 1 {
+			t.Fatalf("events of kind %v = %d, want 1 (all: %v)", k, kinds[k], kinds)
+		}
+	}
 }
