@@ -148,16 +148,16 @@ var leaves = [scriptHandoff + 1]bool{scriptAcquire: true, scriptRelease: true, s
 
 // send builds one EVAL or EVALSHA command in a single argument slice and
 // sends it, through the Client's coalescer unless coalescing is off. A
-// release or handoff goes as a onceCmd.
+// release or handoff goes as a luascripts.OnceCmd.
 func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []string, args []any) scriptCmd {
 	n := 3 + len(keys) + len(args)
 	var (
 		a    []any
-		once *onceCmd
+		once *luascripts.OnceCmd
 	)
 	if i == scriptRelease || i == scriptHandoff {
-		once = new(onceCmd)
-		a = once.argv[:0]
+		once = new(luascripts.OnceCmd)
+		a = once.Argv[:0]
 	}
 	if n > cap(a) {
 		a = make([]any, 0, n)
@@ -174,7 +174,7 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 	cmd := redis.NewIntCmd(ctx, append(a, args...)...)
 	var c redis.Cmder = cmd
 	if once != nil {
-		once.IntCmd, c = cmd, once
+		once.Cmder, c = cmd, once
 	}
 	if b.co == nil {
 		_ = b.rdb.Process(ctx, c) // the error is in cmd
@@ -188,25 +188,6 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 	}
 	return scriptCmd{cmd}
 }
-
-// onceCmd is a command go-redis must not resend after a connection error,
-// nor any pipeline that carries it: a release or a handoff (by script or in
-// a transaction). Run twice, such a command finds the hold already gone:
-// it would report our own release as a loss, and a re-entrant release would
-// find nothing to drop (see release.lua). Sent once, a call whose reply is
-// lost has an unknown outcome, which its caller reports as an error.
-//
-// The other calls — acquire, extend, renewal, TTL — give the same outcome
-// when resent with the same token, so they keep go-redis's retries.
-type onceCmd struct {
-	*redis.IntCmd
-	// Room for a release's arguments ("evalsha", sha, 2, two keys, token,
-	// flag), so that the wrapper costs no allocation of its own.
-	argv [7]any
-}
-
-// NoRetry tells go-redis not to resend the command.
-func (*onceCmd) NoRetry() bool { return true }
 
 // Script flags, boxed once: converting a string to an interface allocates.
 var argOne, argZero any = "1", "0"

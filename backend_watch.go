@@ -184,8 +184,8 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 // unknown.
 func (b *watchBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
-		del := new(onceCmd)
-		del.IntCmd = redis.NewIntCmd(ctx, append(del.argv[:0], "del", k.Lock())...)
+		del := new(luascripts.OnceCmd)
+		del.Cmder = redis.NewIntCmd(ctx, append(del.Argv[:0], "del", k.Lock())...)
 		_ = p.Process(ctx, del)
 		p.Publish(ctx, k.Notify(), "released")
 	})

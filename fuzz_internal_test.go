@@ -101,10 +101,13 @@ func (s *fuzzServer) answer(cmd redis.Cmder) {
 		cmd.SetErr(r.err)
 		return
 	}
+	if o, ok := cmd.(*luascripts.OnceCmd); ok {
+		cmd = o.Cmder // a release or handoff: the command it wraps
+	}
 	switch c := cmd.(type) {
 	case *redis.Cmd: // a renewal, by go-redis's Script
 		c.SetVal(r.val)
-	case interface{ SetVal(int64) }: // an IntCmd, alone or in a onceCmd
+	case interface{ SetVal(int64) }: // an IntCmd
 		// What go-redis makes of a reply that is not an integer: an
 		// error (it also reads a decimal string as one).
 		switch v := r.val.(type) {

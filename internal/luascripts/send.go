@@ -16,8 +16,12 @@ import (
 //
 // The other calls — acquire, extend, renewal, TTL — give the same outcome
 // when resent with the same token, so they keep go-redis's retries.
+//
+// It wraps any command (an EVAL's *redis.Cmd, the core's *redis.IntCmd, a
+// DEL inside a transaction); its sender keeps the typed command to read the
+// reply.
 type OnceCmd struct {
-	*redis.Cmd
+	redis.Cmder
 	// Room for a release's arguments ("evalsha", sha, 2, two keys, token,
 	// flag), so that the wrapper costs no allocation of its own.
 	Argv [7]any
@@ -55,9 +59,10 @@ func runOnce(ctx context.Context, rdb Processor, verb, script string, keys []str
 	for _, k := range keys {
 		a = append(a, k)
 	}
-	once.Cmd = redis.NewCmd(ctx, append(a, args...)...)
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	once.Cmder = cmd
 	_ = rdb.Process(ctx, once) // the error is in the command
-	return once.Cmd
+	return cmd
 }
 
 // Pipeliner makes pipelines: a *redis.Client, a cluster client.
