@@ -107,7 +107,9 @@
 // Ring's shard; redlock: every node). A release wakes the longest-waiting
 // waiter of the channel in this process, and a release in this process may
 // hand its hold straight to that waiter (the handoff hook: Notifier.Claim,
-// Settle and the waiter's gift). Every failed attempt is reported to the
+// Settle and the waiter's gift). A message's payload (message.go) says whom it wakes: the
+// longest-waiting waiter (a release), every waiter (MsgAll), or the one
+// whose token it names (MsgTo, a fair queue's head). Every failed attempt is reported to the
 // Observer (EventAttemptFailed) and logged, at debug level, then as a
 // warning after a few in a row.
 //

@@ -56,11 +56,7 @@ func (n *Notifier) run(s *subscription) {
 				n.confirmed(m.Channel)
 			}
 		case *redis.Message:
-			n.mu.Lock()
-			if cs := n.chans[m.Channel]; cs != nil {
-				cs.signalHead()
-			}
-			n.mu.Unlock()
+			n.deliver(m.Channel, m.Payload)
 		}
 	}
 }
