@@ -82,7 +82,7 @@ func (k EventKind) String() string {
 
 // Event is one thing that happened to one lock.
 type Event struct {
-	Kind     EventKind
+	Kind     EventKind     // what happened
 	Key      string        // the caller's key
 	Token    string        // the hold's token, "" before one exists
 	Fence    int64         // the hold's fence, 0 before one exists

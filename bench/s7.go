@@ -44,7 +44,7 @@ func (e *env) s7() error {
 		}
 		m, m7detail, err := e.s7Run(n, ttl)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return fmt.Errorf("s7 with %d locks: %w", n, err)
 		}
 		r := t.row("N=" + strconv.Itoa(n))
 		r.Rounds = append(r.Rounds, numMap(m))

@@ -92,18 +92,18 @@ func run() error {
 	}
 	defer b.Release(context.WithoutCancel(ctx))
 	if err := db.Write(key, b.Fence(), "B's report"); err != nil {
-		return fmt.Errorf("B's write: %w", err)
+		return fmt.Errorf("write of B: %w", err)
 	}
 	fmt.Printf("B acquired it with fence %d and wrote: accepted\n", b.Fence())
 
 	// A wakes up, unaware, and writes with its old fence.
 	err := db.Write(key, a.Fence(), "A's report")
 	if !errors.Is(err, errStale) {
-		return fmt.Errorf("A's stale write with fence %d was accepted (err = %v)", a.Fence(), err)
+		return fmt.Errorf("stale write of A with fence %d was accepted (err = %v)", a.Fence(), err)
 	}
 	fmt.Printf("A woke up and wrote with fence %d: rejected (%v)\n", a.Fence(), err)
 	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		return fmt.Errorf("A's release: %v, want ErrNotHeld", err)
+		return fmt.Errorf("release of A: %v, want ErrNotHeld", err)
 	}
 	fmt.Printf("A's release: not held; the store keeps %q\n", db.values[key])
 	return nil

@@ -102,7 +102,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	if err := b.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		return fmt.Errorf("Release of a lock never held = %v, want ErrNotHeld", err)
+		return fmt.Errorf("release of a lock never held = %v, want ErrNotHeld", err)
 	}
 	fmt.Println("ok")
 	return nil

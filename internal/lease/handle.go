@@ -189,9 +189,20 @@ func (hd *Handle) install(token string, fence int64, sent time.Time) (*Hold, err
 }
 
 // undo removes what an attempt with token may have set, on a goroutine of
-// the Engine bounded by Policy.UndoTimeout, and waits for it until ctx is
-// done; a nil ctx: not at all.
+// the Engine bounded by Policy.UndoTimeout (undoLater), and waits for it
+// until ctx is done.
 func (hd *Handle) undo(ctx context.Context, k Kind, token string) {
+	done := hd.undoLater(k, token)
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// undoLater starts the undo of an attempt made with token on a goroutine
+// of the Engine, bounded by Policy.UndoTimeout, and returns a channel
+// closed once it is done; nobody waits for it but Close.
+func (hd *Handle) undoLater(k Kind, token string) <-chan struct{} {
 	done := make(chan struct{})
 	hd.pol.Engine.background(func() {
 		defer close(done)
@@ -199,12 +210,7 @@ func (hd *Handle) undo(ctx context.Context, k Kind, token string) {
 		defer cancel()
 		k.Undo(uctx, token)
 	})
-	if ctx != nil {
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
-	}
+	return done
 }
 
 // attempt makes one attempt with token and installs the hold it takes. An
@@ -216,7 +222,7 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 		var ok bool
 		a, ok = runBounded(hd.pol.Engine, ctx, func() Attempt { return k.Try(ctx, token) }, func(a Attempt) {
 			if a.OK || a.Unknown {
-				hd.undo(nil, k, token)
+				hd.undoLater(k, token)
 			}
 		})
 		if !ok {

@@ -24,7 +24,7 @@ const (
 
 // Gift is what a releasing lock hands a claimed waiter.
 type Gift struct {
-	Fence int64
+	Fence int64     // the handed-over hold's fence
 	Sent  time.Time // when the handoff call was sent: the new lease starts then
 	Retry bool      // outcome unknown or refused: try with your own token
 	// Unknown marks a retry whose handoff call failed: Redis may hold the
@@ -162,7 +162,7 @@ func (w *Waiter) undo() {
 	if h := w.hd.Hold(); h != nil && h.token == w.token {
 		return
 	}
-	w.hd.undo(nil, w.k, w.token)
+	w.hd.undoLater(w.k, w.token)
 }
 
 // SetGiftHook makes every waiter call fn after it takes a hold a release

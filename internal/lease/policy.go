@@ -16,12 +16,12 @@ type Policy struct {
 	Watchdog   bool          // renew every TTL/3
 	MaxHold    time.Duration // no renewal past this, counted from the acquisition; 0: no cap
 	Wait       time.Duration // Acquire's wait timeout; 0: until ctx is done
-	BackoffMin time.Duration
-	BackoffMax time.Duration
-	Notify     bool   // waiters listen for release messages
-	Handoff    bool   // a waiter may be handed a hold by a release in this process
-	Fencing    bool   // holds carry a fence (the handoff script needs to know)
-	Owner      string // a re-entrant owner id, shown as the token of every hold; "" for none
+	BackoffMin time.Duration // the first sleep between attempts
+	BackoffMax time.Duration // the cap on a sleep between attempts
+	Notify     bool          // waiters listen for release messages
+	Handoff    bool          // a waiter may be handed a hold by a release in this process
+	Fencing    bool          // holds carry a fence (the handoff script needs to know)
+	Owner      string        // a re-entrant owner id, shown as the token of every hold; "" for none
 	// FreshTokens gives every attempt of an Acquire a token of its own, and
 	// leaves the undo of a failed attempt to the attempt itself (redlock).
 	// Otherwise the attempts of one Acquire share a token, so one whose
@@ -68,14 +68,14 @@ const (
 // Event is one thing that happened to one lock; the root package's Event
 // has the same fields.
 type Event struct {
-	Kind     EventKind
+	Kind     EventKind       // what happened
 	Ctx      context.Context // the caller's, for caller-side events; nil for background ones
-	Key      string
-	Token    string // the public token (Policy.Owner for a re-entrant hold)
-	Fence    int64
-	Duration time.Duration
-	Attempts int
-	Err      error
+	Key      string          // the caller's key
+	Token    string          // the public token (Policy.Owner for a re-entrant hold)
+	Fence    int64           // the hold's fence; 0 before one exists
+	Duration time.Duration   // how long the call took (Acquire: the whole wait)
+	Attempts int             // acquire: attempts sent; a failed attempt: its number
+	Err      error           // nil on success
 }
 
 // publicToken is the token events show for token: the owner id for a
@@ -110,8 +110,8 @@ const (
 
 // Outcome is what one call found for one hold.
 type Outcome struct {
-	Status Status
-	Err    error // Failed: why; nil otherwise
+	Status Status // what the call found
+	Err    error  // Failed: why; nil otherwise
 	// Unknown: some call of the write failed after it may have been sent,
 	// or was not answered (a redlock node), so it may still land later
 	// with its TTL. A Failed outcome is always taken as unknown.

@@ -108,7 +108,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 				// call, an earlier attempt of unknown outcome is undone with
 				// the old token now.
 				if cut && unknown {
-					hd.undo(nil, k, token)
+					hd.undoLater(k, token)
 				}
 				unknown = false
 				if rerr := hd.respend(k, w, &token); rerr != nil {

@@ -72,9 +72,9 @@ type Pipeliner interface {
 
 // ExtendItem is one hold a pipelined renewal extends.
 type ExtendItem struct {
-	Keys  *Keys
-	Token string // the token, or a re-entrant hold's id
-	TTL   time.Duration
+	Keys  *Keys         // the lock's keys
+	Token string        // the token, or a re-entrant hold's id
+	TTL   time.Duration // the TTL to set
 }
 
 // ExtendAll runs extend.lua for every item in one pipeline on rdb (go-redis
