@@ -67,16 +67,24 @@ func New(t TB, opts ...lock.Option) (*lock.Client, *Controller) {
 		t.Fatalf("locktest: embedded redis: %v", err)
 	}
 	t.Cleanup(m.Close) // registered first: runs last
-	p, err := newProxy(m.Addr())
+	locks, c := newOn(t, m.Addr(), opts)
+	c.m = m
+	return locks, c
+}
+
+// newOn is New on the Redis at addr, which t's cleanup leaves running.
+func newOn(t TB, addr string, opts []lock.Option) (*lock.Client, *Controller) {
+	t.Helper()
+	p, err := newProxy(addr)
 	if err != nil {
 		t.Fatalf("locktest: proxy: %v", err)
 	}
 	t.Cleanup(p.close)
-	c := &Controller{m: m, p: p, g: new(gate)}
+	c := &Controller{p: p, g: new(gate)}
 	c.rdb = redis.NewClient(&redis.Options{Addr: p.addr()})
 	c.rdb.AddHook(c.g)
 	t.Cleanup(func() { _ = c.rdb.Close() })
-	c.admin = redis.NewClient(&redis.Options{Addr: m.Addr()})
+	c.admin = redis.NewClient(&redis.Options{Addr: addr})
 	c.admin.AddHook(probe{})
 	t.Cleanup(func() { _ = c.admin.Close() })
 
@@ -102,7 +110,7 @@ func (c *Controller) heal() {
 // errZero is what the key methods of a zero Controller return.
 var errZero = fmt.Errorf("locktest: zero Controller: make one with New: %w", lock.ErrInvalid)
 
-func (c *Controller) zero() bool { return c == nil || c.m == nil }
+func (c *Controller) zero() bool { return c == nil || c.p == nil }
 
 // keys returns the Redis keys of the lock on key.
 func (c *Controller) keys(key string) luascripts.Keys {
@@ -132,7 +140,7 @@ func (c *Controller) Redis() *redis.Client {
 // Miniredis returns the embedded server, which the Controller's faults
 // bypass (FastForward, direct reads and writes). nil on a zero Controller.
 func (c *Controller) Miniredis() *miniredis.Miniredis {
-	if c.zero() {
+	if c == nil {
 		return nil
 	}
 	return c.m

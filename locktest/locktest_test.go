@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
 	"github.com/agentlock/lock/locktest"
 )
 
@@ -83,17 +84,35 @@ var modes = []struct {
 }
 
 func TestController_faults_Lost(t *testing.T) {
+	testFaultsLost(t, func(t *testing.T, opts ...lock.Option) (*lock.Client, *locktest.Controller) {
+		return locktest.New(t, opts...)
+	})
+}
+
+// On a real redis-server, whose TTLs run: the scripts, the proxy and the
+// renewal gate meet the server's own replies (NOSCRIPT, TYPE, PTTL).
+func TestController_faults_Lost_realRedis(t *testing.T) {
+	s := redistest.Start(t, redistest.Config{})
+	testFaultsLost(t, func(t *testing.T, opts ...lock.Option) (*lock.Client, *locktest.Controller) {
+		return locktest.NewOn(t, s.Addr(), opts...)
+	})
+}
+
+// testFaultsLost checks, in each mode, that each fault closes the hold's
+// Lost() with its reason, on the Redis newClient runs on.
+func testFaultsLost(t *testing.T, newClient func(*testing.T, ...lock.Option) (*lock.Client, *locktest.Controller)) {
 	for _, m := range modes {
 		for _, f := range faults {
 			t.Run(m.name+"/"+f.name, func(t *testing.T) {
 				t.Parallel()
-				locks, ctl := locktest.New(t, append([]lock.Option{lock.WithTTL(ttl)}, m.opts...)...)
+				locks, ctl := newClient(t, append([]lock.Option{lock.WithTTL(ttl)}, m.opts...)...)
 				ctx := t.Context()
-				l := locks.NewLock("job")
+				key := t.Name() // one server may serve every subtest
+				l := locks.NewLock(key)
 				if err := l.Acquire(ctx); err != nil {
 					t.Fatalf("Acquire() error = %v", err)
 				}
-				f.inject(t, ctl, "job")
+				f.inject(t, ctl, key)
 				waitLost(t, l)
 				if got := reasonOf(l.LostErr()); got != f.reason {
 					t.Errorf("LostErr() = %v, want reason %v", l.LostErr(), f.reason)
@@ -295,5 +314,23 @@ func TestController_zero(t *testing.T) {
 		if ctl.Redis() != nil || ctl.Miniredis() != nil || ctl.RedisKey("k") != "" {
 			t.Errorf("accessors of a zero Controller: want nil and \"\"")
 		}
+	}
+}
+
+func TestNew_prefixFromOptions(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			locks, ctl := locktest.New(t, append([]lock.Option{lock.WithPrefix("app:")}, m.opts...)...)
+			if got, want := ctl.RedisKey("k"), "app:{k}"; got != want {
+				t.Errorf("RedisKey() = %q, want %q", got, want)
+			}
+			l := locks.NewLock("k")
+			if err := l.Acquire(t.Context()); err != nil {
+				t.Fatalf("Acquire() error = %v", err)
+			}
+			if err := ctl.Expire("k"); err != nil {
+				t.Errorf("Expire() error = %v", err)
+			}
+		})
 	}
 }
