@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ type Controller struct {
 	g      *gate
 	rdb    *redis.Client // through the proxy, with the gate: the client under test
 	admin  *redis.Client // straight to the server: the controller's own calls
+	ops    *lock.Client  // over admin, with New's options: reads the prefix
 	prefix string
 	thief  atomic.Int64 // numbers the tokens of Steal
 }
@@ -53,7 +55,8 @@ var _ TB = testing.TB(nil)
 // which waits for every goroutine New started; closing the client earlier
 // is allowed (Close is idempotent).
 //
-// Invalid opts are reported as lock.NewClient reports them: every verb of
+// A nil t gives a client and a zero Controller whose calls return errors
+// wrapping lock.ErrInvalid. Invalid opts are reported as lock.NewClient reports them: every verb of
 // the client returns an error wrapping [lock.ErrInvalid]. New fails t only
 // when it cannot start the server or the proxy.
 //
@@ -61,6 +64,11 @@ var _ TB = testing.TB(nil)
 // expires on its own here: use [Controller.Expire], or advance every TTL
 // with [Controller.Miniredis]().FastForward.
 func New(t TB, opts ...lock.Option) (*lock.Client, *Controller) {
+	if t == nil {
+		// Nobody to report to: a client and a Controller whose every call
+		// fails with lock.ErrInvalid.
+		return lock.NewClient(nil), new(Controller)
+	}
 	t.Helper()
 	m, err := miniredis.Run()
 	if err != nil {
@@ -88,12 +96,12 @@ func newOn(t TB, addr string, opts []lock.Option) (*lock.Client, *Controller) {
 	c.admin.AddHook(probe{})
 	t.Cleanup(func() { _ = c.admin.Close() })
 
+	c.ops = lock.NewClient(c.admin, opts...)
+	t.Cleanup(func() { _ = c.ops.Close() })
 	c.prefix = lock.DefaultPrefix
-	probed := lock.NewClient(c.admin, opts...)
-	if p, err := prefixOf(probed); err == nil {
+	if p, err := prefixOf(c.ops); err == nil {
 		c.prefix = p
 	}
-	_ = probed.Close()
 
 	locks := lock.NewClient(c.rdb, opts...)
 	t.Cleanup(func() { _ = locks.Close() })
@@ -209,12 +217,13 @@ func (c *Controller) Steal(key string) error {
 	token := "locktest-thief-" + strconv.FormatInt(c.thief.Add(1), 10)
 	n, err := stealScript.Run(context.Background(), c.admin, k.LockKeys(), token, lock.DefaultTTL.Milliseconds()).Int()
 	switch {
+	case redis.HasErrorPrefix(err, "KIND"):
+		kind := strings.TrimPrefix(err.Error(), "KIND ")
+		return fmt.Errorf("locktest: steal %q: key %q is a %s, not a mutex: %w", key, key, kind, lock.ErrInvalid)
 	case err != nil:
 		return fmt.Errorf("locktest: steal %q: %w", key, err)
 	case n == 0:
 		return fmt.Errorf("locktest: steal %q: %w", key, lock.ErrNotHeld)
-	case n < 0:
-		return fmt.Errorf("locktest: steal %q: not a mutex: %w", key, lock.ErrInvalid)
 	}
 	return nil
 }
@@ -222,7 +231,8 @@ func (c *Controller) Steal(key string) error {
 // PauseRenewals holds back, from now until [Controller.ResumeRenewals],
 // every call of the client under test that resets a lock's TTL: the
 // renewal loop's, and also [lock.Lock.Extend]'s, which blocks until resume
-// or the end of its context. Nothing else is delayed. A hold whose renewal
+// or the end of its context. Other calls pass, unless the client sends one
+// in the same pipeline as such a call. A hold whose renewal
 // is held back is declared lost at its safety deadline (about 0.9 TTL after
 // its last confirmed renewal), reason [lock.LossUnreachable], while its key
 // stays in Redis until its TTL runs out. Pausing twice is pausing once.

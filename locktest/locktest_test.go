@@ -3,10 +3,12 @@ package locktest_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/lease"
 	"github.com/agentlock/lock/internal/redistest"
 	"github.com/agentlock/lock/locktest"
 )
@@ -177,26 +179,42 @@ func TestController_Steal_keepsKeyWithAnotherToken(t *testing.T) {
 	}
 }
 
-func TestController_ForceRelease_wakesWaiters(t *testing.T) {
-	locks, ctl := locktest.New(t)
-	l := locks.NewLock("k")
-	if err := l.Acquire(t.Context()); err != nil {
-		t.Fatalf("Acquire() error = %v", err)
-	}
-	sub := ctl.Redis().Subscribe(t.Context(), "lock:{k}:notify")
-	defer sub.Close()
-	if _, err := sub.Receive(t.Context()); err != nil { // the subscription's confirmation
-		t.Fatalf("Subscribe() error = %v", err)
-	}
-	if err := ctl.ForceRelease("k"); err != nil {
-		t.Fatalf("ForceRelease() error = %v", err)
-	}
-	msg, err := sub.ReceiveMessage(t.Context())
-	if err != nil || msg.Payload == "" {
-		t.Fatalf("ReceiveMessage() = %v, %v; want a wake-up", msg, err)
-	}
-	if ctl.Miniredis().Exists(ctl.RedisKey("k")) {
-		t.Errorf("key still exists after ForceRelease")
+// ForceRelease publishes the wake-up a release sends, on the channel
+// waiters listen to; Expire publishes nothing: the first message after it
+// is one the test publishes once Expire has returned, so a message of
+// Expire's would have come first.
+func TestController_ForceRelease_wakesWaiters_Expire_doesNot(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(*locktest.Controller, string) error
+		want  string
+	}{
+		{"ForceRelease", (*locktest.Controller).ForceRelease, lease.MsgReleased},
+		{"Expire", (*locktest.Controller).Expire, "marker"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			locks, ctl := locktest.New(t)
+			if err := locks.NewLock("k").Acquire(t.Context()); err != nil {
+				t.Fatalf("Acquire() error = %v", err)
+			}
+			m := ctl.Miniredis()
+			sub := ctl.Redis().Subscribe(t.Context(), "lock:{k}:notify")
+			defer sub.Close()
+			if _, err := sub.Receive(t.Context()); err != nil { // the subscription's confirmation
+				t.Fatalf("Subscribe() error = %v", err)
+			}
+			if err := tc.fault(ctl, "k"); err != nil {
+				t.Fatalf("%s() error = %v", tc.name, err)
+			}
+			if m.Exists(ctl.RedisKey("k")) {
+				t.Errorf("key still exists after %s", tc.name)
+			}
+			m.Publish("lock:{k}:notify", "marker")
+			msg, err := sub.ReceiveMessage(t.Context())
+			if err != nil || msg.Payload != tc.want {
+				t.Errorf("first message after %s = %v, %v; want payload %q", tc.name, msg, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -216,8 +234,9 @@ func TestController_Steal_otherKind(t *testing.T) {
 	if _, err := ctl.Miniredis().ZAdd(ctl.RedisKey("sem"), 1, "permit"); err != nil {
 		t.Fatal(err)
 	}
-	if err := ctl.Steal("sem"); !errors.Is(err, lock.ErrInvalid) {
-		t.Errorf("Steal(semaphore key) error = %v, want %v", err, lock.ErrInvalid)
+	err := ctl.Steal("sem")
+	if !errors.Is(err, lock.ErrInvalid) || !strings.Contains(err.Error(), `key "sem" is a semaphore, not a mutex`) {
+		t.Errorf("Steal(semaphore key) error = %v, want %v naming both kinds", err, lock.ErrInvalid)
 	}
 }
 
@@ -294,6 +313,17 @@ func TestNew_invalidOptions(t *testing.T) {
 	}
 	if got, want := ctl.RedisKey("k"), "lock:{k}"; got != want {
 		t.Errorf("RedisKey() = %q, want %q", got, want)
+	}
+}
+
+func TestNew_nilTB(t *testing.T) {
+	locks, ctl := locktest.New(nil)
+	defer locks.Close()
+	if err := locks.NewLock("k").Acquire(t.Context()); !errors.Is(err, lock.ErrInvalid) {
+		t.Errorf("Acquire() error = %v, want %v", err, lock.ErrInvalid)
+	}
+	if err := ctl.Steal("k"); !errors.Is(err, lock.ErrInvalid) {
+		t.Errorf("Steal() error = %v, want %v", err, lock.ErrInvalid)
 	}
 }
 
