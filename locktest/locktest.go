@@ -96,7 +96,8 @@ func newOn(t TB, addr string, opts []lock.Option) (*lock.Client, *Controller) {
 	c.admin.AddHook(probe{})
 	t.Cleanup(func() { _ = c.admin.Close() })
 
-	c.ops = lock.NewClient(c.admin, opts...)
+	// The probe is no event of the user's: no Observer, no logger.
+	c.ops = lock.NewClient(c.admin, append(opts[:len(opts):len(opts)], lock.WithObserver(nil), lock.WithLogger(nil))...)
 	t.Cleanup(func() { _ = c.ops.Close() })
 	c.prefix = lock.DefaultPrefix
 	if p, err := prefixOf(c.ops); err == nil {

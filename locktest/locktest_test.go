@@ -364,3 +364,21 @@ func TestNew_prefixFromOptions(t *testing.T) {
 		})
 	}
 }
+
+// Reading the prefix from New's options sends the Observer and the logger
+// nothing: a test that counts events sees only its own.
+func TestNew_probeIsSilent(t *testing.T) {
+	var events []lock.Event
+	locks, _ := locktest.New(t, lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
+		events = append(events, e)
+	})))
+	if len(events) != 0 {
+		t.Errorf("events after New = %v, want none", events)
+	}
+	if err := locks.NewLock("k").Acquire(t.Context()); err != nil {
+		t.Fatalf("Acquire() error = %v", err)
+	}
+	if len(events) == 0 {
+		t.Errorf("no event after Acquire: the Observer is not the client's")
+	}
+}
