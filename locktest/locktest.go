@@ -262,7 +262,8 @@ func (c *Controller) Unreachable() {
 }
 
 // Slow delays every reply to the client under test by at least d until
-// [Controller.Restore] (or another Slow); d ≤ 0 removes the delay. Replies
+// [Controller.Restore] (or another Slow); d ≤ 0 removes the delay. Slow
+// also ends [Controller.Unreachable]: Redis answers again, late. Replies
 // already waiting follow the change at once. A renewal whose reply comes
 // after its hold's safety deadline loses the hold, reason
 // [lock.LossUnreachable].
