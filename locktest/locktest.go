@@ -33,7 +33,7 @@ type Controller struct {
 	g      *gate
 	rdb    *redis.Client // through the proxy, with the gate: the client under test
 	admin  *redis.Client // straight to the server: the controller's own calls
-	ops    *lock.Client  // over admin, with New's options: reads the prefix
+	ops    *lock.Client  // over admin, with New's options but no Observer: reads the prefix; a lock.Client for operator calls
 	prefix string
 	thief  atomic.Int64 // numbers the tokens of Steal
 }
@@ -55,10 +55,10 @@ var _ TB = testing.TB(nil)
 // which waits for every goroutine New started; closing the client earlier
 // is allowed (Close is idempotent).
 //
-// A nil t gives a client and a zero Controller whose calls return errors
-// wrapping lock.ErrInvalid. Invalid opts are reported as lock.NewClient reports them: every verb of
+// Invalid opts are reported as lock.NewClient reports them: every verb of
 // the client returns an error wrapping [lock.ErrInvalid]. New fails t only
-// when it cannot start the server or the proxy.
+// when it cannot start the server or the proxy. A nil t gives a client and
+// a zero Controller whose calls return errors wrapping lock.ErrInvalid.
 //
 // miniredis keeps its TTLs still until told otherwise, so a hold never
 // expires on its own here: use [Controller.Expire], or advance every TTL
