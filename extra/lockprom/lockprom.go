@@ -25,8 +25,9 @@
 //	agentlock_with_lock_seconds{outcome}        histogram: WithLock calls, acquire to release: ok, error
 //
 // Keys are not labels: there may be millions. [WithKeyGroup] adds a "group"
-// label from a function of the key (e.g. "session:*"). Recording an event
-// allocates nothing once its group has been seen.
+// label from a function of the key (e.g. [PrefixGroup]: "session:").
+// Recording an event allocates nothing once its group has been seen, if
+// the grouping function allocates nothing either.
 package lockprom
 
 import (
@@ -72,8 +73,9 @@ type config struct {
 func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
 
 // WithKeyGroup labels every metric with group, the value of fn for the
-// lock's key: fn must map the keys to few groups (say "session:*" for
-// "session:42"), since each group is a set of series. Past maxGroups
+// lock's key: fn must map the keys to few groups (say "session:" for
+// "session:42"), since each group is a set of series; it is called for
+// every event, so it should be cheap and allocate nothing. Past maxGroups
 // distinct groups (default 100 when maxGroups ≤ 0), new groups are counted
 // as "other". A nil fn means no grouping: the default.
 func WithKeyGroup(fn func(key string) string, maxGroups int) Option {
@@ -81,11 +83,11 @@ func WithKeyGroup(fn func(key string) string, maxGroups int) Option {
 }
 
 // PrefixGroup is a key grouping for [WithKeyGroup]: the key up to and
-// including its first ':' followed by "*" ("session:42" → "session:*"),
-// or the whole key when it has no ':'.
+// including its first ':' ("session:42" → "session:"), or the whole key
+// when it has no ':'. It allocates nothing.
 func PrefixGroup(key string) string {
 	if i := strings.IndexByte(key, ':'); i >= 0 {
-		return key[:i+1] + "*"
+		return key[:i+1]
 	}
 	return key
 }
