@@ -136,14 +136,14 @@ func TestCollector_metrics(t *testing.T) {
 		must(t, "WithLock()", c.WithLock(ctx, key, func(context.Context) error { return nil }))
 
 		counters := map[string]float64{
-			`agentlock_acquires_total{outcome="acquired"}`:     3, // Acquire twice, WithLock
-			`agentlock_acquires_total{outcome="contended"}`:    1,
-			`agentlock_acquires_total{outcome="canceled"}`:     1,
-			`agentlock_acquires_total{outcome="error"}`:        0,
-			`agentlock_releases_total{outcome="released"}`:     2, // Release, WithLock's
-			`agentlock_releases_total{outcome="not_held"}`:     1,
+			`agentlock_acquires_total{outcome="acquired"}`:    3, // Acquire twice, WithLock
+			`agentlock_acquires_total{outcome="contended"}`:   1,
+			`agentlock_acquires_total{outcome="canceled"}`:    1,
+			`agentlock_acquires_total{outcome="error"}`:       0,
+			`agentlock_releases_total{outcome="released"}`:    2, // Release, WithLock's
+			`agentlock_releases_total{outcome="not_held"}`:    1,
 			`agentlock_losses_total{reason="force_released"}`: 1, // gone while it should be valid
-			`agentlock_waiters`:                                0,
+			`agentlock_waiters`:                               0,
 		}
 		text := exposition(t, col)
 		for series, want := range counters {
@@ -230,7 +230,7 @@ func TestCollector_keyGroup(t *testing.T) {
 	for series, want := range map[string]float64{
 		`agentlock_acquires_total{group="session:",outcome="acquired"}`: 2,
 		`agentlock_acquires_total{group="tool:",outcome="acquired"}`:    1,
-		`agentlock_acquires_total{group="other",outcome="acquired"}`:     1,
+		`agentlock_acquires_total{group="other",outcome="acquired"}`:    1,
 	} {
 		if got := text[series]; got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
