@@ -31,14 +31,10 @@
 package lockprom
 
 import (
-	"context"
-	"errors"
-	"strings"
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/eventlabel"
 )
 
 // Collector turns lock events into Prometheus metrics. It is a
@@ -46,12 +42,8 @@ import (
 // use and starts no goroutine. The zero value observes and collects
 // nothing; use [NewCollector].
 type Collector struct {
-	m       *metrics
-	group   func(key string) string
-	max     int
-	mu      sync.RWMutex
-	byGroup map[string]*series
-	none    *series // the series when there is no key grouping
+	m      *metrics
+	groups *eventlabel.Groups[*series]
 }
 
 var (
@@ -85,15 +77,7 @@ func WithKeyGroup(fn func(key string) string, maxGroups int) Option {
 // PrefixGroup is a key grouping for [WithKeyGroup]: the key up to and
 // including its first ':' ("session:42" → "session:"), or the whole key
 // when it has no ':'. It allocates nothing.
-func PrefixGroup(key string) string {
-	if i := strings.IndexByte(key, ':'); i >= 0 {
-		return key[:i+1]
-	}
-	return key
-}
-
-// otherGroup is the group of the keys past the limit of WithKeyGroup.
-const otherGroup = "other"
+func PrefixGroup(key string) string { return eventlabel.PrefixGroup(key) }
 
 // NewCollector returns a Collector configured by opts, to register with a
 // Prometheus registry and to pass to [lock.WithObserver] (on a Client, a
@@ -106,16 +90,8 @@ func NewCollector(opts ...Option) *Collector {
 			o(&cfg)
 		}
 	}
-	c := &Collector{m: newMetrics(cfg.namespace, cfg.group != nil), group: cfg.group, max: cfg.maxGroups}
-	if c.max <= 0 {
-		c.max = 100
-	}
-	if c.group == nil {
-		c.none = c.m.series("")
-	} else {
-		c.byGroup = make(map[string]*series)
-	}
-	return c
+	m := newMetrics(cfg.namespace, cfg.group != nil)
+	return &Collector{m: m, groups: eventlabel.NewGroups(cfg.group, cfg.maxGroups, m.series)}
 }
 
 // Describe sends the descriptors of every metric of c.
@@ -137,68 +113,5 @@ func (c *Collector) Observe(e lock.Event) {
 	if c.m == nil {
 		return
 	}
-	c.seriesFor(e.Key).observe(e)
-}
-
-// seriesFor returns the series of key's group.
-func (c *Collector) seriesFor(key string) *series {
-	if c.group == nil {
-		return c.none
-	}
-	g := c.group(key)
-	c.mu.RLock()
-	s := c.byGroup[g]
-	c.mu.RUnlock()
-	if s != nil {
-		return s
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s = c.byGroup[g]; s != nil {
-		return s
-	}
-	if len(c.byGroup) >= c.max {
-		g = otherGroup
-		if s = c.byGroup[g]; s != nil {
-			return s
-		}
-	}
-	s = c.m.series(g)
-	c.byGroup[g] = s
-	return s
-}
-
-// acquireOutcome names how an Acquire or TryAcquire ended.
-func acquireOutcome(err error) int {
-	switch {
-	case err == nil:
-		return acquired
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return canceled
-	case errors.Is(err, lock.ErrNotAcquired):
-		return contended
-	default:
-		return failed
-	}
-}
-
-// releaseOutcome names how a Release ended.
-func releaseOutcome(err error) int {
-	switch {
-	case err == nil:
-		return released
-	case errors.Is(err, lock.ErrNotHeld):
-		return notHeld
-	default:
-		return releaseFailed
-	}
-}
-
-// lossReason is the index of e's loss reason in lossNames.
-func lossReason(err error) int {
-	var le *lock.LostError
-	if errors.As(err, &le) && int(le.Reason) > 0 && int(le.Reason) < len(lossNames) {
-		return int(le.Reason)
-	}
-	return 0
+	c.groups.Get(e.Key).observe(e)
 }

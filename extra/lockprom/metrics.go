@@ -4,38 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/eventlabel"
 )
-
-// The label values of the outcomes and loss reasons, by index.
-const (
-	acquired = iota
-	contended
-	canceled
-	failed
-)
-
-var acquireNames = []string{acquired: "acquired", contended: "contended", canceled: "canceled", failed: "error"}
-
-const (
-	released = iota
-	notHeld
-	releaseFailed
-)
-
-var releaseNames = []string{released: "released", notHeld: "not_held", releaseFailed: "error"}
-
-// lossNames is indexed by lock.LossReason; 0 is any reason this version
-// does not know.
-var lossNames = []string{
-	0:                      "other",
-	lock.LossStolen:        "stolen",
-	lock.LossExpired:       "expired",
-	lock.LossForceReleased: "force_released",
-	lock.LossUnreachable:   "unreachable",
-	lock.LossMaxHold:       "max_hold",
-}
-
-var withLockNames = []string{"ok", "error"}
 
 // Buckets, in seconds: waits and holds from a millisecond to minutes.
 var (
@@ -138,16 +108,16 @@ func (m *metrics) series(g string) *series {
 		margin:          m.margin.WithLabelValues(base...),
 		marginRatio:     m.marginRatio.WithLabelValues(base...),
 	}
-	for _, n := range acquireNames {
+	for _, n := range eventlabel.AcquireNames {
 		s.acquires = append(s.acquires, m.acquires.WithLabelValues(with(n)...))
 	}
-	for _, n := range releaseNames {
+	for _, n := range eventlabel.ReleaseNames {
 		s.releases = append(s.releases, m.releases.WithLabelValues(with(n)...))
 	}
-	for _, n := range lossNames {
+	for _, n := range eventlabel.LossNames {
 		s.losses = append(s.losses, m.losses.WithLabelValues(with(n)...))
 	}
-	for _, n := range withLockNames {
+	for _, n := range eventlabel.WithLockNames {
 		s.withLock = append(s.withLock, m.withLock.WithLabelValues(with(n)...))
 	}
 	return s
@@ -160,18 +130,18 @@ func (s *series) observe(e lock.Event) {
 		s.waiters.Inc()
 	case lock.EventAcquire:
 		s.waiters.Dec()
-		o := acquireOutcome(e.Err)
+		o := eventlabel.AcquireOutcome(e.Err)
 		s.acquires[o].Inc()
 		s.attempts.Add(float64(e.Attempts))
-		if o == acquired {
+		if o == eventlabel.Acquired {
 			s.wait.Observe(e.Duration.Seconds())
 		}
 	case lock.EventAttemptFailed:
 		s.attemptFailures.Inc()
 	case lock.EventRelease:
-		o := releaseOutcome(e.Err)
+		o := eventlabel.ReleaseOutcome(e.Err)
 		s.releases[o].Inc()
-		if o == released {
+		if o == eventlabel.Released {
 			s.hold.Observe(e.Held.Seconds()) // a lost hold was counted at its loss
 		}
 	case lock.EventRenewed:
@@ -183,13 +153,9 @@ func (s *series) observe(e lock.Event) {
 	case lock.EventRenewalFailed:
 		s.renewalFailures.Inc()
 	case lock.EventLost:
-		s.losses[lossReason(e.Err)].Inc()
+		s.losses[eventlabel.LossReason(e.Err)].Inc()
 		s.hold.Observe(e.Held.Seconds())
 	case lock.EventWithLock:
-		if e.Err == nil {
-			s.withLock[0].Observe(e.Duration.Seconds())
-		} else {
-			s.withLock[1].Observe(e.Duration.Seconds())
-		}
+		s.withLock[eventlabel.WithLockOutcome(e.Err)].Observe(e.Duration.Seconds())
 	}
 }
