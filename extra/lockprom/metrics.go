@@ -7,13 +7,6 @@ import (
 	"github.com/agentlock/lock/internal/eventlabel"
 )
 
-// Buckets, in seconds: waits and holds from a millisecond to minutes.
-var (
-	waitBuckets  = prometheus.ExponentialBuckets(0.0005, 2, 18) // 0.5ms … 65s
-	holdBuckets  = prometheus.ExponentialBuckets(0.001, 2, 20)  // 1ms … 524s
-	ratioBuckets = []float64{0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
-)
-
 // metrics are the vectors of a Collector; every one has the "group" label
 // when grouped, and no other label but those named here.
 type metrics struct {
@@ -49,17 +42,17 @@ func newMetrics(ns string, grouped bool) *metrics {
 		acquires:        counter("acquires_total", "Acquire and TryAcquire calls, by outcome.", with("outcome")),
 		attempts:        counter("acquire_attempts_total", "Acquire tries sent to Redis.", base),
 		attemptFailures: counter("acquire_attempt_failures_total", "Acquire tries that failed (Redis unreachable, error replies).", base),
-		wait:            histogram("wait_seconds", "Time an acquisition that succeeded waited.", waitBuckets, base),
+		wait:            histogram("wait_seconds", "Time an acquisition that succeeded waited.", eventlabel.WaitBuckets, base),
 		waiters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "waiters",
 			Help: "Acquire and TryAcquire calls under way."}, base),
-		hold:            histogram("hold_seconds", "How long holds lasted, until released or lost.", holdBuckets, base),
+		hold:            histogram("hold_seconds", "How long holds lasted, until released or lost.", eventlabel.HoldBuckets, base),
 		releases:        counter("releases_total", "Release calls, by outcome.", with("outcome")),
 		renewals:        counter("renewals_total", "Renewals the renewal loop confirmed.", base),
 		renewalFailures: counter("renewal_failures_total", "Renewal calls that failed.", base),
-		margin:          histogram("renewal_margin_seconds", "Validity a hold had left when its renewal was confirmed.", holdBuckets, base),
-		marginRatio:     histogram("renewal_margin_ratio", "Validity a hold had left when its renewal was confirmed, as a fraction of its TTL.", ratioBuckets, base),
+		margin:          histogram("renewal_margin_seconds", "Validity a hold had left when its renewal was confirmed.", eventlabel.HoldBuckets, base),
+		marginRatio:     histogram("renewal_margin_ratio", "Validity a hold had left when its renewal was confirmed, as a fraction of its TTL.", eventlabel.RatioBuckets, base),
 		losses:          counter("losses_total", "Holds lost, by reason.", with("reason")),
-		withLock:        histogram("with_lock_seconds", "WithLock calls, from acquire to release, by outcome.", holdBuckets, with("outcome")),
+		withLock:        histogram("with_lock_seconds", "WithLock calls, from acquire to release, by outcome.", eventlabel.HoldBuckets, with("outcome")),
 		grouped:         grouped,
 	}
 }

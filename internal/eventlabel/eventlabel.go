@@ -169,3 +169,24 @@ func (g *Groups[S]) Get(key string) S {
 	g.m[name] = s
 	return s
 }
+
+// Histogram bucket bounds both adapters use, in seconds (RatioBuckets: a
+// fraction of the TTL).
+var (
+	// WaitBuckets: 0.5ms to about 65s, doubling.
+	WaitBuckets = exponential(0.0005, 18)
+	// HoldBuckets: 1ms to about 524s, doubling.
+	HoldBuckets = exponential(0.001, 20)
+	// RatioBuckets: fine below a fifth, where the renewal margin alert is.
+	RatioBuckets = []float64{0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
+)
+
+// exponential returns n bounds from start, doubling.
+func exponential(start float64, n int) []float64 {
+	b := make([]float64, n)
+	for i := range b {
+		b[i] = start
+		start *= 2
+	}
+	return b
+}
