@@ -3,14 +3,13 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"runtime"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/kindtest"
+	"github.com/agentlock/lock/internal/obstest"
 )
 
 // eventsOf returns an Observer that sends every event of kind k to the
@@ -173,8 +172,8 @@ func TestObserver_releaseAllocs(t *testing.T) {
 	tg := realTarget(t)
 	var sum atomic.Int64
 	obs := lock.ObserverFunc(func(e lock.Event) { sum.Add(int64(e.Held) + e.Fence) })
-	without := releaseAllocs(t, newClient(t, tg.rdb, lock.WithNotify(false)))
-	with := releaseAllocs(t, newClient(t, tg.rdb, lock.WithNotify(false), lock.WithObserver(obs)))
+	without := obstest.ReleaseAllocs(t, newClient(t, tg.rdb, lock.WithNotify(false)), keyFor(t)+":without")
+	with := obstest.ReleaseAllocs(t, newClient(t, tg.rdb, lock.WithNotify(false), lock.WithObserver(obs)), keyFor(t)+":with")
 	// Half an allocation of slack for the background's own; one more per
 	// Release is caught.
 	if with >= without+0.5 {
@@ -183,27 +182,4 @@ func TestObserver_releaseAllocs(t *testing.T) {
 	if sum.Load() == 0 {
 		t.Fatal("the Observer saw no release")
 	}
-}
-
-// releaseAllocs is the mean number of allocations of one Release of a
-// held lock of c, over many.
-func releaseAllocs(t *testing.T, c *lock.Client) float64 {
-	t.Helper()
-	const n = 200
-	ctx := context.Background()
-	locks := make([]*lock.Lock, n)
-	for i := range locks {
-		locks[i] = c.NewLock(keyFor(t) + ":" + strconv.Itoa(i))
-		must(t, "Acquire()", locks[i].Acquire(ctx))
-	}
-	must(t, "Release()", locks[0].Release(ctx)) // warm up
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	for _, l := range locks[1:] {
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("Release() error = %v", err)
-		}
-	}
-	runtime.ReadMemStats(&m1)
-	return float64(m1.Mallocs-m0.Mallocs) / float64(n-1)
 }

@@ -3,8 +3,6 @@ package lockotel_test
 import (
 	"context"
 	"errors"
-	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/extra/lockotel"
+	"github.com/agentlock/lock/internal/obstest"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -57,7 +56,7 @@ func (s *otelSDK) observer(t *testing.T, opts ...lockotel.Option) lock.Observer 
 func (s *otelSDK) metrics(t *testing.T) map[string]metricdata.Aggregation {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
-	must(t, "Collect()", s.reader.Collect(context.Background(), &rm))
+	obstest.Must(t, "Collect()", s.reader.Collect(context.Background(), &rm))
 	out := map[string]metricdata.Aggregation{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
@@ -109,37 +108,15 @@ func hasAll(set attribute.Set, kv []attribute.KeyValue) bool {
 	return true
 }
 
-func miniRDB(t *testing.T) *redis.Client {
-	t.Helper()
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
-}
-
-func newClient(t *testing.T, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {
-	t.Helper()
-	c := lock.NewClient(rdb, opts...)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func must(t *testing.T, call string, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s error = %v, want nil", call, err)
-	}
-}
-
 func keyFor(t *testing.T) string { return strings.ReplaceAll(t.Name(), "/", ":") }
 
 // TestObserver_metrics drives every kind of event through a Client, on
 // miniredis and on a real redis-server, and reads each instrument back
 // from the SDK's manual reader.
 func TestObserver_metrics(t *testing.T) {
-	for name, rdb := range map[string]func(t *testing.T) *redis.Client{
-		"miniredis": miniRDB,
-		"redis":     func(t *testing.T) *redis.Client { return redistest.Start(t, redistest.Config{}).Client(t) },
+	for name, rdb := range map[string]func(t testing.TB) *redis.Client{
+		"miniredis": obstest.MiniRDB,
+		"redis":     func(t testing.TB) *redis.Client { return redistest.Start(t, redistest.Config{}).Client(t) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -147,7 +124,7 @@ func TestObserver_metrics(t *testing.T) {
 			obs := sdk.observer(t)
 			renewed := make(chan struct{}, 1)
 			r := rdb(t)
-			c := newClient(t, r, lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
+			c := obstest.NewClient(t, r, lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
 				obs.Observe(e)
 				if e.Kind == lock.EventRenewed {
 					select {
@@ -158,7 +135,7 @@ func TestObserver_metrics(t *testing.T) {
 			})))
 			key := keyFor(t)
 			l := c.NewLock(key, lock.WithTTL(300*time.Millisecond))
-			must(t, "Acquire()", l.Acquire(ctx))
+			obstest.Must(t, "Acquire()", l.Acquire(ctx))
 			if ok, err := c.NewLock(key).TryAcquire(ctx); ok || err != nil {
 				t.Fatalf("TryAcquire() = %v, %v, want false, nil", ok, err)
 			}
@@ -167,13 +144,13 @@ func TestObserver_metrics(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("no renewal within 5s")
 			}
-			must(t, "Release()", l.Release(ctx))
-			must(t, "Acquire()", l.Acquire(ctx))
-			must(t, "DEL", r.Del(ctx, "lock:{"+key+"}").Err())
+			obstest.Must(t, "Release()", l.Release(ctx))
+			obstest.Must(t, "Acquire()", l.Acquire(ctx))
+			obstest.Must(t, "DEL", r.Del(ctx, "lock:{"+key+"}").Err())
 			if err := l.Extend(ctx, time.Second); !errors.Is(err, lock.ErrNotHeld) {
 				t.Fatalf("Extend() after the key went error = %v, want ErrNotHeld", err)
 			}
-			must(t, "WithLock()", c.WithLock(ctx, key, func(context.Context) error { return nil }))
+			obstest.Must(t, "WithLock()", c.WithLock(ctx, key, func(context.Context) error { return nil }))
 
 			ms := sdk.metrics(t)
 			outcome := func(v string) attribute.KeyValue { return attribute.String("agentlock.outcome", v) }
@@ -217,22 +194,22 @@ func TestObserver_metrics(t *testing.T) {
 // span; calls outside a trace make no span.
 func TestObserver_spans(t *testing.T) {
 	sdk := newSDK(t)
-	c := newClient(t, miniRDB(t), lock.WithObserver(sdk.observer(t)))
+	c := obstest.NewClient(t, obstest.MiniRDB(t), lock.WithObserver(sdk.observer(t)))
 	key := keyFor(t)
 	ctx, parent := sdk.tp.Tracer("test").Start(context.Background(), "request")
 
 	l := c.NewLock(key)
-	must(t, "Acquire()", l.Acquire(ctx))
+	obstest.Must(t, "Acquire()", l.Acquire(ctx))
 	if ok, _ := c.NewLock(key).TryAcquire(ctx); ok {
 		t.Fatal("TryAcquire() = true while held")
 	}
-	must(t, "Release()", l.Release(ctx))
+	obstest.Must(t, "Release()", l.Release(ctx))
 	errFn := errors.New("fn failed")
 	if err := c.WithLock(ctx, key, func(context.Context) error { return errFn }); !errors.Is(err, errFn) {
 		t.Fatalf("WithLock() error = %v, want fn's", err)
 	}
-	must(t, "Acquire() outside a trace", l.Acquire(context.Background()))
-	must(t, "Release() outside a trace", l.Release(context.Background()))
+	obstest.Must(t, "Acquire() outside a trace", l.Acquire(context.Background()))
+	obstest.Must(t, "Release() outside a trace", l.Release(context.Background()))
 	parent.End()
 
 	spans := sdk.spans.Ended()
@@ -286,7 +263,7 @@ func TestObserver_attemptFailedEvent(t *testing.T) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
-	c := newClient(t, rdb, lock.WithObserver(sdk.observer(t)))
+	c := obstest.NewClient(t, rdb, lock.WithObserver(sdk.observer(t)))
 	m.Close() // Redis unreachable
 	ctx, parent := sdk.tp.Tracer("test").Start(context.Background(), "request")
 	if ok, err := c.NewLock(keyFor(t)).TryAcquire(ctx); ok || err == nil {
@@ -314,10 +291,10 @@ func TestObserver_attemptFailedEvent(t *testing.T) {
 // group, never the key; past the limit, "other".
 func TestObserver_keyGroup(t *testing.T) {
 	sdk := newSDK(t)
-	c := newClient(t, miniRDB(t), lock.WithObserver(sdk.observer(t, lockotel.WithKeyGroup(lockotel.PrefixGroup, 1))))
+	c := obstest.NewClient(t, obstest.MiniRDB(t), lock.WithObserver(sdk.observer(t, lockotel.WithKeyGroup(lockotel.PrefixGroup, 1))))
 	ctx, parent := sdk.tp.Tracer("test").Start(context.Background(), "request")
 	for _, key := range []string{"session:1", "session:2", "tool:x"} {
-		must(t, "WithLock()", c.WithLock(ctx, key, func(context.Context) error { return nil }))
+		obstest.Must(t, "WithLock()", c.WithLock(ctx, key, func(context.Context) error { return nil }))
 	}
 	parent.End()
 	ms := sdk.metrics(t)
@@ -345,35 +322,14 @@ func TestObserver_keyGroup(t *testing.T) {
 func TestObserver_releaseAllocs(t *testing.T) {
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	sdk := newSDK(t)
-	without := releaseAllocs(t, newClient(t, rdb, lock.WithNotify(false)), "none")
-	with := releaseAllocs(t, newClient(t, rdb, lock.WithNotify(false), lock.WithObserver(sdk.observer(t))), "otel")
+	without := obstest.ReleaseAllocs(t, obstest.NewClient(t, rdb, lock.WithNotify(false)), "none")
+	with := obstest.ReleaseAllocs(t, obstest.NewClient(t, rdb, lock.WithNotify(false), lock.WithObserver(sdk.observer(t))), "otel")
 	if with >= without+0.5 {
 		t.Fatalf("allocations per Release with the Observer = %.2f, without = %.2f; want no more", with, without)
 	}
 	if got := count(t, sdk.metrics(t), "agentlock.hold.duration"); got == 0 {
 		t.Fatal("the Observer saw no release")
 	}
-}
-
-func releaseAllocs(t *testing.T, c *lock.Client, prefix string) float64 {
-	t.Helper()
-	const n = 200
-	ctx := context.Background()
-	locks := make([]*lock.Lock, n)
-	for i := range locks {
-		locks[i] = c.NewLock(prefix + ":" + strconv.Itoa(i))
-		must(t, "Acquire()", locks[i].Acquire(ctx))
-	}
-	must(t, "Release()", locks[0].Release(ctx))
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	for _, l := range locks[1:] {
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("Release() error = %v", err)
-		}
-	}
-	runtime.ReadMemStats(&m1)
-	return float64(m1.Mallocs-m0.Mallocs) / float64(n-1)
 }
 
 // TestNewObserver_defaults: with no options the global providers are used

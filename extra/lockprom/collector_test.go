@@ -3,13 +3,11 @@ package lockprom_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -17,36 +15,15 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/extra/lockprom"
+	"github.com/agentlock/lock/internal/obstest"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
 // eachRedis runs fn on miniredis and on a real redis-server (skipped when
 // redis-server is missing, unless LOCK_REQUIRE_REDIS=1).
 func eachRedis(t *testing.T, fn func(t *testing.T, rdb *redis.Client)) {
-	t.Run("miniredis", func(t *testing.T) { fn(t, miniRDB(t)) })
+	t.Run("miniredis", func(t *testing.T) { fn(t, obstest.MiniRDB(t)) })
 	t.Run("redis", func(t *testing.T) { fn(t, redistest.Start(t, redistest.Config{}).Client(t)) })
-}
-
-func miniRDB(t *testing.T) *redis.Client {
-	t.Helper()
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
-}
-
-func newClient(t *testing.T, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {
-	t.Helper()
-	c := lock.NewClient(rdb, opts...)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func must(t *testing.T, call string, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s error = %v, want nil", call, err)
-	}
 }
 
 // sampleCount is the number of observations of histogram name whose
@@ -66,9 +43,9 @@ func sampleCount(t *testing.T, c prometheus.Collector, name string, want map[str
 func family(t *testing.T, c prometheus.Collector, name string) *dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	must(t, "Register()", reg.Register(c))
+	obstest.Must(t, "Register()", reg.Register(c))
 	fams, err := reg.Gather()
-	must(t, "Gather()", err)
+	obstest.Must(t, "Gather()", err)
 	for _, f := range fams {
 		if f.GetName() == name {
 			return f
@@ -97,7 +74,7 @@ func TestCollector_metrics(t *testing.T) {
 		ctx := context.Background()
 		col := lockprom.NewCollector()
 		renewed := make(chan struct{}, 1)
-		c := newClient(t, rdb, lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
+		c := obstest.NewClient(t, rdb, lock.WithObserver(lock.ObserverFunc(func(e lock.Event) {
 			col.Observe(e)
 			if e.Kind == lock.EventRenewed {
 				select {
@@ -109,7 +86,7 @@ func TestCollector_metrics(t *testing.T) {
 		key := strings.ReplaceAll(t.Name(), "/", ":")
 
 		l := c.NewLock(key, lock.WithTTL(300*time.Millisecond))
-		must(t, "Acquire()", l.Acquire(ctx))
+		obstest.Must(t, "Acquire()", l.Acquire(ctx))
 		if ok, err := c.NewLock(key).TryAcquire(ctx); ok || err != nil {
 			t.Fatalf("TryAcquire() = %v, %v, want false, nil", ok, err)
 		}
@@ -123,17 +100,17 @@ func TestCollector_metrics(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("no renewal within 5s")
 		}
-		must(t, "Release()", l.Release(ctx))
+		obstest.Must(t, "Release()", l.Release(ctx))
 		if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
 			t.Fatalf("second Release() error = %v, want ErrNotHeld", err)
 		}
 		// A loss: the key vanishes, Extend finds it gone.
-		must(t, "Acquire()", l.Acquire(ctx))
-		must(t, "DEL", rdb.Del(ctx, "lock:{"+key+"}").Err())
+		obstest.Must(t, "Acquire()", l.Acquire(ctx))
+		obstest.Must(t, "DEL", rdb.Del(ctx, "lock:{"+key+"}").Err())
 		if err := l.Extend(ctx, time.Second); !errors.Is(err, lock.ErrNotHeld) {
 			t.Fatalf("Extend() after the key went error = %v, want ErrNotHeld", err)
 		}
-		must(t, "WithLock()", c.WithLock(ctx, key, func(context.Context) error { return nil }))
+		obstest.Must(t, "WithLock()", c.WithLock(ctx, key, func(context.Context) error { return nil }))
 
 		counters := map[string]float64{
 			`agentlock_acquires_total{outcome="acquired"}`:    3, // Acquire twice, WithLock
@@ -187,9 +164,9 @@ func TestCollector_metrics(t *testing.T) {
 func exposition(t *testing.T, c prometheus.Collector) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	must(t, "Register()", reg.Register(c))
+	obstest.Must(t, "Register()", reg.Register(c))
 	fams, err := reg.Gather()
-	must(t, "Gather()", err)
+	obstest.Must(t, "Gather()", err)
 	out := map[string]float64{}
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {
@@ -222,9 +199,9 @@ func exposition(t *testing.T, c prometheus.Collector) map[string]float64 {
 func TestCollector_keyGroup(t *testing.T) {
 	ctx := context.Background()
 	col := lockprom.NewCollector(lockprom.WithKeyGroup(lockprom.PrefixGroup, 2))
-	c := newClient(t, miniRDB(t), lock.WithObserver(col))
+	c := obstest.NewClient(t, obstest.MiniRDB(t), lock.WithObserver(col))
 	for _, key := range []string{"session:1", "session:2", "tool:pay:9", "index:7"} {
-		must(t, "WithLock()", c.WithLock(ctx, key, func(context.Context) error { return nil }))
+		obstest.Must(t, "WithLock()", c.WithLock(ctx, key, func(context.Context) error { return nil }))
 	}
 	text := exposition(t, col)
 	for series, want := range map[string]float64{
@@ -251,13 +228,13 @@ func TestCollector_keyGroup(t *testing.T) {
 func TestCollector_lint(t *testing.T) {
 	col := lockprom.NewCollector()
 	problems, err := testutil.CollectAndLint(col)
-	must(t, "CollectAndLint()", err)
+	obstest.Must(t, "CollectAndLint()", err)
 	for _, p := range problems {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
 	reg := prometheus.NewPedanticRegistry()
-	must(t, "Register(default)", reg.Register(col))
-	must(t, "Register(other namespace)", reg.Register(lockprom.NewCollector(lockprom.WithNamespace("other"))))
+	obstest.Must(t, "Register(default)", reg.Register(col))
+	obstest.Must(t, "Register(other namespace)", reg.Register(lockprom.NewCollector(lockprom.WithNamespace("other"))))
 	if n := testutil.CollectAndCount(col, "agentlock_losses_total"); n != 6 {
 		t.Fatalf("agentlock_losses_total series = %d, want one per reason: 6", n)
 	}
@@ -278,12 +255,12 @@ func TestCollector_zeroValue(t *testing.T) {
 // Release, on a real redis-server (miniredis would count its own).
 func TestCollector_releaseAllocs(t *testing.T) {
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
-	without := releaseAllocs(t, newClient(t, rdb, lock.WithNotify(false)), "none")
+	without := obstest.ReleaseAllocs(t, obstest.NewClient(t, rdb, lock.WithNotify(false)), "none")
 	for name, col := range map[string]*lockprom.Collector{
 		"plain":   lockprom.NewCollector(),
 		"grouped": lockprom.NewCollector(lockprom.WithKeyGroup(lockprom.PrefixGroup, 0)),
 	} {
-		with := releaseAllocs(t, newClient(t, rdb, lock.WithNotify(false), lock.WithObserver(col)), name)
+		with := obstest.ReleaseAllocs(t, obstest.NewClient(t, rdb, lock.WithNotify(false), lock.WithObserver(col)), name)
 		// Half an allocation of slack for the background's own; one more
 		// per Release is caught.
 		if with >= without+0.5 {
@@ -293,27 +270,4 @@ func TestCollector_releaseAllocs(t *testing.T) {
 			t.Fatalf("%s: the Collector saw no release", name)
 		}
 	}
-}
-
-// releaseAllocs is the mean number of allocations of one Release of a
-// held lock of c, over many.
-func releaseAllocs(t *testing.T, c *lock.Client, prefix string) float64 {
-	t.Helper()
-	const n = 200
-	ctx := context.Background()
-	locks := make([]*lock.Lock, n)
-	for i := range locks {
-		locks[i] = c.NewLock(prefix + ":" + strconv.Itoa(i))
-		must(t, "Acquire()", locks[i].Acquire(ctx))
-	}
-	must(t, "Release()", locks[0].Release(ctx)) // warm up
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	for _, l := range locks[1:] {
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("Release() error = %v", err)
-		}
-	}
-	runtime.ReadMemStats(&m1)
-	return float64(m1.Mallocs-m0.Mallocs) / float64(n-1)
 }
