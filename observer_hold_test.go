@@ -43,7 +43,7 @@ func nextEvent(t *testing.T, ch <-chan lock.Event, d time.Duration) lock.Event {
 // safety margin and less than the TTL.
 func TestObserver_renewed(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
-		const ttl = 300 * time.Millisecond
+		const ttl = time.Second
 		obs, renewed := eventsOf(lock.EventRenewed)
 		c := newClient(t, tg.rdb, lock.WithObserver(obs))
 		l := c.NewLock(keyFor(t), lock.WithTTL(ttl))

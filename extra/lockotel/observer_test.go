@@ -134,7 +134,7 @@ func TestObserver_metrics(t *testing.T) {
 				}
 			})))
 			key := keyFor(t)
-			l := c.NewLock(key, lock.WithTTL(300*time.Millisecond))
+			l := c.NewLock(key, lock.WithTTL(time.Second))
 			obstest.Must(t, "Acquire()", l.Acquire(ctx))
 			if ok, err := c.NewLock(key).TryAcquire(ctx); ok || err != nil {
 				t.Fatalf("TryAcquire() = %v, %v, want false, nil", ok, err)

@@ -85,7 +85,7 @@ func TestCollector_metrics(t *testing.T) {
 		})))
 		key := strings.ReplaceAll(t.Name(), "/", ":")
 
-		l := c.NewLock(key, lock.WithTTL(300*time.Millisecond))
+		l := c.NewLock(key, lock.WithTTL(time.Second))
 		obstest.Must(t, "Acquire()", l.Acquire(ctx))
 		if ok, err := c.NewLock(key).TryAcquire(ctx); ok || err != nil {
 			t.Fatalf("TryAcquire() = %v, %v, want false, nil", ok, err)
