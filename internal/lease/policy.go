@@ -70,17 +70,17 @@ const (
 // Event is one thing that happened to one lock; the root package's Event
 // has the same fields.
 type Event struct {
-	Kind     EventKind
+	Kind     EventKind       // what happened
 	Ctx      context.Context // the caller's, for caller-side events; nil for background ones
-	Key      string
-	Token    string // the public token (Policy.Owner for a re-entrant hold)
-	Fence    int64
-	Duration time.Duration
-	Attempts int
-	Err      error
-	TTL      time.Duration // EventRenewed: the TTL the renewal set
-	Held     time.Duration // EventRelease, EventLost, EventWithLock: since the hold's acquire was sent
-	Validity time.Duration // EventRenewed: time the hold had left before it would have expired
+	Key      string          // the caller's key
+	Token    string          // the public token (Policy.Owner for a re-entrant hold)
+	Fence    int64           // the hold's fence; 0 before one exists
+	Duration time.Duration   // how long the call took (Acquire: the whole wait)
+	Attempts int             // acquire: attempts sent; a failed attempt: its number
+	Err      error           // nil on success
+	TTL      time.Duration   // EventRenewed: the TTL the renewal set
+	Held     time.Duration   // EventRelease, EventLost, EventWithLock: since the hold's acquire was sent
+	Validity time.Duration   // EventRenewed: time the hold had left before it would have expired
 }
 
 // publicToken is the token events show for token: the owner id for a
