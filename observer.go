@@ -10,9 +10,9 @@ import (
 
 // Observer is told what the locks of a [Client] do, for metrics and
 // tracing. Observe is called synchronously, on the goroutine that saw the
-// event: the caller's for acquire, failed attempts, release and extend (and
+// event: the caller's for acquire, failed attempts, release, extend and WithLock (and
 // for a loss that Release, Extend or TTL discovers), the Client's
-// goroutines for renewal failures and losses (also a loss found when a
+// goroutines for renewals, renewal failures and losses (also a loss found when a
 // call its caller stopped waiting for returns), a timer's for a loss after
 // Close. It must be
 // safe for concurrent use, return quickly, and not call [Client.Close]
