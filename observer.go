@@ -10,9 +10,9 @@ import (
 
 // Observer is told what the locks of a [Client] do, for metrics and
 // tracing. Observe is called synchronously, on the goroutine that saw the
-// event: the caller's for acquire, failed attempts, release and extend (and
+// event: the caller's for acquire, failed attempts, release, extend and WithLock (and
 // for a loss that Release, Extend or TTL discovers), the Client's
-// goroutines for renewal failures and losses (also a loss found when a
+// goroutines for renewals, renewal failures and losses (also a loss found when a
 // call its caller stopped waiting for returns), a timer's for a loss after
 // Close. It must be
 // safe for concurrent use, return quickly, and not call [Client.Close]
@@ -60,6 +60,15 @@ const (
 	// trust); Attempts is its number. Acquire tries again until its wait
 	// ends. An attempt that finds the lock held by another is no failure.
 	EventAttemptFailed = EventKind(lease.EventAttemptFailed)
+	// EventRenewed: the renewal loop confirmed a held lock. TTL is the TTL
+	// the renewal set; Validity is what the hold had left, before it would
+	// have expired, when the confirmation came: the renewal margin.
+	EventRenewed = EventKind(lease.EventRenewed)
+	// EventWithLock: [Client.WithLock] (or a kind's WithX) ended, after
+	// its release; Duration is the whole call, Err what it returned (an
+	// error of its own when fn panicked), Fence and Held those of the
+	// hold, if the lock was acquired.
+	EventWithLock = EventKind(lease.EventWithLock)
 )
 
 var eventNames = map[EventKind]string{
@@ -70,6 +79,8 @@ var eventNames = map[EventKind]string{
 	EventRenewalFailed: "renewal_failed",
 	EventLost:          "lost",
 	EventAttemptFailed: "attempt_failed",
+	EventRenewed:       "renewed",
+	EventWithLock:      "with_lock",
 }
 
 // String returns a short snake_case name, fit for a metric label.
@@ -93,12 +104,21 @@ type Event struct {
 	// attempt, release, extend), so a tracing Observer can join the
 	// caller's trace; nil for background events (renewal failure, loss).
 	Ctx context.Context
+	// TTL is, for EventRenewed, the TTL the renewal set.
+	TTL time.Duration
+	// Held is, for EventRelease, EventLost and EventWithLock, how long the
+	// hold lasted, counted from when its acquire was sent.
+	Held time.Duration
+	// Validity is, for EventRenewed, the time the hold had left before it
+	// would have expired when the renewal was confirmed.
+	Validity time.Duration
 }
 
 // observerFunc adapts o to the engine's events.
 func observerFunc(o Observer) func(lease.Event) {
 	return func(e lease.Event) {
 		o.Observe(Event{Kind: EventKind(e.Kind), Key: e.Key, Token: e.Token, Fence: e.Fence,
-			Duration: e.Duration, Attempts: e.Attempts, Err: e.Err, Ctx: e.Ctx})
+			Duration: e.Duration, Attempts: e.Attempts, Err: e.Err, Ctx: e.Ctx,
+			TTL: e.TTL, Held: e.Held, Validity: e.Validity})
 	}
 }

@@ -22,6 +22,7 @@ func s1Impls() []impl {
 		agentlockImpl("al-nofence", lock.WithFencing(false)),
 		agentlockImpl("al-observer", lock.WithObserver(&countingObserver{})),
 		agentlockImpl("al-nocoalesce", lock.WithCoalescing(false)),
+		lockpromImpl(),
 	}
 }
 
@@ -104,7 +105,7 @@ func (e *env) s1() error {
 		fmt.Sprintf("%.0f vs %.0f ops/s", t.med("agentlock", "ops"), t.med("redislock", "ops")))
 	e.check("S2*", "stretch: S1 p50 with coalescing / without", ratioOfRatios(t, "agentlock", "al-nocoalesce", "p50"), "<=", 1.05,
 		fmt.Sprintf("p50 %.1fµs vs %.1fµs (al-nocoalesce)", t.med("agentlock", "p50"), t.med("al-nocoalesce", "p50")))
-	return nil
+	return e.checkObserverCost(t, ins)
 }
 
 // ratioOfRatios is the median over rounds of a's key divided by b's key.

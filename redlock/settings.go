@@ -50,7 +50,8 @@ func (c *Client) settings(cfg config) *settings {
 	if o := cfg.observer; o != nil {
 		s.pol.Observe = func(e lease.Event) {
 			o.Observe(lock.Event{Kind: lock.EventKind(e.Kind), Key: e.Key, Token: e.Token, Fence: e.Fence,
-				Duration: e.Duration, Attempts: e.Attempts, Err: e.Err, Ctx: e.Ctx})
+				Duration: e.Duration, Attempts: e.Attempts, Err: e.Err, Ctx: e.Ctx,
+				TTL: e.TTL, Held: e.Held, Validity: e.Validity})
 		}
 	}
 	return s

@@ -129,6 +129,7 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 	var lost []lossNote
 	var failed []int
 	var left []leftNote // after Close: timers at their deadlines, not the heap
+	var renewed []renewNote
 	e.mu.Lock()
 	for i, h := range hs {
 		h.inFlight = false
@@ -147,6 +148,7 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 		}
 		switch {
 		case o.Status == Confirmed:
+			renewed = h.noteRenewed(renewed, now, ttls[i])
 			dl := h.hd.pol.deadlineFor(sent, h.capped(ttls[i]))
 			renewAt := later(sent, h.capped(h.ttl)/3)
 			if h.extDeadline != never {
@@ -192,6 +194,7 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 			lg.Warn(p.Pkg+" renewal failed", slog.String("key", h.hd.Keys.User), slog.Any("err", err))
 		}
 	}
+	observeRenewed(renewed)
 	for _, n := range lost {
 		n.h.markLost(n.reason, n.err)
 	}

@@ -13,6 +13,7 @@ type Hold struct {
 	hd    *Handle
 	token string
 	fence int64
+	since int64 // when the acquire that made it was sent (mono)
 
 	relMu sync.Mutex // serializes Releases of this hold
 
@@ -58,7 +59,7 @@ type term struct {
 // newHold makes the hold of token on hd, confirmed by a write sent at sent.
 func newHold(hd *Handle, token string, fence int64, sent time.Time) *Hold {
 	p := hd.pol
-	h := &Hold{hd: hd, token: token, fence: fence}
+	h := &Hold{hd: hd, token: token, fence: fence, since: mono(sent)}
 	h.ttl = p.TTL
 	h.sentAt = mono(sent)
 	h.settledAt = math.MinInt64 // the acquire's reply came before any other call
@@ -205,7 +206,7 @@ func (h *Hold) lose(reason Reason, err error, byRelease bool) {
 
 	// The Observer and the log first: whoever reacts to Lost() finds the
 	// loss already reported.
-	p.observe(h.hd.Keys.User, Event{Kind: EventLost, Token: h.token, Fence: h.fence, Err: cause})
+	p.observe(h.hd.Keys.User, Event{Kind: EventLost, Token: h.token, Fence: h.fence, Err: cause, Held: h.heldUntil(time.Now())})
 	if lg := p.Logger; lg != nil {
 		lg.Warn(p.Pkg+" lost", slog.String("key", h.hd.Keys.User), slog.String("reason", reason.Name()),
 			slog.Int64("fence", h.fence), slog.Any("err", err))

@@ -63,6 +63,8 @@ const (
 	EventRenewalFailed
 	EventLost
 	EventAttemptFailed
+	EventRenewed
+	EventWithLock
 )
 
 // Event is one thing that happened to one lock; the root package's Event
@@ -76,6 +78,9 @@ type Event struct {
 	Duration time.Duration   // how long the call took (Acquire: the whole wait)
 	Attempts int             // acquire: attempts sent; a failed attempt: its number
 	Err      error           // nil on success
+	TTL      time.Duration   // EventRenewed: the TTL the renewal set
+	Held     time.Duration   // EventRelease, EventLost, EventWithLock: since the hold's acquire was sent
+	Validity time.Duration   // EventRenewed: time the hold had left before it would have expired
 }
 
 // publicToken is the token events show for token: the owner id for a

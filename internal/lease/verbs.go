@@ -85,7 +85,8 @@ func (hd *Handle) Release(ctx context.Context, k Kind) error {
 		err = hd.Err("release", ErrNotHeld)
 	}
 	h.finish()
-	p.observe(hd.Keys.User, Event{Kind: EventRelease, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+	end := time.Now()
+	p.observe(hd.Keys.User, Event{Kind: EventRelease, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: end.Sub(start), Err: err, Held: h.heldUntil(end)})
 	return err
 }
 

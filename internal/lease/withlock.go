@@ -5,7 +5,7 @@ import (
 	"errors"
 )
 
-// WithLock is the body of every kind's WithLock: it acquires hd (waiting,
+// withLock is the body of every kind's WithLock (see WithLock): it acquires hd (waiting,
 // as Acquire), runs fn with a context cancelled — cause: the loss — when
 // the hold is lost, then releases on a fresh context bounded by
 // Policy.UndoTimeout, also when fn panics or calls runtime.Goexit (the
@@ -13,7 +13,7 @@ import (
 // returns the Acquire error if
 // the lock was never held; otherwise fn's error joined with the loss, if
 // the hold was lost while fn ran, and with any release error.
-func WithLock(ctx context.Context, pkg string, hd *Handle, k Kind, fn func(context.Context) error) error {
+func withLock(ctx context.Context, pkg string, hd *Handle, k Kind, fn func(context.Context) error) error {
 	if fn == nil {
 		return NewOpError(pkg, "with lock", hd.Keys.User, Invalidf("nil func"))
 	}

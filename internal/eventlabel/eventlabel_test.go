@@ -1,0 +1,69 @@
+package eventlabel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/eventlabel"
+)
+
+func TestOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, "acquired"},
+		{lock.ErrNotAcquired, "contended"},
+		{errors.Join(lock.ErrNotAcquired, context.Canceled), "canceled"},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), "canceled"},
+		{errors.New("connection refused"), "error"},
+	} {
+		if got := eventlabel.AcquireNames[eventlabel.AcquireOutcome(tc.err)]; got != tc.want {
+			t.Errorf("AcquireOutcome(%v) = %s, want %s", tc.err, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{{nil, "released"}, {lock.ErrNotHeld, "not_held"}, {errors.New("eof"), "error"}} {
+		if got := eventlabel.ReleaseNames[eventlabel.ReleaseOutcome(tc.err)]; got != tc.want {
+			t.Errorf("ReleaseOutcome(%v) = %s, want %s", tc.err, got, tc.want)
+		}
+	}
+	if got := eventlabel.WithLockNames[eventlabel.WithLockOutcome(errors.New("x"))]; got != "error" {
+		t.Errorf("WithLockOutcome(err) = %s, want error", got)
+	}
+	for r, want := range map[lock.LossReason]string{lock.LossStolen: "stolen", lock.LossMaxHold: "max_hold", 99: "other"} {
+		err := fmt.Errorf("wrapped: %w", &lock.LostError{Key: "k", Reason: r})
+		if got := eventlabel.LossNames[eventlabel.LossReason(err)]; got != want {
+			t.Errorf("LossReason(%v) = %s, want %s", r, got, want)
+		}
+	}
+	if got := eventlabel.LossNames[eventlabel.LossReason(errors.New("x"))]; got != "other" {
+		t.Errorf("LossReason(plain error) = %s, want other", got)
+	}
+}
+
+func TestGroups(t *testing.T) {
+	var made atomic.Int32
+	g := eventlabel.NewGroups(eventlabel.PrefixGroup, 2, func(name string) string { made.Add(1); return name })
+	for key, want := range map[string]string{"session:1": "session:", "session:2": "session:", "tool:x": "tool:", "plain": "other", "index:1": "other"} {
+		if got := g.Get(key); got != want {
+			t.Errorf("Get(%q) = %q, want %q", key, got, want)
+		}
+	}
+	if made.Load() != 3 || !g.Grouped() {
+		t.Fatalf("made %d, want 3 (session:, tool:, other)", made.Load())
+	}
+	none := eventlabel.NewGroups(nil, 0, func(name string) string { return "all" + name })
+	if got := none.Get("session:1"); got != "all" || none.Grouped() {
+		t.Fatalf("ungrouped Get = %q, want all", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { g.Get("session:9") }); n != 0 {
+		t.Fatalf("Get of a known group allocates %v times, want 0", n)
+	}
+}

@@ -1,0 +1,60 @@
+package redlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/redlock"
+)
+
+// TestClient_WithObserver_renewedAndHeld: redlock's events carry what the
+// adapters read: a confirmed renewal's TTL and validity left, the hold's
+// duration on release, and one EventWithLock after WithLock's release.
+func TestClient_WithObserver_renewedAndHeld(t *testing.T) {
+	_, nodes := miniNodes(t, 3)
+	const ttl = 1500 * time.Millisecond
+	events := make(chan lock.Event, 64)
+	obs := lock.ObserverFunc(func(e lock.Event) {
+		select {
+		case events <- e:
+		default:
+		}
+	})
+	c := newClient(t, nodes, redlock.WithObserver(obs), redlock.WithTTL(ttl), loadTolerant)
+	ctx := context.Background()
+	err := c.WithLock(ctx, keyFor(t), func(context.Context) error {
+		deadline := time.After(10 * ttl)
+		for {
+			select {
+			case e := <-events:
+				if e.Kind != lock.EventRenewed {
+					continue
+				}
+				if e.TTL != ttl || e.Validity <= 0 || e.Validity >= ttl || e.Fence <= 0 {
+					t.Errorf("renewed event %+v, want TTL %v, 0 < Validity < TTL, a fence", e, ttl)
+				}
+				return nil
+			case <-deadline:
+				t.Error("no renewal within 10 TTLs")
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("WithLock() error = %v", err)
+	}
+	var rel, wl lock.Event
+	for len(events) > 0 {
+		switch e := <-events; e.Kind {
+		case lock.EventRelease:
+			rel = e
+		case lock.EventWithLock:
+			wl = e
+		}
+	}
+	if rel.Held <= 0 || wl.Held < rel.Held || wl.Duration < wl.Held || wl.Fence != rel.Fence {
+		t.Fatalf("release %+v, with_lock %+v: want Held > 0, the same fence, Duration >= Held", rel, wl)
+	}
+}
