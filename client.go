@@ -2,6 +2,7 @@ package lock
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -24,6 +25,8 @@ type Client struct {
 	beMu     sync.Mutex
 	backends map[backendKind]backend
 	co       *lanes // shared by every backend that coalesces; made on first use
+
+	onceSet atomic.Pointer[settings] // the defaults with Once's policy (once.go); made on first use
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,
