@@ -2,7 +2,6 @@ package lock
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,7 +25,7 @@ type Client struct {
 	backends map[backendKind]backend
 	co       *lanes // shared by every backend that coalesces; made on first use
 
-	onceSet atomic.Pointer[settings] // the defaults with Once's policy (once.go); made on first use
+	once onceState // Once's flights and policy (once.go)
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,10 +19,12 @@ import (
 const DefaultResultTTL = 10 * time.Minute
 
 // MaxResultSize is the largest result, in bytes, [Client.Once] stores:
-// 16 MiB. A larger one is not stored, and Once returns an error wrapping
-// [ErrInvalid] (Redis keeps values up to 512 MB, but every waiter reads
-// the whole value in one reply).
-const MaxResultSize = 16 << 20
+// 1 MiB. A larger one is not stored, and Once returns an error wrapping
+// [ErrInvalid]. Every waiter reads the whole value in one reply, and the
+// store must land within the release's few seconds: a Once result is an
+// answer or a receipt; keep bulk data elsewhere and store its address.
+// (On the 2-core test VM under load, a 16 MiB SET took over 200ms.)
+const MaxResultSize = 1 << 20
 
 // Once runs fn once across every process that shares Redis, and gives every
 // caller its result: a distributed singleflight with a cache.
@@ -52,6 +55,15 @@ const MaxResultSize = 16 << 20
 // treated as a failure of fn, wrapping [ErrInvalid]. Results are bytes,
 // binary-safe; nil and empty are both returned as an empty non-nil slice.
 //
+// Calls of one Client for the same key (and prefix) at the same time share
+// one call to Redis, as golang.org/x/sync/singleflight does within a
+// process: the others wait for it, bounded by their own ctx and
+// [WithWaitTimeout], and get copies of its result, shared true, or of the
+// failure it found stored. When that call ends otherwise (its ctx, its
+// fn's error, a lost lock, a panic), each of them goes to Redis itself,
+// where fn runs again one caller at a time. So a stampede costs Redis a few
+// calls per process, not per caller.
+//
 // Once returns what [Client.WithLock] returns when the lock was never held
 // ([ErrNotAcquired] at the end of the wait, [ErrClosed], [ErrInvalid]): for
 // a nil fn, an invalid option, or [WithOwner], [WithReleaseMode](ReleaseWatch)
@@ -68,9 +80,40 @@ func (c *Client) Once(ctx context.Context, key string, fn func(context.Context) 
 	if fn == nil {
 		return nil, false, l.hd.Err("once", invalidf("nil func"))
 	}
+	rk := l.hd.Keys.Companion(resultName)
+	wctx := ctx
+	if l.cfg.wait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, l.cfg.wait)
+		defer cancel()
+	}
+	for {
+		f, lead := c.once.join(rk)
+		if lead {
+			return c.once.lead(rk, f, func() ([]byte, bool, error) { return l.once(ctx, rk, fn) })
+		}
+		select {
+		case <-f.done:
+			if f.shared && f.err != nil {
+				return nil, true, f.err
+			}
+			if f.shared {
+				return nonNil(bytes.Clone(f.v)), true, nil
+			}
+			// The call we followed failed in a way of its own (its ctx,
+			// its fn's error): go to Redis ourselves.
+		case <-wctx.Done():
+			return nil, false, l.hd.Err("once", ErrNotAcquired, context.Cause(wctx))
+		}
+	}
+}
+
+// once is Once's call to Redis on l: the stored result, or fn's under the
+// lock.
+func (l *Lock) once(ctx context.Context, rk string, fn func(context.Context) ([]byte, error)) ([]byte, bool, error) {
 	k := &onceKind{kind: (*kind)(l)}
-	k.keys = append(append(k.keys[:0], l.hd.Keys.AcquireKeys()...), l.hd.Keys.Companion(resultName))
-	err = lease.WithLock(ctx, "lock", &l.hd, k, func(ctx context.Context) error {
+	k.keys = append(append(k.keys[:0], l.hd.Keys.AcquireKeys()...), rk)
+	err := lease.WithLock(ctx, "lock", &l.hd, k, func(ctx context.Context) error {
 		v, ferr := fn(context.WithValue(ctx, fenceKey{}, l.Fence()))
 		if ferr == nil && len(v) > MaxResultSize {
 			ferr = invalidf("result of %d bytes: over MaxResultSize (%d)", len(v), MaxResultSize)
@@ -81,13 +124,70 @@ func (c *Client) Once(ctx context.Context, key string, fn func(context.Context) 
 	})
 	if errors.Is(err, lease.ErrDone) {
 		if st := k.found.Load(); st != nil {
-			return st.read(key)
+			return st.read(l.hd.Keys.User)
 		}
 	}
 	if err != nil {
 		return nil, false, err
 	}
 	return nonNil(k.val), false, nil
+}
+
+// onceState is a Client's state for Once: its policy for the Client's
+// defaults, and the calls under way, by result key.
+type onceState struct {
+	set atomic.Pointer[settings] // the defaults with Once's policy; made on first use
+
+	mu      sync.Mutex
+	flights map[string]*flight
+}
+
+// flight is one Once call to Redis that other calls of the same Client on
+// the same key wait for instead of sending their own: in-process
+// singleflight in front of the one across processes.
+type flight struct {
+	done   chan struct{}
+	v      []byte
+	err    error
+	shared bool // the followers take v and err; otherwise each tries itself
+	// followers counts the calls that joined, under onceState.mu (tests).
+	followers int
+}
+
+// join returns the flight under way for rk, or a new one that the caller
+// leads (lead true).
+func (o *onceState) join(rk string) (f *flight, lead bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if f = o.flights[rk]; f != nil {
+		f.followers++
+		return f, false
+	}
+	if o.flights == nil {
+		o.flights = map[string]*flight{}
+	}
+	f = &flight{done: make(chan struct{})}
+	o.flights[rk] = f
+	return f, true
+}
+
+// lead makes call for f and ends f with its outcome, also when call
+// panics (the panic continues; the followers then try themselves). A
+// result, or a failure stored by WithErrorTTL, is shared; any other error
+// is the leader's own (its ctx, its fn's error) and is not.
+func (o *onceState) lead(rk string, f *flight, call func() ([]byte, bool, error)) ([]byte, bool, error) {
+	defer func() {
+		o.mu.Lock()
+		delete(o.flights, rk)
+		o.mu.Unlock()
+		close(f.done)
+	}()
+	v, shared, err := call()
+	if f.shared = err == nil || errors.Is(err, ErrOnceFailed); f.shared {
+		// The caller owns v: the followers get copies of a copy.
+		f.v, f.err = bytes.Clone(v), err
+	}
+	return v, shared, err
 }
 
 // OnceValue is [Client.Once] for a value of any type, stored as JSON: fn's
@@ -223,7 +323,7 @@ func (c *Client) onceLock(key string, opts []Option) (*Lock, error) {
 // The Client's defaults (dflt) get theirs made once.
 func (c *Client) onceSettings(s *settings, dflt bool) *settings {
 	if dflt {
-		if os := c.onceSet.Load(); os != nil {
+		if os := c.once.set.Load(); os != nil {
 			return os
 		}
 	}
@@ -234,7 +334,7 @@ func (c *Client) onceSettings(s *settings, dflt bool) *settings {
 	// the backoff's upper bound rather than polling while fn runs.
 	os.pol.BackoffMin = os.pol.BackoffMax
 	if dflt {
-		c.onceSet.Store(os)
+		c.once.set.Store(os)
 	}
 	return os
 }
