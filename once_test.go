@@ -812,3 +812,50 @@ func FuzzOnce_result(f *testing.F) {
 		}
 	})
 }
+
+// TestOnce_otherKind: a key whose P{K} holds another kind of lock (the
+// script signals it with a "KIND " error reply) is an error wrapping
+// ErrInvalid that names the kind; fn does not run.
+func TestOnce_otherKind(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	// Stand in for the foreign-kind check of acquire.lua, which is not on
+	// this branch: every once-acquire gets the reply that check gives.
+	rdb := tg.newRDB(t)
+	rdb.AddHook(kindReply{})
+	c := newClient(t, rdb)
+	_, _, err := c.Once(ctx, key, func(context.Context) ([]byte, error) {
+		t.Error("fn ran on another kind's key")
+		return nil, nil
+	})
+	wantErr(t, "Once()", err, lock.ErrInvalid)
+	if !strings.Contains(err.Error(), "semaphore") {
+		t.Fatalf("Once() error = %v, want it to name the other kind", err)
+	}
+}
+
+// kindReply answers every once-acquire with the foreign-kind error reply.
+type kindReply struct{}
+
+func (kindReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (kindReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if onceAcquires().is(cmd) {
+			err := redis.Error(kindErr("KIND semaphore"))
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (kindReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// kindErr is a Redis error reply (go-redis's proto.RedisError is a string
+// type with RedisError()).
+type kindErr string
+
+func (e kindErr) Error() string { return string(e) }
+func (kindErr) RedisError()     {}

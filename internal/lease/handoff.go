@@ -102,12 +102,6 @@ func (w *Waiter) beginAttempt() bool {
 		return false
 	}
 	w.state = waiterAttempting
-	// The attempt starts after every wake-up already delivered, so it sees
-	// what each announced: a pending one would only send another attempt.
-	select {
-	case <-w.ch:
-	default:
-	}
 	return true
 }
 
