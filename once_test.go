@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,8 +171,8 @@ func TestOnce_storedResult(t *testing.T) {
 		if err != nil || shared || string(v) != "x" {
 			t.Fatalf("first Once() = %q, %v, %v; want x, false, nil", v, shared, err)
 		}
-		var calls atomic.Int64
-		rdb.AddHook(&callCounter{n: &calls})
+		rt := &roundTrips{}
+		rdb.AddHook(rt)
 		v, shared, err = c.Once(ctx, key, func(context.Context) ([]byte, error) {
 			t.Error("fn ran although a result was stored")
 			return nil, nil
@@ -179,8 +180,8 @@ func TestOnce_storedResult(t *testing.T) {
 		if err != nil || !shared || string(v) != "x" {
 			t.Fatalf("second Once() = %q, %v, %v; want x, true, nil", v, shared, err)
 		}
-		if calls.Load() != 1 {
-			t.Fatalf("second Once() made %d calls to Redis, want 1", calls.Load())
+		if rt.n.Load() != 1 {
+			t.Fatalf("second Once() made %d round trips, want 1", rt.n.Load())
 		}
 		if ttl := tg.rdb.PTTL(ctx, resultKey(key)).Val(); ttl <= 0 || ttl > lock.DefaultResultTTL {
 			t.Fatalf("PTTL(result) = %v, want within (0, %v]", ttl, lock.DefaultResultTTL)
@@ -189,23 +190,6 @@ func TestOnce_storedResult(t *testing.T) {
 			t.Fatalf("the lock is still there after the store")
 		}
 	})
-}
-
-// callCounter counts commands sent, single or pipelined.
-type callCounter struct{ n *atomic.Int64 }
-
-func (h *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
 }
 
 // TestOnce_forget: Forget drops the result, and fn runs again.
@@ -414,8 +398,8 @@ func TestOnce_holderDied(t *testing.T) {
 }
 
 // storeDropper makes the first n replies of once_store.lua get lost: after
-// (or, with before, instead of) sending the command, it reports a network
-// error.
+// (or, with before, instead of) sending the command, it reports a broken
+// connection.
 type storeDropper struct {
 	scriptCounter
 	before bool
@@ -431,19 +415,10 @@ func (s *storeDropper) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if !s.before {
 			_ = next(ctx, cmd)
 		}
-		err := fmt.Errorf("dropped reply: %w", errConnReset)
-		cmd.SetErr(err)
-		return err
+		cmd.SetErr(io.ErrUnexpectedEOF)
+		return io.ErrUnexpectedEOF
 	}
 }
-
-var errConnReset = &netErr{}
-
-type netErr struct{}
-
-func (*netErr) Error() string   { return "connection reset by test" }
-func (*netErr) Timeout() bool   { return false }
-func (*netErr) Temporary() bool { return true }
 
 // TestOnce_storeReplyLost: the store's reply is lost (after it ran, or
 // before it reached Redis). Once sends it again — the script recognises
@@ -859,3 +834,51 @@ type kindErr string
 
 func (e kindErr) Error() string { return string(e) }
 func (kindErr) RedisError()     {}
+
+// TestOnce_watchdog: fn runs past the lock's TTL; the watchdog renews the
+// lock meanwhile, so the result is stored and nobody else ran fn.
+func TestOnce_watchdog(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	ttl := 300 * time.Millisecond
+	c := newClient(t, tg.newRDB(t), lock.WithTTL(ttl))
+	v, shared, err := c.Once(ctx, key, func(ctx context.Context) ([]byte, error) {
+		// Return after the lock was renewed 4 times (its PTTL went up):
+		// more than one TTL after it was taken.
+		renewals, last := 0, ttl
+		ok := waitFor(10*time.Second, func() bool {
+			left := tg.rdb.PTTL(ctx, lockKey(key)).Val()
+			if left > last {
+				renewals++
+			}
+			last = left
+			return renewals >= 4 || ctx.Err() != nil
+		})
+		if !ok || ctx.Err() != nil {
+			return nil, fmt.Errorf("after %d renewals: %v", renewals, context.Cause(ctx))
+		}
+		return []byte("long"), nil
+	})
+	if err != nil || shared || string(v) != "long" {
+		t.Fatalf("Once() = %q, %v, %v; want long, false, nil", v, shared, err)
+	}
+	if got := tg.rdb.Get(ctx, resultKey(key)).Val(); !strings.HasSuffix(got, "\nlong") {
+		t.Fatalf("stored %q, want the result", got)
+	}
+}
+
+// TestOnce_closed: after Close, Once returns ErrClosed without running fn;
+// Forget still works.
+func TestOnce_closed(t *testing.T) {
+	m := miniTarget(t)
+	ctx := context.Background()
+	c := lock.NewClient(m.rdb)
+	must(t, "Close()", c.Close())
+	_, _, err := c.Once(ctx, keyFor(t), func(context.Context) ([]byte, error) {
+		t.Error("fn ran after Close")
+		return nil, nil
+	})
+	wantErr(t, "Once()", err, lock.ErrClosed)
+	must(t, "Forget()", c.Forget(ctx, keyFor(t)))
+}
