@@ -24,6 +24,8 @@ type Client struct {
 	beMu     sync.Mutex
 	backends map[backendKind]backend
 	co       *lanes // shared by every backend that coalesces; made on first use
+
+	once onceState // Once's flights and policy (once.go)
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/agentlock/lock/internal/lease"
@@ -89,6 +90,11 @@ func (e *LostError) Unwrap() []error {
 	}
 	return []error{ErrLockLost}
 }
+
+// ErrOnceFailed is matched by the error [Client.Once] and [OnceValue]
+// return when they find a failure stored by [WithErrorTTL]: fn failed in
+// another call, and the error's text carries fn's.
+var ErrOnceFailed = errors.New("lock: once failed")
 
 func invalidf(format string, args ...any) error { return lease.Invalidf(format, args...) }
 

@@ -79,6 +79,8 @@ type config struct {
 	acks       int           // WithReplicaAck: replicas that must confirm an acquire
 	coalesce   bool          // WithCoalescing
 	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block
+	resultTTL  time.Duration // WithResultTTL: how long Once keeps a result
+	errorTTL   time.Duration // WithErrorTTL: how long Once keeps a failure; 0: not at all
 }
 
 func defaultConfig() config {
@@ -91,6 +93,7 @@ func defaultConfig() config {
 		prefix:     DefaultPrefix,
 		fencing:    true,
 		coalesce:   true,
+		resultTTL:  DefaultResultTTL,
 	}
 }
 
@@ -116,6 +119,10 @@ func (cfg *config) validate() error {
 		return invalidf("replica ack timeout %v: must be at least 1ms", cfg.ackTimeout)
 	case cfg.acks > 0 && cfg.mode == ReleaseWatch:
 		return invalidf("replica acks: need ReleaseScript")
+	case cfg.resultTTL < time.Millisecond:
+		return invalidf("result TTL %v: must be at least 1ms", cfg.resultTTL)
+	case cfg.errorTTL != 0 && cfg.errorTTL < time.Millisecond:
+		return invalidf("error TTL %v: must be 0 or at least 1ms", cfg.errorTTL)
 	}
 	return nil
 }
@@ -235,3 +242,18 @@ func WithCoalescing(on bool) Option { return func(c *config) { c.coalesce = on }
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(c *config) { c.acks, c.ackTimeout = n, timeout }
 }
+
+// WithResultTTL sets how long [Client.Once] keeps a result: every caller
+// within that time gets it without fn running. Default [DefaultResultTTL]
+// (10 minutes); at least 1ms, counted in whole milliseconds. A stored
+// result always expires; [Client.Forget] drops it sooner. Other calls
+// ignore it.
+func WithResultTTL(d time.Duration) Option { return func(c *config) { c.resultTTL = d } }
+
+// WithErrorTTL makes [Client.Once] store a failure of fn for d, as it
+// stores a result: the waiters, and every caller until it expires, get an
+// error wrapping [ErrOnceFailed] with fn's error text instead of running fn
+// again, for failures the whole fleet should not retry at once (a provider
+// rate-limiting, a bad input). Default 0: a failure is not stored, and the
+// next caller runs fn. d must be 0 or at least 1ms. Other calls ignore it.
+func WithErrorTTL(d time.Duration) Option { return func(c *config) { c.errorTTL = d } }

@@ -5,6 +5,7 @@
 //	cd bench && go run .               # the full run BENCHMARKS.md quotes
 //	cd bench && go run . -only s1,s3   # some scenarios
 //	cd bench && go run . -only capacity  # server cost per operation, the capacity model
+//	cd bench && go run . -only once      # Client.Once under a stampede
 //	cd bench && go run . -markdown results/latest.json  # tables for BENCHMARKS.md
 //
 // Every scenario runs the implementations in interleaved rounds (A B C,
@@ -47,6 +48,7 @@ var scenarios = []scenario{
 	{"s6", 1, (*env).s6},
 	{"s7", 1, (*env).s7},
 	{"capacity", 1, (*env).capacity},
+	{"once", 1, (*env).once},
 }
 
 func main() {
@@ -116,7 +118,7 @@ func run(quick bool, rounds int, only, out string) error {
 		}
 	}
 	if len(todo) == 0 {
-		return fmt.Errorf("-only %q: no such scenario (s1..s7, capacity)", only)
+		return fmt.Errorf("-only %q: no such scenario (s1..s7, capacity, once)", only)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -32,4 +32,11 @@
 // states what the lock and the fence guarantee and where they break (clock
 // jumps, nodes restarted empty: keep a crashed node down for at least the
 // longest TTL).
+//
+// There is no Once here (the core's [lock.Client.Once]). Storing a result
+// with the release on a quorum would need every node's store to check its
+// own hold, and readers to ask a majority and reconcile their copies: a
+// node that missed the store or restarted empty answers "no result", which
+// would let fn run again. Use the core's Once on one Redis or a Cluster,
+// or a redlock WithLock whose result goes to a store that checks the fence.
 package redlock

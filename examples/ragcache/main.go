@@ -1,6 +1,7 @@
-// Ragcache: 50 concurrent requests for one uncached query run the expensive
-// pipeline once, the others waiting for its answer (a double-checked cache
-// fill, or stampede protection).
+// Ragcache: 100 concurrent requests for one uncached query run the
+// expensive pipeline once; the others get its answer (stampede protection,
+// done by lock.Client.Once: the answer is stored with the lock's release,
+// and waiters are woken by publish).
 //
 // Run it with `go run ./examples/ragcache` (an in-process Redis is started),
 // or against your own server with `REDIS_ADDR=localhost:6379 go run ./examples/ragcache`.
@@ -23,43 +24,29 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-const requests = 50
+const requests = 100
 
 // runs counts pipeline invocations.
 var runs atomic.Int64
 
 // pipeline is the expensive part: retrieval, reranking, a model call.
-func pipeline(ctx context.Context, query string) (string, error) {
+func pipeline(ctx context.Context, query string) ([]byte, error) {
 	runs.Add(1)
 	select {
 	case <-time.After(40 * time.Millisecond):
-		return fmt.Sprintf("answer to %q, built at %s", query, time.Now().Format(time.RFC3339Nano)), nil
+		return fmt.Appendf(nil, "answer to %q, built at %s", query, time.Now().Format(time.RFC3339Nano)), nil
 	case <-ctx.Done():
-		return "", context.Cause(ctx) // the lock was lost: stop working
+		return nil, context.Cause(ctx) // the lock was lost: stop working
 	}
 }
 
-// answer returns the cached answer to query, building it at most once at a
-// time across every process that shares Redis. hit reports a cache hit.
-func answer(ctx context.Context, rdb *redis.Client, locks *lock.Client, query string) (ans string, hit bool, err error) {
-	key := cacheKey(query)
-	ans, err = rdb.Get(ctx, key).Result()
-	if err == nil || !errors.Is(err, redis.Nil) {
-		return ans, err == nil, err // a hit, or a Redis failure
-	}
-	err = locks.WithLock(ctx, key, func(ctx context.Context) error {
-		// Check again: whoever held the lock before us may have filled it.
-		ans, err = rdb.Get(ctx, key).Result()
-		if err == nil || !errors.Is(err, redis.Nil) {
-			hit = err == nil
-			return err
-		}
-		if ans, err = pipeline(ctx, query); err != nil {
-			return err
-		}
-		return rdb.Set(ctx, key, ans, 10*time.Minute).Err()
-	}, lock.WithWaitTimeout(10*time.Second))
-	return ans, hit, err
+// answer returns the cached answer to query, building it at most once
+// across every process that shares Redis. shared reports that another
+// call built it.
+func answer(ctx context.Context, locks *lock.Client, query string) (ans []byte, shared bool, err error) {
+	return locks.Once(ctx, cacheKey(query), func(ctx context.Context) ([]byte, error) {
+		return pipeline(ctx, query)
+	}, lock.WithResultTTL(10*time.Minute), lock.WithWaitTimeout(10*time.Second))
 }
 
 func cacheKey(query string) string {
@@ -83,37 +70,42 @@ func run() error {
 		defer m.Close()
 		addr = m.Addr()
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	locks := lock.NewClient(rdb)
-	defer locks.Close()
 	ctx := context.Background()
+	// Four replicas of the service, each with its own connection and Client.
+	var clients []*lock.Client
+	for range 4 {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+		locks := lock.NewClient(rdb)
+		defer locks.Close()
+		clients = append(clients, locks)
+	}
 
 	query := "how do I rotate my API key?"
 	// Start uncached, so that reruns against your own Redis show the same.
-	if err := rdb.Del(ctx, cacheKey(query)).Err(); err != nil {
+	if err := clients[0].Forget(ctx, cacheKey(query)); err != nil {
 		return err
 	}
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		answers = map[string]int{}
-		hits    int
+		shared  int
 		errs    []error
 	)
 	start := time.Now()
-	for range requests {
+	for i := range requests {
 		wg.Go(func() {
-			ans, hit, err := answer(ctx, rdb, locks, query)
+			ans, sh, err := answer(ctx, clients[i%len(clients)], query)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, err)
 				return
 			}
-			answers[ans]++
-			if hit {
-				hits++
+			answers[string(ans)]++
+			if sh {
+				shared++
 			}
 		})
 	}
@@ -125,9 +117,9 @@ func run() error {
 	for _, n := range answers {
 		same = max(same, n)
 	}
-	fmt.Printf("%d concurrent requests for one uncached query: %d pipeline run(s), %d/%d identical answers, %d from the cache (%v)\n",
-		requests, runs.Load(), same, requests, hits, time.Since(start).Round(time.Millisecond))
-	if runs.Load() != 1 || len(answers) != 1 || hits != requests-1 {
+	fmt.Printf("%d concurrent requests over %d replicas for one uncached query: %d pipeline run(s), %d/%d identical answers, %d shared (%v)\n",
+		requests, len(clients), runs.Load(), same, requests, shared, time.Since(start).Round(time.Millisecond))
+	if runs.Load() != 1 || len(answers) != 1 || shared != requests-1 {
 		return errors.New("want one pipeline run and one answer for all")
 	}
 	return nil

@@ -1,5 +1,7 @@
-// Toolcall: 20 concurrent retries of one payment tool call charge the
-// customer once (a lock per call, plus a completion marker).
+// Toolcall: 100 concurrent retries of one payment tool call charge the
+// customer once, and every retry gets the same receipt (lock.OnceValue:
+// the receipt is stored with the lock's release, only while the lock is
+// still the caller's).
 //
 // Run it with `go run ./examples/toolcall` (an in-process Redis is started),
 // or against your own server with `REDIS_ADDR=localhost:6379 go run ./examples/toolcall`.
@@ -20,42 +22,39 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-const retries = 20
+const retries = 100
 
-// provider stands in for a payment API: every Charge moves money.
+// provider stands in for a payment API: every Charge moves money. A real
+// one takes an idempotency key; pass the call's key (or lock.OnceFence(ctx))
+// so that a charge made by a caller whose lock was lost is not made twice.
 type provider struct{ charges atomic.Int64 }
 
-func (p *provider) Charge(ctx context.Context, user string, cents int64) (receipt string, err error) {
+// Receipt is what the tool returns to the agent.
+type Receipt struct {
+	ID    string `json:"id"`
+	User  string `json:"user"`
+	Cents int64  `json:"cents"`
+}
+
+func (p *provider) Charge(ctx context.Context, idempotencyKey, user string, cents int64) (Receipt, error) {
 	n := p.charges.Add(1)
-	time.Sleep(30 * time.Millisecond) // the API call
-	return fmt.Sprintf("ch_%04d: %s paid $%d.%02d", n, user, cents/100, cents%100), nil
+	select {
+	case <-time.After(30 * time.Millisecond): // the API call
+	case <-ctx.Done():
+		return Receipt{}, context.Cause(ctx)
+	}
+	return Receipt{ID: fmt.Sprintf("ch_%04d", n), User: user, Cents: cents}, nil
 }
 
 // pay is the tool. However often the agent retries one call, identified by
-// callID, it charges at most once and returns the same receipt every time.
-func pay(ctx context.Context, rdb *redis.Client, locks *lock.Client, p *provider, user, callID string, cents int64) (receipt string, err error) {
+// callID, it charges at most once and returns the same receipt every time,
+// for a day.
+func pay(ctx context.Context, locks *lock.Client, p *provider, user, callID string, cents int64) (Receipt, error) {
 	key := "toolcall:" + user + ":pay:" + callID
-	l := locks.NewLock(key, lock.WithWaitTimeout(30*time.Second))
-	if err := l.Acquire(ctx); err != nil {
-		return "", err
-	}
-	defer func() {
-		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && err == nil {
-			err = rerr
-		}
-	}()
-
-	done := key + ":done" // the completion marker, holding the receipt
-	receipt, err = rdb.Get(ctx, done).Result()
-	if err == nil || !errors.Is(err, redis.Nil) {
-		return receipt, err // done by an earlier try, or a Redis failure
-	}
-	// Pass callID to the provider as its idempotency key too, if it has one.
-	if receipt, err = p.Charge(ctx, user, cents); err != nil {
-		return "", err
-	}
-	// Mark the call done before the lock goes, so that no retry charges again.
-	return receipt, rdb.Set(ctx, done, receipt, 24*time.Hour).Err()
+	r, _, err := lock.OnceValue(ctx, locks, key, func(ctx context.Context) (Receipt, error) {
+		return p.Charge(ctx, key, user, cents)
+	}, lock.WithResultTTL(24*time.Hour), lock.WithTTL(60*time.Second), lock.WithWaitTimeout(30*time.Second))
+	return r, err
 }
 
 func main() {
@@ -75,26 +74,31 @@ func run() error {
 		defer m.Close()
 		addr = m.Addr()
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	locks := lock.NewClient(rdb)
-	defer locks.Close()
 	ctx := context.Background()
+	// Four replicas of the agent's tool runner, each with its own Client.
+	var clients []*lock.Client
+	for range 4 {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+		locks := lock.NewClient(rdb)
+		defer locks.Close()
+		clients = append(clients, locks)
+	}
 
 	user, callID := "user-42", "call_7f3a"
 	// Start with the call not yet made, so that reruns against your own Redis show the same.
-	if err := rdb.Del(ctx, "toolcall:"+user+":pay:"+callID+":done").Err(); err != nil {
+	if err := clients[0].Forget(ctx, "toolcall:"+user+":pay:"+callID); err != nil {
 		return err
 	}
 	var (
 		p        provider
 		wg       sync.WaitGroup
-		receipts = make([]string, retries)
+		receipts = make([]Receipt, retries)
 		errs     = make([]error, retries)
 	)
 	start := time.Now()
 	for i := range retries {
-		wg.Go(func() { receipts[i], errs[i] = pay(ctx, rdb, locks, &p, user, callID, 4200) })
+		wg.Go(func() { receipts[i], errs[i] = pay(ctx, clients[i%len(clients)], &p, user, callID, 4200) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -106,8 +110,8 @@ func run() error {
 			same++
 		}
 	}
-	fmt.Printf("%d concurrent retries of pay(%s, %s): %d charge(s), %d/%d got receipt %q (%v)\n",
-		retries, user, callID, p.charges.Load(), same, retries, receipts[0], time.Since(start).Round(time.Millisecond))
+	fmt.Printf("%d concurrent retries of pay(%s, %s) over %d replicas: %d charge(s), %d/%d got receipt %+v (%v)\n",
+		retries, user, callID, len(clients), p.charges.Load(), same, retries, receipts[0], time.Since(start).Round(time.Millisecond))
 	if p.charges.Load() != 1 || same != retries {
 		return errors.New("want exactly one charge and one receipt for every retry")
 	}

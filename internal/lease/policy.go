@@ -36,6 +36,11 @@ type Policy struct {
 	// UndoTimeout bounds the calls made on the caller's behalf once its own
 	// context may be gone: the undo of an attempt, WithLock's release.
 	UndoTimeout time.Duration
+	// Eager: an Acquire makes its first attempt at once, even when waiters
+	// of this process already queue for the key (Once: a stored result is
+	// returned in one round trip, whoever waits). Otherwise it queues behind
+	// them without an attempt, instead of racing the one a release wakes.
+	Eager bool
 
 	// Margin is how long before sent+ttl a hold not confirmed again is
 	// declared lost.
@@ -153,6 +158,10 @@ type Attempt struct {
 	// release may land late, after a later attempt took the key, so the
 	// token is never used again by this Acquire.
 	Spent bool
+	// Done: !OK and Err nil: the attempt found what its caller waits for
+	// without needing the hold (Once: a stored result), which the kind
+	// keeps. Acquire stops, holding nothing, with an error matching ErrDone.
+	Done bool
 }
 
 // Kind is what a verb asks of the lock kind, for one handle. A kind passes

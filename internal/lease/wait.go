@@ -53,9 +53,13 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 	var w *Waiter
 	defer func() { w.leave() }()
 	channel := hd.Keys.Notify()
-	if p.Notify && e.Notifier.queued(channel) {
+	if p.Notify && (p.Eager || e.Notifier.queued(channel)) {
 		// Others in this process already wait for this key: queue behind
-		// them instead of racing the one a release is about to wake.
+		// them instead of racing the one a release is about to wake. An
+		// eager Acquire joins before its first attempt, which it makes at
+		// once all the same: listening by then, it needs no second look
+		// after a failed attempt unless the subscription is confirmed only
+		// after that attempt went out (the confirmation wakes it).
 		w, _ = e.Notifier.join(channel, hd, k, token, false)
 	}
 
@@ -91,7 +95,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			unknown = true
 		}
 		var pttl time.Duration
-		if (n > 0 || w == nil) && w.beginAttempt() {
+		if (n > 0 || w == nil || p.Eager) && w.beginAttempt() {
 			if p.FreshTokens {
 				if token, err = k.Token(); err != nil {
 					w.endAttempt()
@@ -123,6 +127,8 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			switch {
 			case held != nil:
 				return attempts, held, token, nil
+			case a.Done:
+				err = ErrDone
 			case a.Err == nil:
 				pttl, fails = a.PTTL, 0
 			case cut:
@@ -277,3 +283,7 @@ func Backoff(lo, hi time.Duration, n int) time.Duration {
 	}
 	return lo + rand.N(ceil-lo+1)
 }
+
+// ErrDone is matched by the error of an Acquire that stopped because an
+// attempt found what its caller waits for without the hold (Attempt.Done).
+var ErrDone = errors.New("lock: done without the lock")

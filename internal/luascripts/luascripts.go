@@ -95,3 +95,25 @@ var All = []*redis.Script{Acquire, Release, Extend, PTTL, Handoff}
 // Sources holds the text of each script of All, in the same order, for
 // callers that build their own EVAL commands.
 var Sources = []string{acquireSrc, releaseSrc, extendSrc, pttlSrc, handoffSrc}
+
+//go:embed once_acquire.lua
+var onceAcquireHead string
+
+// OnceAcquireSrc is the text of OnceAcquire, for callers that build their
+// own EVAL commands.
+var OnceAcquireSrc = fenceSrc + onceAcquireHead + acquireBody
+
+// OnceAcquire returns a Once's stored result, or else makes Acquire's
+// attempt (same keys and arguments, the result key appended to KEYS). See
+// once_acquire.lua.
+var OnceAcquire = redis.NewScript(OnceAcquireSrc)
+
+// OnceStoreSrc is the text of OnceStore.
+//
+//go:embed once_store.lua
+var OnceStoreSrc string
+
+// OnceStore stores a Once's outcome and releases its lock in one step, if
+// the lock still holds the caller's token, and publishes. Safe to resend
+// with the same arguments. See once_store.lua.
+var OnceStore = redis.NewScript(OnceStoreSrc)

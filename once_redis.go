@@ -1,0 +1,74 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/luascripts"
+)
+
+// onceAcquire runs once_acquire.lua with keys (acquire.lua's, then the
+// result key) for token: the stored result (a string), or acquire.lua's
+// reply (an int64).
+func (b *scriptBackend) onceAcquire(ctx context.Context, keys []string, token string, ttl time.Duration) (any, error) {
+	cmd := b.runOnceScript(ctx, luascripts.OnceAcquire, luascripts.OnceAcquireSrc, keys, false,
+		token, ttlArg(ttl), argZero, flag(b.fencing))
+	if err := cmd.Err(); err != nil {
+		var u unansweredError
+		if errors.As(err, &u) {
+			b.leftUnanswered(token, u.settled)
+		}
+		return nil, err
+	}
+	return cmd.Val(), nil
+}
+
+// onceStore runs once_store.lua: it stores out for ttl and releases token's
+// hold, publishing msg. Each command is sent once by go-redis (the caller
+// resends, the script being safe to run twice).
+func (b *scriptBackend) onceStore(ctx context.Context, k *keys, result, token string, out []byte, ttl time.Duration, msg string) (int64, error) {
+	if err := b.awaitAcquire(ctx, token); err != nil {
+		return 0, err
+	}
+	keys := []string{k.Lock(), k.Notify(), result}
+	return b.runOnceScript(ctx, luascripts.OnceStore, luascripts.OnceStoreSrc, keys, true,
+		token, out, ms(ttl), msg).Int64()
+}
+
+// runOnceScript sends s (whose text is src) by EVALSHA, then by EVAL if the
+// server lacks it, through the Client's coalescer unless coalescing is off;
+// noRetry sends each command once (luascripts.OnceCmd). A call riding a
+// shared pipeline may leave it at the end of ctx, as an acquire or release
+// does (see leaves).
+func (b *scriptBackend) runOnceScript(ctx context.Context, s *redis.Script, src string, keys []string, noRetry bool, args ...any) *redis.Cmd {
+	cmd := b.sendOnceScript(ctx, "evalsha", s.Hash(), keys, noRetry, args)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = b.sendOnceScript(ctx, "eval", src, keys, noRetry, args)
+	}
+	return cmd
+}
+
+func (b *scriptBackend) sendOnceScript(ctx context.Context, verb, script string, keys []string, noRetry bool, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, verb, script, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	var c redis.Cmder = cmd
+	if noRetry {
+		c = &luascripts.OnceCmd{Cmder: cmd}
+	}
+	if b.co == nil {
+		_ = b.rdb.Process(ctx, c) // the error is in cmd
+		return cmd
+	}
+	if err := b.co.lane(ctx, keys[0]).do(ctx, c, true); err != nil {
+		cmd = redis.NewCmd(ctx)
+		cmd.SetErr(err)
+	}
+	return cmd
+}
