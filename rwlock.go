@@ -199,7 +199,7 @@ func (l *Lock) tryKind() lease.Kind {
 func (k *rwKind) try(ctx context.Context, token string, mark time.Duration) lease.Attempt {
 	start := time.Now()
 	cfg := k.cfg
-	n, err := rwRun(ctx, cfg.be.(*scriptBackend).rdb, luascripts.RWAcquire, 0, false, k.rw.acquireKeys,
+	n, err := rwRun(ctx, (*Lock)(k).rdb(), luascripts.RWAcquire, 0, false, k.rw.acquireKeys,
 		token, ttlArg(cfg.ttl), k.rw.mode, flag(cfg.fencing), ms(mark))
 	if err != nil {
 		if kerr := kindError(k.hd.Keys.User, err, "read-write lock"); kerr != nil {
@@ -222,7 +222,7 @@ func (k *rwKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outco
 }
 
 func (l *Lock) rwRelease(ctx context.Context, token string) (extendStatus, error) {
-	n, err := rwRun(ctx, l.cfg.be.(*scriptBackend).rdb, luascripts.RWRelease, 1, true, l.rw.releaseKeys, token)
+	n, err := rwRun(ctx, l.rdb(), luascripts.RWRelease, 1, true, l.rw.releaseKeys, token)
 	return checkStatus("release", n, err)
 }
 
@@ -231,25 +231,18 @@ func (k *rwKind) CheckTTL(ttl time.Duration) error { return (*kind)(k).CheckTTL(
 
 // Extend sends one extend of h.
 func (k *rwKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
-	n, err := rwRun(ctx, k.cfg.be.(*scriptBackend).rdb, luascripts.RWExtend, 2, false, k.hd.Keys.LockKeys(), h.Token(), ttlArg(ttl))
+	n, err := rwRun(ctx, (*Lock)(k).rdb(), luascripts.RWExtend, 2, false, k.hd.Keys.LockKeys(), h.Token(), ttlArg(ttl))
 	return outcome(checkStatus("extend", n, err)), nil
 }
 
 // rwPTTL is TTL's call for a read-write hold (see pttl).
 func (l *Lock) rwPTTL(ctx context.Context, token string) (time.Duration, error) {
-	n, err := rwRun(ctx, l.cfg.be.(*scriptBackend).rdb, luascripts.RWPTTL, 3, false, l.hd.Keys.LockKeys(), token)
-	switch {
-	case err != nil:
-		return 0, err
-	case n == -1:
-		return 0, errGone
-	case n == -3:
-		return 0, errNotOurs
-	case n < 0:
-		return 0, errors.New("lock: unexpected pttl reply")
-	}
-	return time.Duration(n) * time.Millisecond, nil
+	return pttlReply(rwRun(ctx, l.rdb(), luascripts.RWPTTL, 3, false, l.hd.Keys.LockKeys(), token))
 }
+
+// rdb is where a read-write lock's scripts go: its backend's client (a
+// read-write lock is always in script mode), without coalescing.
+func (l *Lock) rdb() scripter { return l.cfg.be.(*scriptBackend).rdb }
 
 // rwRun sends script (luascripts.RWAll[i]) by EVALSHA, then by EVAL if the
 // server lacks it, each command once when once is set (a release: see

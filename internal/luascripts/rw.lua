@@ -37,6 +37,20 @@ local function kind_of(key)
   return t
 end
 
+-- not_rw returns the reply of a script that found no read-write lock at
+-- key: ifnone when the key is free, ifother when another kind holds it;
+-- nil when a read-write lock does.
+local function not_rw(key, ifnone, ifother)
+  local kind = kind_of(key)
+  if kind == 'none' then
+    return ifnone
+  end
+  if kind ~= 'rw' then
+    return ifother
+  end
+  return nil
+end
+
 -- prune drops the holds of lock that expired by now and returns how many
 -- are left.
 local function prune(lock, now)

@@ -4,12 +4,9 @@
 -- Reply: 1 extended; 0 our hold is gone; -1 someone else holds the lock.
 local lock, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 
-local kind = kind_of(lock)
-if kind == 'none' then
-  return 0
-end
-if kind ~= 'rw' then
-  return -1
+local r = not_rw(lock, 0, -1)
+if r then
+  return r
 end
 local now = now_ms()
 if not live(lock, token, now) then

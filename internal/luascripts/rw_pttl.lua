@@ -4,12 +4,9 @@
 -- holds the lock.
 local lock, token = KEYS[1], ARGV[1]
 
-local kind = kind_of(lock)
-if kind == 'none' then
-  return -1
-end
-if kind ~= 'rw' then
-  return -3
+local r = not_rw(lock, -1, -3)
+if r then
+  return r
 end
 local now = now_ms()
 local e = live(lock, token, now)

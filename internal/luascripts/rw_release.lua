@@ -11,12 +11,9 @@ if redis.call('GET', mark) == token then
   redis.call('DEL', mark)
 end
 
-local kind = kind_of(lock)
-if kind == 'none' then
-  return 0
-end
-if kind ~= 'rw' then
-  return -1
+local r = not_rw(lock, 0, -1)
+if r then
+  return r
 end
 local now = now_ms()
 local ours = live(lock, token, now)
