@@ -12,55 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 )
-
-// rwDetector watches the critical sections of a read-write lock's holders:
-// readers and writers inside at once, the most of each, and the fences.
-type rwDetector struct {
-	mu                 sync.Mutex
-	readers, writers   int
-	maxReaders, maxW   int
-	beside             int     // a reader and a writer inside at once
-	writerFences       []int64 // in the order writers entered
-	lastWriter         int64   // the fence of the last writer that entered
-	staleReads         int     // a reader whose fence is below the last writer's
-	readerFenceSamples int
-}
-
-func (d *rwDetector) enter(write bool, fence int64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if write {
-		d.writers++
-		d.maxW = max(d.maxW, d.writers)
-		if fence != 0 {
-			d.writerFences = append(d.writerFences, fence)
-			d.lastWriter = fence
-		}
-	} else {
-		d.readers++
-		d.maxReaders = max(d.maxReaders, d.readers)
-		if fence < d.lastWriter {
-			d.staleReads++
-		}
-		d.readerFenceSamples++
-	}
-	if d.readers > 0 && d.writers > 0 {
-		d.beside++
-	}
-}
-
-func (d *rwDetector) leave(write bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if write {
-		d.writers--
-	} else {
-		d.readers--
-	}
-}
 
 // rwExclusion runs, on each Client of cs (each over its own connection
 // pool), readers and two writers (one through WithWriteLock) on one key: writers increment a counter
@@ -74,7 +29,7 @@ func rwExclusion(t *testing.T, key string, rdb redis.UniversalClient, cs []*lock
 	defer cancel()
 	const readers, rounds = 4, 10
 	counter := "{" + key + "}:counter" // the lock's slot, on a cluster too
-	var d rwDetector
+	var d kindtest.RWHistory
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 
@@ -106,8 +61,7 @@ func rwExclusion(t *testing.T, key string, rdb redis.UniversalClient, cs []*lock
 		wg.Go(func() {
 			for range rounds {
 				err := rw.WithWriteLock(ctx, func(ctx context.Context) error {
-					d.enter(true, 0) // WithWriteLock shows no fence
-					defer d.leave(true)
+					defer d.Leave(d.Enter(true, 0)) // WithWriteLock shows no fence
 					n, _ := rdb.Get(ctx, counter).Int()
 					return rdb.Set(ctx, counter, n+1, 0).Err()
 				})
@@ -124,10 +78,10 @@ func rwExclusion(t *testing.T, key string, rdb redis.UniversalClient, cs []*lock
 					errs <- err
 					return
 				}
-				d.enter(true, w.Fence())
+				i := d.Enter(true, w.Fence())
 				n, _ := rdb.Get(ctx, counter).Int()
 				err := rdb.Set(ctx, counter, n+1, 0).Err()
-				d.leave(true)
+				d.Leave(i)
 				if err == nil {
 					err = w.Release(ctx)
 				}
@@ -145,9 +99,9 @@ func rwExclusion(t *testing.T, key string, rdb redis.UniversalClient, cs []*lock
 						errs <- err
 						return
 					}
-					d.enter(false, r.Fence())
+					i := d.Enter(false, r.Fence())
 					_, err := rdb.Get(ctx, counter).Result()
-					d.leave(false)
+					d.Leave(i)
 					if err == redis.Nil {
 						err = nil
 					}
@@ -167,21 +121,11 @@ func rwExclusion(t *testing.T, key string, rdb redis.UniversalClient, cs []*lock
 	for err := range errs {
 		t.Fatalf("holder error = %v", err)
 	}
-	if d.beside != 0 || d.maxW != 1 {
-		t.Fatalf("a reader beside a writer %d times; at most %d writers at once, want 1", d.beside, d.maxW)
-	}
+	d.Check(t)
 	if n, _ := rdb.Get(ctx, counter).Int(); n != 2*len(cs)*rounds {
 		t.Fatalf("counter = %d after %d locked increments", n, 2*len(cs)*rounds)
 	}
-	for i := 1; i < len(d.writerFences); i++ {
-		if d.writerFences[i] <= d.writerFences[i-1] {
-			t.Fatalf("writer fence %d entered after %d", d.writerFences[i], d.writerFences[i-1])
-		}
-	}
-	if d.staleReads != 0 {
-		t.Fatalf("%d of %d readers carried a fence below the last writer's", d.staleReads, d.readerFenceSamples)
-	}
-	t.Logf("at most %d readers at once", d.maxReaders)
+	t.Logf("at most %d readers at once, %d sections", d.MaxReaders(), len(d.Ops()))
 }
 
 // TestRWLock_exclusion: 3 Clients, each with its own connection pool (as
