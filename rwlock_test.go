@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 )
 
 // tryAcquire fails the test unless l.TryAcquire returns want, nil.
@@ -262,6 +264,48 @@ func TestRWLock_otherKind(t *testing.T) {
 			if after, _ := tg.rdb.Dump(ctx, lockKey(key)).Result(); after != before {
 				t.Fatalf("%s: the holder's key changed", tc.name)
 			}
+		}
+	})
+}
+
+// TestRWLock_observer: a read-write lock's holds report the same events
+// as a mutex's, with the caller's context.
+func TestRWLock_observer(t *testing.T) {
+	tg := miniTarget(t)
+	for _, side := range []string{"read", "write"} {
+		rec := &kindtest.Recorder{}
+		c := newClient(t, tg.rdb, lock.WithObserver(rec))
+		rw := c.NewRWLock(keyFor(t) + ":" + side)
+		l := rw.ReadLock()
+		if side == "write" {
+			l = rw.WriteLock()
+		}
+		kindtest.EveryCall(t, kindtest.CallerCtx(), l)
+		kindtest.CallerCtxOnly(t, rec, 6)
+		must(t, "Release()", l.Release(context.Background()))
+	}
+}
+
+// TestRWLock_withLockLost: a hold lost while fn runs cancels fn's context
+// with the loss, and WithReadLock/WithWriteLock return an error matching
+// ErrLockLost.
+func TestRWLock_withLockLost(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb, lock.WithTTL(600*time.Millisecond))
+		rw := c.NewRWLock(keyFor(t))
+		for name, with := range map[string]func(context.Context, func(context.Context) error) error{
+			"WithReadLock": rw.WithReadLock, "WithWriteLock": rw.WithWriteLock,
+		} {
+			err := with(ctx, func(ctx context.Context) error {
+				tg.expire(t, keyFor(t))
+				<-ctx.Done()
+				if !errors.Is(context.Cause(ctx), lock.ErrLockLost) {
+					return fmt.Errorf("cause %v", context.Cause(ctx))
+				}
+				return nil
+			})
+			wantErr(t, name+"()", err, lock.ErrLockLost)
 		}
 	})
 }
