@@ -160,9 +160,9 @@ func (rw *RWLock) WithWriteLock(ctx context.Context, fn func(context.Context) er
 	return lease.WithLock(ctx, "lock", &l.hd, l.kind(), fn)
 }
 
-// markTTL is how long a writer's waiting mark lives: twice the most a
+// rwMarkTTL is how long a writer's waiting mark lives: twice the most a
 // waiter sleeps between attempts, so a live writer renews it in time.
-func (s *settings) markTTL() time.Duration {
+func (s *settings) rwMarkTTL() time.Duration {
 	return max(2*s.backoffMax, 200*time.Millisecond)
 }
 
@@ -175,7 +175,7 @@ func (k *rwKind) Token() (string, error) { return lease.NewToken() }
 // Try sends one acquire of Acquire: a writer that must wait marks itself
 // waiting.
 func (k *rwKind) Try(ctx context.Context, token string) lease.Attempt {
-	return k.try(ctx, token, k.cfg.markTTL())
+	return k.try(ctx, token, k.cfg.rwMarkTTL())
 }
 
 // rwTry is a read-write lock's handle as TryAcquire passes it to the
@@ -199,10 +199,10 @@ func (l *Lock) tryKind() lease.Kind {
 func (k *rwKind) try(ctx context.Context, token string, mark time.Duration) lease.Attempt {
 	start := time.Now()
 	cfg := k.cfg
-	n, err := rwRun(ctx, (*Lock)(k).rdb(), luascripts.RWAcquire, 0, false, k.rw.acquireKeys,
+	n, err := rwRun(ctx, (*Lock)(k).rwRDB(), luascripts.RWAcquire, 0, false, k.rw.acquireKeys,
 		token, ttlArg(cfg.ttl), k.rw.mode, flag(cfg.fencing), ms(mark))
 	if err != nil {
-		if kerr := kindError(k.hd.Keys.User, err, "read-write lock"); kerr != nil {
+		if kerr := rwOtherKind(k.hd.Keys.User, err, "read-write lock"); kerr != nil {
 			return lease.Attempt{Err: kerr, Final: true}
 		}
 		return lease.Attempt{Err: err, Unknown: true, Final: !retryable(err)}
@@ -222,7 +222,7 @@ func (k *rwKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outco
 }
 
 func (l *Lock) rwRelease(ctx context.Context, token string) (extendStatus, error) {
-	n, err := rwRun(ctx, l.rdb(), luascripts.RWRelease, 1, true, l.rw.releaseKeys, token)
+	n, err := rwRun(ctx, l.rwRDB(), luascripts.RWRelease, 1, true, l.rw.releaseKeys, token)
 	return checkStatus("release", n, err)
 }
 
@@ -231,18 +231,18 @@ func (k *rwKind) CheckTTL(ttl time.Duration) error { return (*kind)(k).CheckTTL(
 
 // Extend sends one extend of h.
 func (k *rwKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
-	n, err := rwRun(ctx, (*Lock)(k).rdb(), luascripts.RWExtend, 2, false, k.hd.Keys.LockKeys(), h.Token(), ttlArg(ttl))
+	n, err := rwRun(ctx, (*Lock)(k).rwRDB(), luascripts.RWExtend, 2, false, k.hd.Keys.LockKeys(), h.Token(), ttlArg(ttl))
 	return outcome(checkStatus("extend", n, err)), nil
 }
 
 // rwPTTL is TTL's call for a read-write hold (see pttl).
 func (l *Lock) rwPTTL(ctx context.Context, token string) (time.Duration, error) {
-	return pttlReply(rwRun(ctx, l.rdb(), luascripts.RWPTTL, 3, false, l.hd.Keys.LockKeys(), token))
+	return pttlReply(rwRun(ctx, l.rwRDB(), luascripts.RWPTTL, 3, false, l.hd.Keys.LockKeys(), token))
 }
 
-// rdb is where a read-write lock's scripts go: its backend's client (a
+// rwRDB is where a read-write lock's scripts go: its backend's client (a
 // read-write lock is always in script mode), without coalescing.
-func (l *Lock) rdb() scripter { return l.cfg.be.(*scriptBackend).rdb }
+func (l *Lock) rwRDB() scripter { return l.cfg.be.(*scriptBackend).rdb }
 
 // rwRun sends script (luascripts.RWAll[i]) by EVALSHA, then by EVAL if the
 // server lacks it, each command once when once is set (a release: see
@@ -271,9 +271,9 @@ func rwSend(ctx context.Context, rdb scripter, verb, script string, once bool, k
 	return cmd.Result()
 }
 
-// kindError is the error for a script's "KIND <kind>" reply: the key holds
+// rwOtherKind is the error for a script's "KIND <kind>" reply: the key holds
 // another kind of lock than want. nil for any other error.
-func kindError(key string, err error, want string) error {
+func rwOtherKind(key string, err error, want string) error {
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return nil
