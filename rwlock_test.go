@@ -309,3 +309,53 @@ func TestRWLock_withLockLost(t *testing.T) {
 		}
 	})
 }
+
+// TestRWLock_wakeups: waiters with a backoff far longer than the test are
+// woken by the releases' publish alone: the last reader's release wakes a
+// waiting writer, and a writer's release wakes every waiting reader of a
+// process (not only the longest-waiting one).
+func TestRWLock_wakeups(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		key := keyFor(t)
+		holders := newClient(t, tg.newRDB(t))
+		waiters := newClient(t, tg.newRDB(t), lock.WithBackoff(time.Hour, time.Hour))
+		idle := func(n int) {
+			t.Helper()
+			for lock.IdleWaiters(waiters, key) != n {
+				if ctx.Err() != nil {
+					t.Fatalf("IdleWaiters() = %d, want %d", lock.IdleWaiters(waiters, key), n)
+				}
+				time.Sleep(time.Millisecond) // polls a state, not a timing
+			}
+		}
+
+		r := holders.NewRWLock(key).ReadLock()
+		must(t, "reader Acquire()", r.Acquire(ctx))
+		w := waiters.NewRWLock(key).WriteLock()
+		wdone := make(chan error, 1)
+		go func() { wdone <- w.Acquire(ctx) }()
+		idle(1)
+		must(t, "reader Release()", r.Release(ctx))
+		must(t, "writer Acquire() woken by the last reader's release", <-wdone)
+		must(t, "Release() writer", w.Release(ctx))
+
+		hw := holders.NewRWLock(key).WriteLock()
+		must(t, "writer Acquire()", hw.Acquire(ctx))
+		rdone := make(chan error, 3)
+		rs := make([]*lock.Lock, 3)
+		for i := range rs {
+			rs[i] = waiters.NewRWLock(key).ReadLock()
+			go func() { rdone <- rs[i].Acquire(ctx) }()
+		}
+		idle(len(rs))
+		must(t, "writer Release()", hw.Release(ctx))
+		for range rs {
+			must(t, "reader Acquire() woken by the writer's release", <-rdone)
+		}
+		for _, r := range rs {
+			must(t, "Release()", r.Release(ctx))
+		}
+	})
+}
