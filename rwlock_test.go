@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -356,6 +357,59 @@ func TestRWLock_wakeups(t *testing.T) {
 		}
 		for _, r := range rs {
 			must(t, "Release()", r.Release(ctx))
+		}
+	})
+}
+
+// TestRWLock_model: random TryAcquire and Release calls on readers and
+// writers of one key agree, call by call, with the model: a reader gets
+// the lock when no writer holds it, a writer when nobody does, a Release
+// succeeds exactly when its handle holds the lock.
+func TestRWLock_model(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		rw := c.NewRWLock(keyFor(t))
+		const handles = 6
+		ls := make([]*lock.Lock, handles)
+		write := make([]bool, handles)
+		held := make([]bool, handles)
+		for i := range ls {
+			write[i] = i%3 == 0
+			ls[i] = rw.ReadLock()
+			if write[i] {
+				ls[i] = rw.WriteLock()
+			}
+		}
+		seed := time.Now().UnixNano()
+		rnd := rand.New(rand.NewPCG(uint64(seed), 0))
+		for step := range 400 {
+			i := rnd.IntN(handles)
+			readers, writer := 0, false
+			for j := range held {
+				if held[j] && write[j] {
+					writer = true
+				} else if held[j] {
+					readers++
+				}
+			}
+			if held[i] {
+				if err := ls[i].Release(ctx); err != nil {
+					t.Fatalf("seed %d step %d: Release() of a held handle = %v", seed, step, err)
+				}
+				held[i] = false
+				continue
+			}
+			want := !writer && (!write[i] || readers == 0)
+			got, err := ls[i].TryAcquire(ctx)
+			if err != nil || got != want {
+				t.Fatalf("seed %d step %d: TryAcquire() by a %s = %v, %v with %d readers and writer %v; want %v",
+					seed, step, map[bool]string{true: "writer", false: "reader"}[write[i]], got, err, readers, writer, want)
+			}
+			held[i] = got
+			if !got {
+				wantErr(t, fmt.Sprintf("seed %d step %d: Release() after a failed TryAcquire", seed, step), ls[i].Release(ctx), lock.ErrNotHeld)
+			}
 		}
 	})
 }
