@@ -118,8 +118,10 @@ func (rw *RWLock) Key() string {
 func (rw *RWLock) ReadLock() *Lock { return rw.handle(func(rw *RWLock) *rwSide { return &rw.read }) }
 
 // WriteLock returns a new handle on the exclusive hold of the lock: held
-// only while no one else holds the lock. Each call returns a new handle;
-// use one per writer. Errors as for [RWLock.ReadLock].
+// only while no one else holds the lock. Its Acquire marks the writer
+// waiting while it waits (see [RWLock]); its TryAcquire, which will not
+// come back, marks nothing. Each call returns a new handle; use one per
+// writer. Errors as for [RWLock.ReadLock].
 func (rw *RWLock) WriteLock() *Lock {
 	return rw.handle(func(rw *RWLock) *rwSide { return &rw.write })
 }
