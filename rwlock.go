@@ -201,13 +201,13 @@ func (l *Lock) tryKind() lease.Kind {
 func (k *rwKind) try(ctx context.Context, token string, mark time.Duration) lease.Attempt {
 	start := time.Now()
 	cfg := k.cfg
-	n, err := rwRun(ctx, (*Lock)(k).rwRDB(), luascripts.RWAcquire, 0, false, k.rw.acquireKeys,
+	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), luascripts.RWAcquire, 0, false, k.rw.acquireKeys,
 		token, ttlArg(cfg.ttl), k.rw.mode, flag(cfg.fencing), ms(mark))
 	if err != nil {
 		if kerr := rwOtherKind(k.hd.Keys.User, err, "read-write lock"); kerr != nil {
 			return lease.Attempt{Err: kerr, Final: true}
 		}
-		return lease.Attempt{Err: err, Unknown: true, Final: !retryable(err)}
+		return lease.Attempt{Err: err, Unknown: sent(err), Final: !retryable(err)}
 	}
 	ok, fence, left := luascripts.AcquireReply(n)
 	return lease.Attempt{OK: ok, Fence: fence, Sent: start, PTTL: left}
@@ -224,7 +224,7 @@ func (k *rwKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outco
 }
 
 func (l *Lock) rwRelease(ctx context.Context, token string) (extendStatus, error) {
-	n, err := rwRun(ctx, l.rwRDB(), luascripts.RWRelease, 1, true, l.rw.releaseKeys, token)
+	n, err := rwRun(ctx, l.rwBackend(), luascripts.RWRelease, 1, true, l.rw.releaseKeys, token)
 	return checkStatus("release", n, err)
 }
 
@@ -233,32 +233,37 @@ func (k *rwKind) CheckTTL(ttl time.Duration) error { return (*kind)(k).CheckTTL(
 
 // Extend sends one extend of h.
 func (k *rwKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
-	n, err := rwRun(ctx, (*Lock)(k).rwRDB(), luascripts.RWExtend, 2, false, k.hd.Keys.LockKeys(), h.Token(), ttlArg(ttl))
+	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), luascripts.RWExtend, 2, false, k.hd.Keys.LockKeys(), h.Token(), ttlArg(ttl))
 	return outcome(checkStatus("extend", n, err)), nil
 }
 
 // rwPTTL is TTL's call for a read-write hold (see pttl).
 func (l *Lock) rwPTTL(ctx context.Context, token string) (time.Duration, error) {
-	return pttlReply(rwRun(ctx, l.rwRDB(), luascripts.RWPTTL, 3, false, l.hd.Keys.LockKeys(), token))
+	return pttlReply(rwRun(ctx, l.rwBackend(), luascripts.RWPTTL, 3, false, l.hd.Keys.LockKeys(), token))
 }
 
-// rwRDB is where a read-write lock's scripts go: its backend's client (a
-// read-write lock is always in script mode), without coalescing.
-func (l *Lock) rwRDB() scripter { return l.cfg.be.(*scriptBackend).rdb }
+// rwBackend is what a read-write lock's scripts go through: its backend
+// (a read-write lock is always in script mode).
+func (l *Lock) rwBackend() *scriptBackend { return l.cfg.be.(*scriptBackend) }
 
 // rwRun sends script (luascripts.RWAll[i]) by EVALSHA, then by EVAL if the
 // server lacks it, each command once when once is set (a release: see
 // luascripts.OnceCmd), and returns its integer reply.
-func rwRun(ctx context.Context, rdb scripter, s *redis.Script, i int, once bool, keys []string, args ...any) (int64, error) {
-	n, err := rwSend(ctx, rdb, "evalsha", s.Hash(), once, keys, args)
+func rwRun(ctx context.Context, b *scriptBackend, s *redis.Script, i int, once bool, keys []string, args ...any) (int64, error) {
+	n, err := rwSend(ctx, b, "evalsha", s.Hash(), once, keys, args)
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The server ran nothing: sending the whole script is safe.
-		n, err = rwSend(ctx, rdb, "eval", luascripts.RWSources[i], once, keys, args)
+		n, err = rwSend(ctx, b, "eval", luascripts.RWSources[i], once, keys, args)
 	}
 	return n, err
 }
 
-func rwSend(ctx context.Context, rdb scripter, verb, script string, once bool, keys []string, args []any) (int64, error) {
+// rwSend sends one command through the Client's coalescer, unless
+// coalescing is off. A call that made it into a shared pipeline waits for
+// its reply even when ctx ends (the mutex's extend does the same): so the
+// undo of an acquire never overtakes it. A call still queued when ctx ends
+// is never sent (sent reports false).
+func rwSend(ctx context.Context, b *scriptBackend, verb, script string, once bool, keys []string, args []any) (int64, error) {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, verb, script, len(keys))
 	for _, k := range keys {
@@ -269,7 +274,13 @@ func rwSend(ctx context.Context, rdb scripter, verb, script string, once bool, k
 	if once {
 		c = &luascripts.OnceCmd{Cmder: cmd}
 	}
-	_ = rdb.Process(ctx, c) // the error is in cmd
+	if b.co == nil {
+		_ = b.rdb.Process(ctx, c) // the error is in cmd
+		return cmd.Result()
+	}
+	if err := b.co.lane(ctx, keys[0]).do(ctx, c, false); err != nil {
+		return 0, err
+	}
 	return cmd.Result()
 }
 
