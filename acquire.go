@@ -21,7 +21,7 @@ import (
 // what it may have set is removed in the background, once the call has
 // returned, by a goroutine [Client.Close] waits for.
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
-	return l.handle().TryAcquire(ctx, (*kind)(l))
+	return l.handle().TryAcquire(ctx, l.tryKind())
 }
 
 // Acquire waits until the lock is held, ctx is done, or the wait timeout
@@ -49,7 +49,7 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 // Acquire leaves no hold behind: what an attempt of unknown outcome may have
 // set is removed in the background, as for TryAcquire. Acquire on a handle
 // that is held returns ErrInvalid.
-func (l *Lock) Acquire(ctx context.Context) error { return l.handle().Acquire(ctx, (*kind)(l)) }
+func (l *Lock) Acquire(ctx context.Context) error { return l.handle().Acquire(ctx, l.kind()) }
 
 // Try sends one acquire.
 func (k *kind) Try(ctx context.Context, token string) lease.Attempt {

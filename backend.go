@@ -275,6 +275,11 @@ func (b *scriptBackend) extend(ctx context.Context, k *keys, token string, ttl t
 
 func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.Duration, error) {
 	n, err := b.run(ctx, scriptPTTL, k.LockKeys(), token, flag(b.reentrant)).Int64()
+	return pttlReply(n, err)
+}
+
+// pttlReply reads a pttl script's reply (pttl.lua, rw_pttl.lua).
+func pttlReply(n int64, err error) (time.Duration, error) {
 	switch {
 	case err != nil:
 		return 0, err

@@ -16,6 +16,15 @@ import (
 type Lock struct {
 	cfg *settings // the Client's own when NewLock had no options; nil on error
 	hd  lease.Handle
+	rw  *rwSide // a read-write lock's hold (rwlock.go); nil for the mutex
+}
+
+// kind returns the calls of l's kind of lock, as the engine sees them.
+func (l *Lock) kind() lease.Kind {
+	if l != nil && l.rw != nil {
+		return (*rwKind)(l)
+	}
+	return (*kind)(l)
 }
 
 // NewLock returns a handle on the lock named key, configured by the Client's

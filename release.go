@@ -35,7 +35,7 @@ import (
 // Release returns by ctx's deadline, give or take a goroutine's scheduling,
 // even when Redis does not answer: the outcome is then unknown, and the
 // call goes on in the background. Release works after [Client.Close].
-func (l *Lock) Release(ctx context.Context) error { return l.handle().Release(ctx, (*kind)(l)) }
+func (l *Lock) Release(ctx context.Context) error { return l.handle().Release(ctx, l.kind()) }
 
 // Release drops h: it hands the hold straight to a waiter of this Client
 // when it can (only a hold that has not ended: once released or lost here,
@@ -73,7 +73,7 @@ func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Out
 // still set ttl on what a failed Release left in Redis, which then lives at
 // most ttl and is nobody's hold. [Lock.TTL] follows the same rule.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	return l.handle().Extend(ctx, (*kind)(l), ttl)
+	return l.handle().Extend(ctx, l.kind(), ttl)
 }
 
 // CheckTTL refuses a TTL Redis cannot hold.
@@ -116,7 +116,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		err error
 	}
 	r, ok := lease.Call(&l.hd, ctx, func() reply {
-		d, err := l.cfg.be.pttl(ctx, &l.hd.Keys, h.Token())
+		d, err := l.pttl(ctx, h.Token())
 		return reply{d, err}
 	})
 	switch {
@@ -135,4 +135,12 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err // given up while the call was out
 	}
 	return r.d, nil
+}
+
+// pttl asks Redis for the time left on the hold of token.
+func (l *Lock) pttl(ctx context.Context, token string) (time.Duration, error) {
+	if l.rw != nil {
+		return l.rwPTTL(ctx, token)
+	}
+	return l.cfg.be.pttl(ctx, &l.hd.Keys, token)
 }

@@ -44,6 +44,9 @@ func masterAddr(ctx context.Context, cl *redis.ClusterClient, key string) string
 
 // Renew sends the renewals of hs through the group's backend.
 func (g renewGroup) Renew(ctx context.Context, hs []*lease.Hold, ttls []time.Duration, out []lease.Outcome) {
+	if g.renewMixed(ctx, hs, ttls, out) {
+		return // read-write holds among them (rwlock_renew.go)
+	}
 	items := make([]renewItem, len(hs))
 	for i, h := range hs {
 		items[i] = renewItem{k: &h.Handle().Keys, token: h.Token(), ttl: ttls[i]}

@@ -49,6 +49,7 @@ var scenarios = []scenario{
 	{"s7", 1, (*env).s7},
 	{"capacity", 1, (*env).capacity},
 	{"once", 1, (*env).once},
+	{"rw", 1, (*env).rw},
 }
 
 func main() {

@@ -39,4 +39,18 @@
 // node that missed the store or restarted empty answers "no result", which
 // would let fn run again. Use the core's Once on one Redis or a Cluster,
 // or a redlock WithLock whose result goes to a store that checks the fence.
+// # Read-write locks
+//
+// There is no quorum read-write lock, not yet. Quorums would carry it (a
+// reader needs a majority of nodes with no writer, a writer a majority with
+// no reader; two majorities share a node, which refuses one of them), but
+// three parts of the core's read-write lock do not carry over as they are:
+// the waiting writer's mark, which on N nodes lands on some and not others,
+// so that readers and a writer can each take a part of the nodes, all fail,
+// undo and retry together (it needs a rule for who backs off, which we have
+// not written and tested); the reader's fence, which must be the greatest
+// current fence of a quorum, not of one node; and the cost, one renewal per
+// reader per node. Until those are designed and tested under the fault
+// suite, use the core's [lock.Client.NewRWLock] on one Redis (or a Cluster),
+// or a quorum mutex where readers may wait for each other.
 package redlock

@@ -34,7 +34,8 @@ type lostReport struct {
 	AfterMS int64  `json:"after_ms"` // negative: before the WRITE command arrived
 }
 
-// holdWorker acquires FT_KEY with TTL FT_TTL_MS, enters the referee's
+// holdWorker acquires FT_KEY with TTL FT_TTL_MS (a read or write hold of
+// a read-write lock with FT_RW=read or write), enters the referee's
 // section, reports "held", and then waits for commands on stdin: WRITE makes
 // the late write with the hold's fence and reports "wrote", then "lost" once
 // Lost() closes (or after 5s).
@@ -54,6 +55,12 @@ func holdWorker() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l := c.NewLock(key)
+	switch os.Getenv("FT_RW") { // a read-write lock's hold instead (rwlock_test.go)
+	case "read":
+		l = c.NewRWLock(key).ReadLock()
+	case "write":
+		l = c.NewRWLock(key).WriteLock()
+	}
 	if err := l.Acquire(ctx); err != nil {
 		return err
 	}

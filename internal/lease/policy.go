@@ -53,6 +53,10 @@ type Policy struct {
 	// Observe is the kind's Observer, converting the event; nil for none.
 	Observe func(Event)
 	Logger  *slog.Logger // nil: silent
+	// Tag is the kind's own mark on its policies, which the engine never
+	// reads: a Group that renews holds of several kinds in one call tells
+	// them apart by it. nil for the core's mutex.
+	Tag any
 }
 
 // EventKind says what an Event reports. The root package's EventKind

@@ -77,42 +77,22 @@ type ExtendItem struct {
 	TTL   time.Duration // the TTL to set
 }
 
-// ExtendAll runs extend.lua for every item in one pipeline on rdb (go-redis
-// splits it per node on a cluster), then replays by EVAL, in a second
-// pipeline, those that met NOSCRIPT. It returns one command per item,
-// carrying its reply (see extend.lua) or its error.
+// ExtendAll runs extend.lua for every item in one pipeline on rdb (see
+// EvalAll). It returns one command per item, carrying its reply (see
+// extend.lua) or its error.
 func ExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem, reentrant bool) []*redis.Cmd {
+	calls := make([]Call, len(items))
+	for i, it := range items {
+		calls[i] = ExtendCall(it, reentrant)
+	}
+	return EvalAll(ctx, rdb, calls)
+}
+
+// ExtendCall is the extend.lua call that renews it.
+func ExtendCall(it ExtendItem, reentrant bool) Call {
 	flag := "0"
 	if reentrant {
 		flag = "1"
 	}
-	cmds := make([]*redis.Cmd, len(items))
-	run := func(eval bool, which []int) {
-		pipe := rdb.Pipeline()
-		for _, i := range which {
-			it := items[i]
-			args := []any{it.Token, it.TTL.Milliseconds(), flag}
-			if eval {
-				cmds[i] = Extend.Eval(ctx, pipe, it.Keys.LockKeys(), args...)
-			} else {
-				cmds[i] = Extend.EvalSha(ctx, pipe, it.Keys.LockKeys(), args...)
-			}
-		}
-		_, _ = pipe.Exec(ctx) // per-command errors are read by the caller
-	}
-	all := make([]int, len(items))
-	for i := range all {
-		all[i] = i
-	}
-	run(false, all)
-	var missing []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		run(true, missing)
-	}
-	return cmds
+	return Call{Script: Extend, Keys: it.Keys.LockKeys(), Args: []any{it.Token, it.TTL.Milliseconds(), flag}}
 }
