@@ -39,6 +39,7 @@
 // node that missed the store or restarted empty answers "no result", which
 // would let fn run again. Use the core's Once on one Redis or a Cluster,
 // or a redlock WithLock whose result goes to a store that checks the fence.
+//
 // # Read-write locks
 //
 // There is no quorum read-write lock, not yet. Quorums would carry it (a
