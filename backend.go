@@ -274,7 +274,12 @@ func (b *scriptBackend) extend(ctx context.Context, k *keys, token string, ttl t
 }
 
 func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.Duration, error) {
-	n, err := b.run(ctx, scriptPTTL, k.LockKeys(), token, flag(b.reentrant)).Int64()
+	return pttlReply(b.run(ctx, scriptPTTL, k.LockKeys(), token, flag(b.reentrant)).Int64())
+}
+
+// pttlReply reads the reply of pttl.lua (and sem_pttl.lua, which shares
+// its codes).
+func pttlReply(n int64, err error) (time.Duration, error) {
 	switch {
 	case err != nil:
 		return 0, err

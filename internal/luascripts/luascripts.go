@@ -43,7 +43,7 @@ var fenceSrc string
 //go:embed acquire.lua
 var acquireBody string
 
-var acquireSrc = fenceSrc + acquireBody
+var acquireSrc = fenceSrc + otherKindSrc + acquireBody
 
 //go:embed release.lua
 var releaseSrc string

@@ -40,14 +40,21 @@ type Processor interface {
 // server lacks the script), each command sent once (OnceCmd): for Release
 // and Handoff.
 func RunOnce(ctx context.Context, rdb Processor, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	cmd := runOnce(ctx, rdb, "evalsha", s.Hash(), keys, args)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		// The server did not run it: sending the whole script is safe.
-		for i, x := range All {
-			if x == s {
-				cmd = runOnce(ctx, rdb, "eval", Sources[i], keys, args)
-			}
+	var src string
+	for i, x := range All {
+		if x == s {
+			src = Sources[i]
 		}
+	}
+	return runScriptOnce(ctx, rdb, s, src, keys, args)
+}
+
+// runScriptOnce runs s, whose source is src, as RunOnce does.
+func runScriptOnce(ctx context.Context, rdb Processor, s *redis.Script, src string, keys []string, args []any) *redis.Cmd {
+	cmd := runOnce(ctx, rdb, "evalsha", s.Hash(), keys, args)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") && src != "" {
+		// The server did not run it: sending the whole script is safe.
+		cmd = runOnce(ctx, rdb, "eval", src, keys, args)
 	}
 	return cmd
 }
@@ -86,16 +93,23 @@ func ExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem, reentrant
 	if reentrant {
 		flag = "1"
 	}
+	return evalAll(ctx, rdb, Extend, items, flag)
+}
+
+// evalAll runs s for every item in one pipeline, with the item's token and
+// TTL in ms and then extra as arguments, and replays by EVAL those that met
+// NOSCRIPT.
+func evalAll(ctx context.Context, rdb Pipeliner, s *redis.Script, items []ExtendItem, extra ...any) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(items))
 	run := func(eval bool, which []int) {
 		pipe := rdb.Pipeline()
 		for _, i := range which {
 			it := items[i]
-			args := []any{it.Token, it.TTL.Milliseconds(), flag}
+			args := append([]any{it.Token, it.TTL.Milliseconds()}, extra...)
 			if eval {
-				cmds[i] = Extend.Eval(ctx, pipe, it.Keys.LockKeys(), args...)
+				cmds[i] = s.Eval(ctx, pipe, it.Keys.LockKeys(), args...)
 			} else {
-				cmds[i] = Extend.EvalSha(ctx, pipe, it.Keys.LockKeys(), args...)
+				cmds[i] = s.EvalSha(ctx, pipe, it.Keys.LockKeys(), args...)
 			}
 		}
 		_, _ = pipe.Exec(ctx) // per-command errors are read by the caller

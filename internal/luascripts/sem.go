@@ -1,0 +1,67 @@
+package luascripts
+
+import (
+	"context"
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The semaphore's scripts (package lock's Semaphore). Its P{K} is a sorted
+// set: member a permit's token, score the permit's expiry in milliseconds
+// on the server's clock (TIME), so no client's clock decides when a permit
+// ends. Every script that may find another kind of lock at P{K} starts
+// with other_kind.lua.
+
+//go:embed other_kind.lua
+var otherKindSrc string
+
+//go:embed sem_acquire.lua
+var semAcquireBody string
+
+//go:embed sem_release.lua
+var semReleaseBody string
+
+//go:embed sem_extend.lua
+var semExtendBody string
+
+//go:embed sem_pttl.lua
+var semPTTLBody string
+
+//go:embed sem_available.lua
+var semAvailableBody string
+
+var (
+	semAcquireSrc = fenceSrc + otherKindSrc + semAcquireBody
+	semReleaseSrc = otherKindSrc + semReleaseBody
+)
+
+// SemAcquire takes a permit if fewer than n are out, or confirms ours; its
+// reply reads like Acquire's ([AcquireReply]). See sem_acquire.lua.
+var SemAcquire = redis.NewScript(semAcquireSrc)
+
+// SemRelease gives a permit back and wakes waiters. Send it once, with
+// [RunSemRelease]. See sem_release.lua.
+var SemRelease = redis.NewScript(semReleaseSrc)
+
+// SemExtend resets a live permit's expiry. See sem_extend.lua.
+var SemExtend = redis.NewScript(otherKindSrc + semExtendBody)
+
+// SemPTTL reports the time left on a live permit, with the codes of PTTL.
+// See sem_pttl.lua.
+var SemPTTL = redis.NewScript(otherKindSrc + semPTTLBody)
+
+// SemAvailable counts the free permits. See sem_available.lua.
+var SemAvailable = redis.NewScript(otherKindSrc + semAvailableBody)
+
+// RunSemRelease runs SemRelease like Script.Run, each command sent once
+// (OnceCmd).
+func RunSemRelease(ctx context.Context, rdb Processor, keys []string, args ...any) *redis.Cmd {
+	return runScriptOnce(ctx, rdb, SemRelease, semReleaseSrc, keys, args)
+}
+
+// SemExtendAll runs sem_extend.lua for every item in one pipeline, as
+// [ExtendAll] does extend.lua.
+func SemExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem) []*redis.Cmd {
+	return evalAll(ctx, rdb, SemExtend, items)
+}
