@@ -12,6 +12,9 @@ import (
 // it), in the release's one round trip. It reports whether it found one;
 // then o is the outcome of the release.
 func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, found bool) {
+	if b, ok := l.cfg.be.(semBackend); ok {
+		return l.semHandoff(ctx, h, b)
+	}
 	sb, ok := l.cfg.be.(*scriptBackend)
 	n := &l.cfg.c.eng.Notifier
 	if !ok || sb.reentrant || l.cfg.c.eng.Closed() {

@@ -25,12 +25,17 @@ import (
 // renewing), a larger n lets more in at once. While processes disagree
 // about n, the key holds at most the largest n any of them uses.
 //
-// A released permit publishes one message on P{K}:notify, which wakes the
-// longest-waiting Acquire of the key in each process listening (lease.MsgReleased):
-// "one waiter" means one per process, so with waiters in P processes at
+// A released permit wakes one waiter, not all. When a waiter of the same
+// Semaphore value waits in this Client, the release hands the permit
+// straight to the longest-waiting one, in the release's round trip (after
+// 16 such handoffs in a row on the key, one release frees the permit
+// instead, so that other processes get their turn). Otherwise the release
+// publishes one message on P{K}:notify, which wakes the longest-waiting
+// Acquire of the key in each process listening (lease.MsgReleased): "one
+// waiter" then means one per process, so with waiters in P processes at
 // most P attempts race for the permit, one takes it and the others go
 // back to waiting, bounded by their backoff and by the earliest permit's
-// expiry. A release never hands a permit straight to a waiter.
+// expiry.
 //
 // A semaphore needs scripting: [ReleaseWatch], [WithOwner] and
 // [WithReplicaAck] are [ErrInvalid] on it.
@@ -78,8 +83,9 @@ func (c *Client) NewSemaphore(key string, n int, opts ...Option) *Semaphore {
 		return s
 	}
 	set := c.settings(cfg)
-	set.be = semBackend{rdb: c.rdb, n: n, fencing: cfg.fencing}
-	set.pol.Handoff = false
+	sb := c.backend(backendKind{mode: ReleaseScript, fencing: cfg.fencing, coalesce: cfg.coalesce}).(*scriptBackend)
+	set.be = semBackend{sb: sb, rdb: c.rdb, n: n}
+	set.pol.Handoff = true // to waiters of this Semaphore only: see semHandoff
 	set.pol.Group = set.semGroup
 	s.set, s.keys = set, l.hd.Keys
 	return s

@@ -96,7 +96,7 @@ func TestSemaphore_renewed(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	ttl := 300 * time.Millisecond
+	ttl := 600 * time.Millisecond
 	c := newClient(t, tg.rdb, lock.WithTTL(ttl))
 	sem := c.NewSemaphore(key, 1)
 	p := sem.Permit()
@@ -110,7 +110,7 @@ func TestSemaphore_renewed(t *testing.T) {
 		}
 		s, err := tg.rdb.ZScore(ctx, lockKey(key), p.Token()).Result()
 		if err != nil {
-			t.Fatalf("ZSCORE of our permit: %v (Lost closed: %v)", err, isClosed(p.Lost()))
+			t.Fatalf("ZSCORE of our permit: %v (LostErr: %v)", err, p.LostErr())
 		}
 		if s > last {
 			last, renewals = s, renewals+1

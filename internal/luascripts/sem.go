@@ -34,34 +34,47 @@ var semAvailableBody string
 var (
 	semAcquireSrc = fenceSrc + otherKindSrc + semAcquireBody
 	semReleaseSrc = otherKindSrc + semReleaseBody
+	semExtendSrc  = otherKindSrc + semExtendBody
+	semPTTLSrc    = otherKindSrc + semPTTLBody
 )
 
 // SemAcquire takes a permit if fewer than n are out, or confirms ours; its
 // reply reads like Acquire's ([AcquireReply]). See sem_acquire.lua.
 var SemAcquire = redis.NewScript(semAcquireSrc)
 
-// SemRelease gives a permit back and wakes waiters. Send it once, with
-// [RunSemRelease]. See sem_release.lua.
+// SemRelease gives a permit back and wakes waiters. Send it once
+// (OnceCmd). See sem_release.lua.
 var SemRelease = redis.NewScript(semReleaseSrc)
 
 // SemExtend resets a live permit's expiry. See sem_extend.lua.
-var SemExtend = redis.NewScript(otherKindSrc + semExtendBody)
+var SemExtend = redis.NewScript(semExtendSrc)
 
 // SemPTTL reports the time left on a live permit, with the codes of PTTL.
 // See sem_pttl.lua.
-var SemPTTL = redis.NewScript(otherKindSrc + semPTTLBody)
+var SemPTTL = redis.NewScript(semPTTLSrc)
 
 // SemAvailable counts the free permits. See sem_available.lua.
 var SemAvailable = redis.NewScript(otherKindSrc + semAvailableBody)
-
-// RunSemRelease runs SemRelease like Script.Run, each command sent once
-// (OnceCmd).
-func RunSemRelease(ctx context.Context, rdb Processor, keys []string, args ...any) *redis.Cmd {
-	return runScriptOnce(ctx, rdb, SemRelease, semReleaseSrc, keys, args)
-}
 
 // SemExtendAll runs sem_extend.lua for every item in one pipeline, as
 // [ExtendAll] does extend.lua.
 func SemExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem) []*redis.Cmd {
 	return evalAll(ctx, rdb, SemExtend, items)
 }
+
+//go:embed sem_handoff.lua
+var semHandoffBody string
+
+var semHandoffSrc = fenceSrc + otherKindSrc + semHandoffBody
+
+// SemHandoff passes a permit to a waiting token in one step. Send it once
+// (OnceCmd). See sem_handoff.lua.
+var SemHandoff = redis.NewScript(semHandoffSrc)
+
+// SemAll lists the semaphore's scripts that are sent one at a time, and
+// SemSources their texts, in the same order, for callers that build their
+// own EVAL commands (as Sources for All).
+var (
+	SemAll     = []*redis.Script{SemAcquire, SemRelease, SemExtend, SemPTTL, SemHandoff}
+	SemSources = []string{semAcquireSrc, semReleaseSrc, semExtendSrc, semPTTLSrc, semHandoffSrc}
+)

@@ -40,21 +40,14 @@ type Processor interface {
 // server lacks the script), each command sent once (OnceCmd): for Release
 // and Handoff.
 func RunOnce(ctx context.Context, rdb Processor, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	var src string
-	for i, x := range All {
-		if x == s {
-			src = Sources[i]
-		}
-	}
-	return runScriptOnce(ctx, rdb, s, src, keys, args)
-}
-
-// runScriptOnce runs s, whose source is src, as RunOnce does.
-func runScriptOnce(ctx context.Context, rdb Processor, s *redis.Script, src string, keys []string, args []any) *redis.Cmd {
 	cmd := runOnce(ctx, rdb, "evalsha", s.Hash(), keys, args)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") && src != "" {
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		// The server did not run it: sending the whole script is safe.
-		cmd = runOnce(ctx, rdb, "eval", src, keys, args)
+		for i, x := range All {
+			if x == s {
+				cmd = runOnce(ctx, rdb, "eval", Sources[i], keys, args)
+			}
+		}
 	}
 	return cmd
 }

@@ -1,0 +1,51 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentlock/lock/internal/lease"
+)
+
+// semHandoff passes h, a permit, straight to the longest-waiting Acquire of
+// the same Semaphore in this Client (see handoff for the mutex's), in the
+// release's one round trip. It reports whether it found such a waiter;
+// then o is the outcome of the release. A waiter of another Semaphore
+// value on the key (another n) is left to try for itself.
+func (l *Lock) semHandoff(ctx context.Context, h *lease.Hold, b semBackend) (o lease.Outcome, found bool) {
+	n := &l.cfg.c.eng.Notifier
+	if l.cfg.c.eng.Closed() {
+		return lease.Outcome{}, false
+	}
+	w := n.Claim(l.hd.Keys.Notify())
+	if w == nil {
+		return lease.Outcome{}, false
+	}
+	wp := w.Handle().Policy()
+	if wp != &l.cfg.pol {
+		n.Settle(w, lease.Gift{Retry: true})
+		return lease.Outcome{}, false
+	}
+	k := &l.hd.Keys
+	sent := time.Now()
+	v, err := b.handoff(ctx, k, h.Token(), w.Token(), wp.TTL)
+	switch {
+	case err != nil:
+		// Unknown outcome: the waiter's own acquire, with its token, finds
+		// out (a permit already ours counts as acquired); a waiter that
+		// gives up undoes it.
+		n.Settle(w, lease.Gift{Retry: true, Unknown: true})
+		return lease.Outcome{Err: err}, true
+	case v == -1:
+		n.Settle(w, lease.Gift{Retry: true})
+		return lease.Outcome{Status: lease.Gone}, true
+	case v == -2:
+		n.Settle(w, lease.Gift{Retry: true})
+		return lease.Outcome{Status: lease.Stolen}, true
+	case v < 0: // released, not handed over: n was lowered
+		n.Settle(w, lease.Gift{Retry: true})
+		return lease.Outcome{Status: lease.Confirmed}, true
+	}
+	n.Settle(w, lease.Gift{Fence: v, Sent: sent})
+	return lease.Outcome{Status: lease.Confirmed}, true
+}
