@@ -34,7 +34,8 @@ type lostReport struct {
 	AfterMS int64  `json:"after_ms"` // negative: before the WRITE command arrived
 }
 
-// holdWorker acquires FT_KEY with TTL FT_TTL_MS, enters the referee's
+// holdWorker acquires FT_KEY with TTL FT_TTL_MS (a permit of a semaphore of
+// FT_SEM_N when that is set), enters the referee's
 // section, reports "held", and then waits for commands on stdin: WRITE makes
 // the late write with the hold's fence and reports "wrote", then "lost" once
 // Lost() closes (or after 5s).
@@ -54,6 +55,9 @@ func holdWorker() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l := c.NewLock(key)
+	if n := envInt("FT_SEM_N", 0); n > 0 {
+		l = c.NewSemaphore(key, n).Permit() // a permit of a semaphore of n
+	}
 	if err := l.Acquire(ctx); err != nil {
 		return err
 	}
