@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -299,5 +300,71 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not within 10s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// pipelineSizes is a go-redis hook recording how many commands of each
+// pipeline run one script (by SHA).
+type pipelineSizes struct {
+	sha   string
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (h *pipelineSizes) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *pipelineSizes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *pipelineSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, c := range cmds {
+			if a := c.Args(); len(a) > 1 && a[1] == h.sha {
+				n++
+			}
+		}
+		if n > 0 {
+			h.mu.Lock()
+			h.sizes = append(h.sizes, n)
+			h.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestSemaphore_renewalBatched: permits of different semaphores of one
+// Client, taken together, are renewed together, in the Client's one loop:
+// one pipeline carries all of them.
+func TestSemaphore_renewalBatched(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	rdb := tg.newRDB(t)
+	h := &pipelineSizes{sha: luascripts.SemExtend.Hash()}
+	rdb.AddHook(h)
+	ttl := 600 * time.Millisecond
+	c := newClient(t, rdb, lock.WithTTL(ttl))
+	const sems = 5
+	var permits []*lock.Lock
+	for i := range sems {
+		p := c.NewSemaphore(fmt.Sprintf("%s:%d", keyFor(t), i), 2).Permit()
+		must(t, "Acquire()", p.Acquire(ctx))
+		permits = append(permits, p)
+	}
+	waitFor(t, "two renewal pipelines", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.sizes) >= 2
+	})
+	h.mu.Lock()
+	sizes := slices.Clone(h.sizes)
+	h.mu.Unlock()
+	if slices.Max(sizes) != sems {
+		t.Fatalf("renewal pipelines carried %v permits, want one with all %d", sizes, sems)
+	}
+	for _, p := range permits {
+		if isClosed(p.Lost()) {
+			t.Fatalf("permit lost: %v", p.LostErr())
+		}
+		must(t, "Release()", p.Release(ctx))
 	}
 }

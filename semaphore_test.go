@@ -183,6 +183,12 @@ func TestSemaphore_full(t *testing.T) {
 			t.Fatalf("permits share token %q/%q or fences %d, %d do not increase", a.Token(), b.Token(), a.Fence(), b.Fence())
 		}
 		wantAvailable(t, sem, 0)
+		if d := tg.rdb.PTTL(ctx, lockKey(keyFor(t))).Val(); d <= 0 {
+			t.Fatalf("PTTL of the semaphore's key = %v, want a TTL", d)
+		}
+		if a.Key() != keyFor(t) {
+			t.Fatalf("Key() = %q, want %q", a.Key(), keyFor(t))
+		}
 		third := sem.Permit()
 		if ok, err := third.TryAcquire(ctx); ok || err != nil {
 			t.Fatalf("TryAcquire() with n out = %v, %v, want false, nil", ok, err)
