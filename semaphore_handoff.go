@@ -29,23 +29,12 @@ func (l *Lock) semHandoff(ctx context.Context, h *lease.Hold, b semBackend) (o l
 	k := &l.hd.Keys
 	sent := time.Now()
 	v, err := b.handoff(ctx, k, h.Token(), w.Token(), wp.TTL)
-	switch {
-	case err != nil:
-		// Unknown outcome: the waiter's own acquire, with its token, finds
-		// out (a permit already ours counts as acquired); a waiter that
-		// gives up undoes it.
-		n.Settle(w, lease.Gift{Retry: true, Unknown: true})
-		return lease.Outcome{Err: err}, true
-	case v == -1:
-		n.Settle(w, lease.Gift{Retry: true})
-		return lease.Outcome{Status: lease.Gone}, true
-	case v == -2:
-		n.Settle(w, lease.Gift{Retry: true})
-		return lease.Outcome{Status: lease.Stolen}, true
-	case v < 0: // released, not handed over: n was lowered
-		n.Settle(w, lease.Gift{Retry: true})
-		return lease.Outcome{Status: lease.Confirmed}, true
+	st := lease.Confirmed // -3: ours released, not handed over, as n was lowered
+	switch v {
+	case -1: // our permit is gone
+		st = lease.Gone
+	case -2: // another kind holds the key
+		st = lease.Stolen
 	}
-	n.Settle(w, lease.Gift{Fence: v, Sent: sent})
-	return lease.Outcome{Status: lease.Confirmed}, true
+	return settleHandoff(n, w, sent, v, err, st), true
 }

@@ -1,6 +1,7 @@
 -- other_kind.lua: which other kind of lock holds a key, for the scripts that
--- find it taken (acquire.lua, the sem_*.lua scripts): luascripts.go puts this
--- file in front of each of them.
+-- find it taken (acquire.lua, the sem_*.lua scripts), and the semaphore's
+-- helpers (server_ms, permit_expiry): luascripts.go and sem.go put this file
+-- in front of each of those scripts.
 -- The primary key P{K} of each kind: a mutex is a string token, or a hash
 -- with the field '' (re-entrant holds); a read-write lock is a hash with the
 -- field "mode" and no '' field; a semaphore is a sorted set.
@@ -28,4 +29,15 @@ end
 local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- permit_expiry returns the expiry (server ms) of token's permit in the
+-- semaphore sem: a number; false when sem has no permit with that token;
+-- nil when sem holds another kind of lock.
+local function permit_expiry(sem, token)
+  local score = redis.pcall('ZSCORE', sem, token)
+  if type(score) == 'table' and score.err then
+    return nil
+  end
+  return score and tonumber(score)
 end

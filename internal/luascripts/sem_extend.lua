@@ -6,15 +6,15 @@
 -- removed); -1 the key holds another kind.
 local sem, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 
-local score = redis.pcall('ZSCORE', sem, token)
-if type(score) == 'table' and score.err then
+local expiry = permit_expiry(sem, token)
+if expiry == nil then
   return -1
 end
-if not score then
+if not expiry then
   return 0
 end
 local now = server_ms()
-if tonumber(score) <= now then
+if expiry <= now then
   redis.call('ZREM', sem, token)
   return 0
 end

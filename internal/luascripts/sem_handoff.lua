@@ -15,17 +15,17 @@
 local sem, fence, channel = KEYS[1], KEYS[2], KEYS[3]
 local ttl, n = tonumber(ARGV[3]), tonumber(ARGV[5])
 
-local score = redis.pcall('ZSCORE', sem, ARGV[1])
-if type(score) == 'table' and score.err then
+local expiry = permit_expiry(sem, ARGV[1])
+if expiry == nil then
   return -2
 end
-if not score then
+if not expiry then
   return -1
 end
 local now = server_ms()
 redis.call('ZREM', sem, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', sem, '-inf', now)
-if tonumber(score) <= now then
+if expiry <= now then
   return -1
 end
 if redis.call('ZCARD', sem) >= n then

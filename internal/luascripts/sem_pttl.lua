@@ -4,14 +4,14 @@
 -- key holds another kind (the codes of pttl.lua).
 local sem, token = KEYS[1], ARGV[1]
 
-local score = redis.pcall('ZSCORE', sem, token)
-if type(score) == 'table' and score.err then
+local expiry = permit_expiry(sem, token)
+if expiry == nil then
   return -3
 end
-if not score then
+if not expiry then
   return -1
 end
-local left = tonumber(score) - server_ms()
+local left = expiry - server_ms()
 if left <= 0 then
   return -1
 end

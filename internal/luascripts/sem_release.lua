@@ -9,11 +9,11 @@
 -- sends it once (go-redis's NoRetry).
 local sem, channel, token = KEYS[1], KEYS[2], ARGV[1]
 
-local score = redis.pcall('ZSCORE', sem, token)
-if type(score) == 'table' and score.err then
+local expiry = permit_expiry(sem, token)
+if expiry == nil then
   return -1
 end
-if not score then
+if not expiry then
   return 0
 end
 redis.call('ZREM', sem, token)
@@ -21,7 +21,7 @@ if redis.call('ZCARD', sem) == 0 then
   redis.call('DEL', sem)
 end
 redis.call('PUBLISH', channel, 'released')
-if tonumber(score) <= server_ms() then
+if expiry <= server_ms() then
   return 0
 end
 return 1
