@@ -64,49 +64,17 @@ func (e *env) sem() error {
 	)
 	err := e.interleave(t, rounds, names, func(r int, n string) (map[string]float64, error) {
 		in := ins[n]
-		lats := make([][]time.Duration, semGoroutines)
-		errs := make([]int, semGoroutines)
-		var wg sync.WaitGroup
-		rt0, _ := in.counts()
-		start := time.Now()
-		end := start.Add(d)
-		for g := range semGoroutines {
+		return loadRound(in, semGoroutines, d, func(g int) error {
 			key := "sem:" + n + ":" + strconv.Itoa(r)
 			if n == "mutex-8keys" {
 				key += ":" + strconv.Itoa(g%semPermits)
 			}
-			wg.Go(func() {
-				lat := make([]time.Duration, 0, 1024)
-				for time.Now().Before(end) {
-					t0 := time.Now()
-					m := in.newMutex(key)
-					err := m.acquire(e.ctx)
-					if err == nil {
-						err = m.release(e.ctx)
-					}
-					if err != nil {
-						errs[g]++
-						continue
-					}
-					lat = append(lat, time.Since(t0))
-				}
-				lats[g] = lat
-			})
-		}
-		wg.Wait()
-		el := time.Since(start)
-		rt1, _ := in.counts()
-		var all []time.Duration
-		nerr := 0
-		for g := range semGoroutines {
-			nerr += errs[g]
-			all = append(all, lats[g]...)
-		}
-		ops := float64(len(all))
-		return map[string]float64{
-			"ops": ops / el.Seconds(), "p50": us(percentile(all, 50)), "p99": us(percentile(all, 99)),
-			"rt_op": float64(rt1-rt0) / ops, "errs": float64(nerr),
-		}, nil
+			m := in.newMutex(key)
+			if err := m.acquire(e.ctx); err != nil {
+				return err
+			}
+			return m.release(e.ctx)
+		}), nil
 	})
 	if err != nil {
 		return err
@@ -118,4 +86,44 @@ func (e *env) sem() error {
 	e.check("SEM", "semaphore holds/s / 8-key mutex holds/s", t.med("sem-8", "ops")/t.med("mutex-8keys", "ops"), ">=", 0.5,
 		fmt.Sprintf("%.0f vs %.0f holds/s", t.med("sem-8", "ops"), t.med("mutex-8keys", "ops")))
 	return nil
+}
+
+// loadRound runs op on goroutines goroutines, each again and again until d
+// has passed, timing every call that succeeds, and returns ops/s, p50 and
+// p99 in µs, round trips per op over in's clients, and the failed calls.
+func loadRound(in *instance, goroutines int, d time.Duration, op func(g int) error) map[string]float64 {
+	lats := make([][]time.Duration, goroutines)
+	errs := make([]int, goroutines)
+	var wg sync.WaitGroup
+	rt0, _ := in.counts()
+	start := time.Now()
+	end := start.Add(d)
+	for g := range goroutines {
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, 4096)
+			for time.Now().Before(end) {
+				t0 := time.Now()
+				if err := op(g); err != nil {
+					errs[g]++
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			lats[g] = lat
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	rt1, _ := in.counts()
+	var all []time.Duration
+	nerr := 0
+	for g := range goroutines {
+		nerr += errs[g]
+		all = append(all, lats[g]...)
+	}
+	ops := float64(len(all))
+	return map[string]float64{
+		"ops": ops / el.Seconds(), "p50": us(percentile(all, 50)), "p99": us(percentile(all, 99)),
+		"rt_op": float64(rt1-rt0) / ops, "errs": float64(nerr),
+	}
 }
