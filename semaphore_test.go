@@ -316,6 +316,7 @@ func TestSemaphore_mixedKinds(t *testing.T) {
 		for name, l := range map[string]*lock.Lock{
 			"mutex":     c.NewLock(key),
 			"reentrant": c.NewLock(key, lock.WithOwner("me")),
+			"watch":     c.NewLock(key, lock.WithReleaseMode(lock.ReleaseWatch)),
 		} {
 			ok, err := l.TryAcquire(ctx)
 			wantKindErr(t, name+" TryAcquire() on a semaphore", ok, err, `is a semaphore, not a mutex`)
@@ -329,6 +330,10 @@ func TestSemaphore_mixedKinds(t *testing.T) {
 			"reentrant": c.NewLock(key, lock.WithOwner("me")),
 		} {
 			must(t, name+" Acquire()", hold.Acquire(ctx))
+			// The same kind, held: contention, not an error.
+			if ok, err := c.NewLock(key, lock.WithReleaseMode(lock.ReleaseWatch)).TryAcquire(ctx); ok || err != nil {
+				t.Fatalf("script-free TryAcquire() on a held %s = %v, %v, want false, nil", name, ok, err)
+			}
 			ok, err := sem.Permit().TryAcquire(ctx)
 			wantKindErr(t, "semaphore TryAcquire() on a "+name, ok, err, `is a mutex, not a semaphore`)
 			_, err = sem.Available(ctx)
@@ -342,6 +347,8 @@ func TestSemaphore_mixedKinds(t *testing.T) {
 		wantKindErr(t, "semaphore TryAcquire() on a read-write lock", ok, err, `is a read-write lock, not a semaphore`)
 		ok, err = c.NewLock(key).TryAcquire(ctx)
 		wantKindErr(t, "mutex TryAcquire() on a read-write lock", ok, err, `is a read-write lock, not a mutex`)
+		ok, err = c.NewLock(key, lock.WithReleaseMode(lock.ReleaseWatch)).TryAcquire(ctx)
+		wantKindErr(t, "script-free mutex TryAcquire() on a read-write lock", ok, err, `is a read-write lock, not a mutex`)
 	})
 }
 
