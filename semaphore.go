@@ -25,8 +25,9 @@ import (
 // renewing), a larger n lets more in at once. While processes disagree
 // about n, the key holds at most the largest n any of them uses.
 //
-// A released permit wakes one waiter, not all. When a waiter of the same
-// Semaphore value waits in this Client, the release hands the permit
+// A released permit wakes one waiter, not all. When a waiter of a
+// Semaphore with the same configuration (n, and no options of its own, or
+// the same Semaphore value) waits in this Client, the release hands the permit
 // straight to the longest-waiting one, in the release's round trip (after
 // 16 such handoffs in a row on the key, one release frees the permit
 // instead, so that other processes get their turn). Otherwise the release
@@ -82,13 +83,40 @@ func (c *Client) NewSemaphore(key string, n int, opts ...Option) *Semaphore {
 		s.err = keyError(key, err)
 		return s
 	}
+	s.set, s.keys = c.semSettings(cfg, n, len(opts) == 0), l.hd.Keys
+	return s
+}
+
+// semSettings returns the settings of a semaphore of n permits configured
+// by cfg. Semaphores made without options share one per n, so that a
+// release hands its permit to a waiter of any of them (see semHandoff),
+// also when callers make a Semaphore per request.
+func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
+	if shared {
+		c.beMu.Lock()
+		set := c.sems[n]
+		c.beMu.Unlock()
+		if set != nil {
+			return set
+		}
+	}
 	set := c.settings(cfg)
 	sb := c.backend(backendKind{mode: ReleaseScript, fencing: cfg.fencing, coalesce: cfg.coalesce}).(*scriptBackend)
 	set.be = semBackend{sb: sb, rdb: c.rdb, n: n}
-	set.pol.Handoff = true // to waiters of this Semaphore only: see semHandoff
+	set.pol.Handoff = true // to waiters of the same settings only: see semHandoff
 	set.pol.Group = set.semGroup
-	s.set, s.keys = set, l.hd.Keys
-	return s
+	if shared {
+		c.beMu.Lock()
+		defer c.beMu.Unlock()
+		if c.sems == nil {
+			c.sems = map[int]*settings{}
+		}
+		if prev := c.sems[n]; prev != nil {
+			return prev
+		}
+		c.sems[n] = set
+	}
+	return set
 }
 
 // errZeroSemaphore is what a zero or nil Semaphore reports.

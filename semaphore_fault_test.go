@@ -368,3 +368,72 @@ func TestSemaphore_renewalBatched(t *testing.T) {
 		must(t, "Release()", p.Release(ctx))
 	}
 }
+
+// TestSemaphore_handoffAcrossValues: Semaphores made without options share
+// their configuration, so a release hands its permit to a waiter of
+// another Semaphore value of the same n in the Client: the waiter's
+// Acquire returns with no acquire call of its own after the release. One
+// made with options of its own is woken to try for itself instead.
+func TestSemaphore_handoffAcrossValues(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		for _, tc := range []struct {
+			name     string
+			opts     []lock.Option
+			attempts int32
+		}{
+			{"same configuration", nil, 0},
+			{"options of its own", []lock.Option{lock.WithTTL(20 * time.Second)}, 1},
+		} {
+			key := keyFor(t) + ":" + tc.name
+			rdb := tg.newRDB(t)
+			var acquires atomic.Int32
+			rdb.AddHook(countScript{src: luascripts.SemSources[0], sha: luascripts.SemAcquire.Hash(), n: &acquires})
+			c := newClient(t, rdb, lock.WithBackoff(time.Hour, time.Hour))
+			holder := c.NewSemaphore(key, 1).Permit()
+			must(t, "Acquire()", holder.Acquire(ctx))
+			done := make(chan error, 1)
+			go func() { done <- c.NewSemaphore(key, 1, tc.opts...).Permit().Acquire(ctx) }()
+			waitFor(t, "an idle waiter", func() bool { return lock.IdleWaiters(c, key) == 1 })
+			before := acquires.Load()
+			must(t, "Release()", holder.Release(ctx))
+			select {
+			case err := <-done:
+				must(t, tc.name+": waiter Acquire()", err)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: waiter not given the permit", tc.name)
+			}
+			if n := acquires.Load() - before; n != tc.attempts {
+				t.Fatalf("%s: %d acquire calls after the release, want %d", tc.name, n, tc.attempts)
+			}
+		}
+	})
+}
+
+// countScript counts the calls of one script, by its source or SHA.
+type countScript struct {
+	src, sha string
+	n        *atomic.Int32
+}
+
+func (h countScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && (a[1] == h.src || a[1] == h.sha) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h countScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if a := c.Args(); len(a) > 1 && (a[1] == h.src || a[1] == h.sha) {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}

@@ -8,10 +8,11 @@ import (
 )
 
 // semHandoff passes h, a permit, straight to the longest-waiting Acquire of
-// the same Semaphore in this Client (see handoff for the mutex's), in the
+// the same settings in this Client (see handoff for the mutex's), in the
 // release's one round trip. It reports whether it found such a waiter;
-// then o is the outcome of the release. A waiter of another Semaphore
-// value on the key (another n) is left to try for itself.
+// then o is the outcome of the release. A waiter with other settings (a
+// Semaphore of another n, or made with options of its own, or a mutex
+// waiting on the key) is left to try for itself.
 func (l *Lock) semHandoff(ctx context.Context, h *lease.Hold, b semBackend) (o lease.Outcome, found bool) {
 	n := &l.cfg.c.eng.Notifier
 	if l.cfg.c.eng.Closed() {
