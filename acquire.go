@@ -63,6 +63,7 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 	} else {
 		r, err = k.cfg.be.acquire(ctx, &k.hd.Keys, token, k.cfg.ttl)
 	}
+	err = mixedKind(k.hd.Keys.User, err, "mutex") // a semaphore's backend maps its own
 	if errors.As(err, new(undoneError)) {
 		return lease.Attempt{Err: err, Spent: true, Final: !retryable(err)}
 	}

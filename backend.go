@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,24 +94,32 @@ type scriptBackend struct {
 	// the first acquire on a fresh server is one round trip; afterwards it
 	// is EVALSHA, and EVAL again for a call that meets NOSCRIPT (a restarted
 	// server, another cluster node).
-	evaled [5]atomic.Bool
+	evaled [numScripts]atomic.Bool
 }
 
 // Indexes into scriptBackend.evaled and scriptText, in the order of
-// luascripts.All.
+// luascripts.All and then luascripts.SemAll (the semaphore's, which
+// semBackend sends through a scriptBackend).
 const (
 	scriptAcquire = iota
 	scriptRelease
 	scriptExtend
 	scriptPTTL
 	scriptHandoff
+	scriptSemAcquire
+	scriptSemRelease
+	scriptSemExtend
+	scriptSemPTTL
+	scriptSemHandoff
+	numScripts
 )
 
 // scriptText holds each script's source (for EVAL) and SHA1 (for EVALSHA),
 // boxed once: converting a string to an interface allocates.
-var scriptText = func() (t [5]struct{ src, sha any }) {
-	for i, s := range luascripts.All {
-		t[i].src, t[i].sha = luascripts.Sources[i], s.Hash()
+var scriptText = func() (t [numScripts]struct{ src, sha any }) {
+	srcs := slices.Concat(luascripts.Sources, luascripts.SemSources)
+	for i, s := range slices.Concat(luascripts.All, luascripts.SemAll) {
+		t[i].src, t[i].sha = srcs[i], s.Hash()
 	}
 	return t
 }()
@@ -144,7 +153,11 @@ func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...a
 // hold is out of renewal already) and a TTL. An extend or handoff waits for
 // its reply: the renewal loop counts on no write of a hold landing after
 // its call returned, and a handed-over hold must reach its waiter.
-var leaves = [scriptHandoff + 1]bool{scriptAcquire: true, scriptRelease: true, scriptPTTL: true}
+var leaves = [numScripts]bool{scriptAcquire: true, scriptRelease: true, scriptPTTL: true,
+	scriptSemAcquire: true, scriptSemRelease: true, scriptSemPTTL: true}
+
+// sendOnce marks the scripts go-redis must not resend (luascripts.OnceCmd).
+var sendOnce = [numScripts]bool{scriptRelease: true, scriptHandoff: true, scriptSemRelease: true, scriptSemHandoff: true}
 
 // send builds one EVAL or EVALSHA command in a single argument slice and
 // sends it, through the Client's coalescer unless coalescing is off. A
@@ -155,7 +168,7 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 		a    []any
 		once *luascripts.OnceCmd
 	)
-	if i == scriptRelease || i == scriptHandoff {
+	if sendOnce[i] {
 		once = new(luascripts.OnceCmd)
 		a = once.Argv[:0]
 	}
@@ -232,6 +245,13 @@ var defaultTTLArg any = ms(DefaultTTL)
 func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
 	n, err := b.run(ctx, scriptAcquire, k.AcquireKeys(),
 		token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Int64()
+	return b.readAcquire(token, n, err)
+}
+
+// readAcquire reads the reply of an acquire with token (acquire.lua,
+// sem_acquire.lua). A call left unanswered is recorded, so that its undo
+// waits for the pipeline carrying it.
+func (b *scriptBackend) readAcquire(token string, n int64, err error) (acquireResult, error) {
 	if err != nil {
 		var u unansweredError
 		if errors.As(err, &u) {
@@ -278,7 +298,8 @@ func (b *scriptBackend) pttl(ctx context.Context, k *keys, token string) (time.D
 	return pttlReply(n, err)
 }
 
-// pttlReply reads a pttl script's reply (pttl.lua, rw_pttl.lua).
+// pttlReply reads a pttl script's reply (pttl.lua, rw_pttl.lua, and
+// sem_pttl.lua, which share its codes).
 func pttlReply(n int64, err error) (time.Duration, error) {
 	switch {
 	case err != nil:

@@ -62,6 +62,12 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 		}
 		ours = st == extendOK
 	}
+	if !ours && isWrongType(get.Err()) {
+		// Not a string: someone's re-entrant hold, or another kind.
+		if err := otherKind(ctx, b.rdb, k); err != nil {
+			return acquireResult{}, err
+		}
+	}
 	if !ours {
 		return acquireResult{pttl: max(pttlc.Val(), 0)}, nil
 	}

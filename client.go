@@ -23,7 +23,8 @@ type Client struct {
 
 	beMu     sync.Mutex
 	backends map[backendKind]backend
-	co       *lanes // shared by every backend that coalesces; made on first use
+	co       *lanes            // shared by every backend that coalesces; made on first use
+	sems     map[int]*settings // NewSemaphore's without options, by n (see semSettings)
 
 	once onceState // Once's flights and policy (once.go)
 }

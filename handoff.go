@@ -12,6 +12,9 @@ import (
 // it), in the release's one round trip. It reports whether it found one;
 // then o is the outcome of the release.
 func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, found bool) {
+	if b, ok := l.cfg.be.(semBackend); ok {
+		return l.semHandoff(ctx, h, b)
+	}
 	sb, ok := l.cfg.be.(*scriptBackend)
 	n := &l.cfg.c.eng.Notifier
 	if !ok || sb.reentrant || l.cfg.c.eng.Closed() {
@@ -25,6 +28,17 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 	sent := time.Now()
 	v, err := sb.run(ctx, scriptHandoff, l.hd.Keys.AcquireKeys(),
 		h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)).Int64()
+	st := lease.Stolen
+	if v == -1 {
+		st = lease.Gone
+	}
+	return settleHandoff(n, w, sent, v, err, st), true
+}
+
+// settleHandoff gives w the outcome of a handoff call sent at sent that
+// replied v (>= 0: the new hold's fence) or err, and returns the release's
+// outcome: st when v < 0 (nothing handed over).
+func settleHandoff(n *lease.Notifier, w *lease.Waiter, sent time.Time, v int64, err error, st lease.Status) lease.Outcome {
 	switch {
 	case err != nil:
 		// Unknown outcome: the waiter's own acquire, with its token, will
@@ -32,14 +46,11 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 		// The call may have set the waiter's token: a waiter that gives
 		// up must undo it.
 		n.Settle(w, lease.Gift{Retry: true, Unknown: true})
-		return lease.Outcome{Err: err}, true
-	case v == -1:
-		n.Settle(w, lease.Gift{Retry: true})
-		return lease.Outcome{Status: lease.Gone}, true
+		return lease.Outcome{Err: err}
 	case v < 0:
 		n.Settle(w, lease.Gift{Retry: true})
-		return lease.Outcome{Status: lease.Stolen}, true
+		return lease.Outcome{Status: st}
 	}
 	n.Settle(w, lease.Gift{Fence: v, Sent: sent})
-	return lease.Outcome{Status: lease.Confirmed}, true
+	return lease.Outcome{Status: lease.Confirmed}
 }

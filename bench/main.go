@@ -50,6 +50,7 @@ var scenarios = []scenario{
 	{"capacity", 1, (*env).capacity},
 	{"once", 1, (*env).once},
 	{"rw", 1, (*env).rw},
+	{"sem", 1, (*env).sem},
 }
 
 func main() {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/agentlock/lock"
@@ -40,52 +39,26 @@ func (e *env) s2() error {
 	)
 	err := e.interleave(t, rounds, names, func(_ int, n string) (map[string]float64, error) {
 		in := ins[n]
-		lats := make([][]time.Duration, s2Goroutines)
-		errs := make([]int, s2Goroutines)
-		var wg sync.WaitGroup
-		rt0, _ := in.counts()
-		start := time.Now()
-		end := start.Add(d)
-		for g := range s2Goroutines {
-			wg.Go(func() {
-				key := "s2:" + n + ":" + strconv.Itoa(g)
-				lat := make([]time.Duration, 0, 4096)
-				for time.Now().Before(end) {
-					t0 := time.Now()
-					m := in.newMutex(key)
-					// A failed call (go-redsync gives each one 5% of its TTL)
-					// is counted, not timed, and the goroutine moves to a new
-					// key in case the failure left the old one held.
-					ok, err := m.tryAcquire(e.ctx)
-					if err == nil && ok {
-						err = m.release(e.ctx)
-					} else if err == nil {
-						err = errNotHeld
-					}
-					if err != nil {
-						errs[g]++
-						key += "+"
-						continue
-					}
-					lat = append(lat, time.Since(t0))
-				}
-				lats[g] = lat
-			})
+		keys := make([]string, s2Goroutines)
+		for g := range keys {
+			keys[g] = "s2:" + n + ":" + strconv.Itoa(g)
 		}
-		wg.Wait()
-		el := time.Since(start)
-		rt1, _ := in.counts()
-		var all []time.Duration
-		nerr := 0
-		for g := range s2Goroutines {
-			nerr += errs[g]
-			all = append(all, lats[g]...)
-		}
-		ops := float64(len(all))
-		return map[string]float64{
-			"ops": ops / el.Seconds(), "p50": us(percentile(all, 50)), "p99": us(percentile(all, 99)),
-			"rt_op": float64(rt1-rt0) / ops, "errs": float64(nerr),
-		}, nil
+		return loadRound(in, s2Goroutines, d, func(g int) error {
+			m := in.newMutex(keys[g])
+			// A failed call (go-redsync gives each one 5% of its TTL)
+			// is counted, not timed, and the goroutine moves to a new
+			// key in case the failure left the old one held.
+			ok, err := m.tryAcquire(e.ctx)
+			if err == nil && ok {
+				err = m.release(e.ctx)
+			} else if err == nil {
+				err = errNotHeld
+			}
+			if err != nil {
+				keys[g] += "+"
+			}
+			return err
+		}), nil
 	})
 	if err != nil {
 		return err

@@ -54,4 +54,20 @@
 // reader per node. Until those are designed and tested under the fault
 // suite, use the core's [lock.Client.NewRWLock] on one Redis (or a Cluster),
 // or a quorum mutex where readers may wait for each other.
+//
+// # No semaphore
+//
+// The core's semaphore ([lock.Client.NewSemaphore]) has no quorum form
+// here, because a majority quorum does not bound a semaphore. A lock
+// (n = 1) is safe over a quorum since any two majorities share a node, and
+// that node admits one token at a time. With n > 1 a node admits n tokens,
+// and n+1 holders fit on majorities that pairwise overlap without any node
+// holding more than n: over 3 nodes with n = 2, holders on {a, b}, {b, c}
+// and {a, c} put two permits on each node and three holders in the
+// section. To keep n+1 holders out, each holder would need more than
+// N·n/(n+1) of the N nodes, which for n = 8 over 5 nodes is all 5: no
+// node could fail, which is what a quorum is for. A semaphore that must
+// survive a node's loss should run on one Redis with a replica and
+// Sentinel or Cluster failover, with the caveat SAFETY.md states for
+// failover (a promoted replica may have missed the latest permits).
 package redlock

@@ -35,7 +35,8 @@ type lostReport struct {
 }
 
 // holdWorker acquires FT_KEY with TTL FT_TTL_MS (a read or write hold of
-// a read-write lock with FT_RW=read or write), enters the referee's
+// a read-write lock with FT_RW=read or write, a permit of a semaphore of
+// FT_SEM_N when that is set), enters the referee's
 // section, reports "held", and then waits for commands on stdin: WRITE makes
 // the late write with the hold's fence and reports "wrote", then "lost" once
 // Lost() closes (or after 5s).
@@ -60,6 +61,9 @@ func holdWorker() error {
 		l = c.NewRWLock(key).ReadLock()
 	case "write":
 		l = c.NewRWLock(key).WriteLock()
+	}
+	if n := envInt("FT_SEM_N", 0); n > 0 {
+		l = c.NewSemaphore(key, n).Permit() // a permit of a semaphore of n
 	}
 	if err := l.Acquire(ctx); err != nil {
 		return err

@@ -105,13 +105,18 @@ func TestProcess_holderKilled(t *testing.T) {
 // Lost() must fire on resume. The referee also counts the overlap: the
 // paused holder was still inside its critical section, which is exactly the
 // gap that only fencing closes.
-func TestProcess_holderPaused(t *testing.T) {
+func TestProcess_holderPaused(t *testing.T) { holderPaused(t, "holder_paused", 0) }
+
+// holderPaused is TestProcess_holderPaused on a mutex (semN 0) or on a
+// semaphore of semN permits, semN of them held (the worker's and this
+// process's); scenario names its figure line.
+func holderPaused(t *testing.T, scenario string, semN int) {
 	const ttl = time.Second
 	s := redistest.Start(t, redistest.Config{})
 	ref := startReferee(t)
 	key := "paused"
 	w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(),
-		"FT_KEY="+key, "FT_TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())))
+		"FT_KEY="+key, "FT_TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())), "FT_SEM_N="+strconv.Itoa(semN))
 	var held heldReport
 	w.expect("held", &held, 20*time.Second)
 
@@ -129,6 +134,9 @@ func TestProcess_holderPaused(t *testing.T) {
 	locks := lock.NewClient(s.Client(t), lock.WithTTL(ttl))
 	defer locks.Close()
 	l := locks.NewLock(key)
+	if semN > 0 {
+		l = locks.NewSemaphore(key, semN).Permit()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*ttl)
 	defer cancel()
 	if err := l.Acquire(ctx); err != nil {
@@ -169,7 +177,7 @@ func TestProcess_holderPaused(t *testing.T) {
 		t.Errorf("new holder Release() error = %v", err)
 	}
 	st := ref.stats()
-	figure(t, "holder_paused", "ttl_ms", ttl.Milliseconds(), "paused_ms", paused.Milliseconds(),
+	figure(t, scenario, "ttl_ms", ttl.Milliseconds(), "paused_ms", paused.Milliseconds(),
 		"new_holder_after_ms", newHeld.Milliseconds(), "old_fence", held.Fence, "new_fence", l.Fence(),
 		"late_write_accepted", wrote.Accepted, "lost_fired", lost.Fired, "lost_reason", quoteSpace(lost.Reason),
 		"lost_after_resume_ms", lost.AfterMS, "lost_before_late_write", wrote.LostBefore,

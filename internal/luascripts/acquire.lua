@@ -12,6 +12,7 @@
 -- Reply: >= 0 acquired now, or confirmed ours (TTL reset, or one more
 -- re-entrant hold): the hold's fence, 0 without fencing; < 0 held by someone
 -- else, for another -1 - reply milliseconds.
+-- Error "KIND <kind>" when another kind of lock holds the key (other_kind.lua).
 local lock, fence = KEYS[1], KEYS[2]
 local token, ttl = ARGV[1], ARGV[2]
 local reentrant, fencing, hint = ARGV[3] == '1', ARGV[4] == '1', ARGV[5]
@@ -63,6 +64,12 @@ else
   end
 end
 
+-- Taken. By another kind of lock (see other_kind.lua)? Asked only here, on
+-- the contended path, so a free key costs nothing more.
+local other = kind_of(lock)
+if other ~= 'mutex' then
+  return redis.error_reply('KIND ' .. other)
+end
 local left = redis.call('PTTL', lock)
 if left < 0 then left = 0 end
 return -1 - left

@@ -43,7 +43,7 @@ var fenceSrc string
 //go:embed acquire.lua
 var acquireBody string
 
-var acquireSrc = fenceSrc + acquireBody
+var acquireSrc = fenceSrc + otherKindSrc + acquireBody
 
 //go:embed release.lua
 var releaseSrc string
@@ -101,7 +101,7 @@ var onceAcquireHead string
 
 // OnceAcquireSrc is the text of OnceAcquire, for callers that build their
 // own EVAL commands.
-var OnceAcquireSrc = fenceSrc + onceAcquireHead + acquireBody
+var OnceAcquireSrc = fenceSrc + otherKindSrc + onceAcquireHead + acquireBody
 
 // OnceAcquire returns a Once's stored result, or else makes Acquire's
 // attempt (same keys and arguments, the result key appended to KEYS). See

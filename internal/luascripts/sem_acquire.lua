@@ -1,0 +1,41 @@
+-- sem_acquire.lua: take one permit of a semaphore if fewer than n are out,
+-- or confirm a permit we already have (a retry after a lost reply).
+-- KEYS[1] the semaphore: a sorted set, member a permit's token, score the
+-- permit's expiry in ms on the server's clock (TIME); KEYS[2] fence counter.
+-- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] n, ARGV[4] "1" to hand out a
+-- fence (next_fence: see fence.lua).
+-- Expired permits are dropped first, so a crashed holder's permit counts
+-- until its expiry and not a moment longer. The set's own TTL is kept at
+-- least as long as its latest permit's, so the key never outlives its
+-- permits by more than the longest TTL used on it, and never lives forever.
+-- Reply: >= 0 the permit is ours: its fence, 0 without fencing; < 0 n
+-- permits are out, the earliest ends in -1 - reply ms. Error "KIND <kind>"
+-- when the key holds another kind of lock (see other_kind.lua).
+local sem, fence = KEYS[1], KEYS[2]
+local token, ttl, n, fencing = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+
+local now = server_ms()
+-- pcall: another kind's key makes ZREMRANGEBYSCORE fail with WRONGTYPE; the
+-- kind is only looked up then, so a free or zset key costs nothing more.
+local r = redis.pcall('ZREMRANGEBYSCORE', sem, '-inf', now)
+if type(r) == 'table' and r.err then
+  return redis.error_reply('KIND ' .. kind_of(sem))
+end
+-- A permit already ours (a retry whose first reply was lost) is confirmed
+-- and counts once; a new one needs a free place under n.
+if not redis.call('ZSCORE', sem, token) and redis.call('ZCARD', sem) >= n then
+  local first = redis.call('ZRANGE', sem, 0, 0, 'WITHSCORES')
+  local left = 0
+  if first[2] then
+    left = math.max(tonumber(first[2]) - now, 0)
+  end
+  return -1 - left
+end
+redis.call('ZADD', sem, now + ttl, token)
+if redis.call('PTTL', sem) < ttl then
+  redis.call('PEXPIRE', sem, ttl)
+end
+if fencing then
+  return next_fence(fence)
+end
+return 0

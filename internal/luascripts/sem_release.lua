@@ -1,0 +1,27 @@
+-- sem_release.lua: give back our permit if we still have it, then wake a
+-- waiter.
+-- KEYS[1] the semaphore (see sem_acquire.lua), KEYS[2] notify channel;
+-- ARGV[1] token.
+-- Reply: 1 released (waiters told "released": the longest-waiting waiter of
+-- each process wakes); 0 no live permit with our token (released already, or
+-- expired: an expired one is removed); -1 the key holds another kind.
+-- Not safe to run twice: the second run finds the permit gone. The library
+-- sends it once (go-redis's NoRetry).
+local sem, channel, token = KEYS[1], KEYS[2], ARGV[1]
+
+local expiry = permit_expiry(sem, token)
+if expiry == nil then
+  return -1
+end
+if not expiry then
+  return 0
+end
+redis.call('ZREM', sem, token)
+if redis.call('ZCARD', sem) == 0 then
+  redis.call('DEL', sem)
+end
+redis.call('PUBLISH', channel, 'released')
+if expiry <= server_ms() then
+  return 0
+end
+return 1

@@ -1,0 +1,194 @@
+package lock
+
+import (
+	"context"
+
+	"github.com/agentlock/lock/internal/lease"
+	"github.com/agentlock/lock/internal/luascripts"
+)
+
+// Semaphore lets at most n holders at once hold one key, across every
+// process: each holder holds a permit, a *Lock leased, renewed, lost and
+// fenced like a mutex's hold. Make one with [Client.NewSemaphore]; it is
+// safe for concurrent use, and holds nothing itself.
+//
+// In Redis a semaphore is a sorted set at P{K}: one member per permit, its
+// score the permit's expiry on the server's clock (TIME), so a permit whose
+// holder crashed counts until its TTL runs out and no longer. Fences come
+// from the same P{K}:fence counter as a mutex's: every permit gets a fence
+// greater than any permit of the key had before.
+//
+// n belongs to each Semaphore value, not to the key: an acquire lets its
+// caller in while fewer than its own n permits are live. Changing n while
+// permits are out revokes nothing: a smaller n lets nobody in until the
+// live permits drop below it (the permits already out keep running and
+// renewing), a larger n lets more in at once. While processes disagree
+// about n, the key holds at most the largest n any of them uses.
+//
+// A released permit wakes one waiter, not all. When a waiter of a
+// Semaphore with the same configuration (n, and no options of its own, or
+// the same Semaphore value) waits in this Client, the release hands the permit
+// straight to the longest-waiting one, in the release's round trip (after
+// 16 such handoffs in a row on the key, one release frees the permit
+// instead, so that other processes get their turn). Otherwise the release
+// publishes one message on P{K}:notify, which wakes the longest-waiting
+// Acquire of the key in each process listening (lease.MsgReleased): "one
+// waiter" then means one per process, so with waiters in P processes at
+// most P attempts race for the permit, one takes it and the others go
+// back to waiting, bounded by their backoff and by the earliest permit's
+// expiry.
+//
+// A semaphore needs scripting: [ReleaseWatch], [WithOwner] and
+// [WithReplicaAck] are [ErrInvalid] on it.
+type Semaphore struct {
+	key  string
+	n    int
+	set  *settings // nil when err is set
+	err  error
+	keys luascripts.Keys
+}
+
+// NewSemaphore returns a semaphore of n permits on key, configured by the
+// Client's options and then opts (TTL, watchdog, wait timeout, backoff,
+// notify, prefix, observer, logger, max hold, fencing, coalescing). n <= 0,
+// an empty key, an option a semaphore cannot honour ([ReleaseWatch],
+// [WithOwner], [WithReplicaAck]) or an invalid option is reported, wrapping
+// [ErrInvalid], by every verb of every permit and by [Semaphore.Available].
+// NewSemaphore talks to no server and starts nothing.
+func (c *Client) NewSemaphore(key string, n int, opts ...Option) *Semaphore {
+	s := &Semaphore{key: key, n: n}
+	if c.zero() {
+		s.err = keyError(key, errZeroClient)
+		return s
+	}
+	// A Lock of the same options carries the shared checks (key, options).
+	l := c.NewLock(key, opts...)
+	if err := l.hd.Usable(); err != nil {
+		s.err = err
+		return s
+	}
+	cfg := l.cfg.config
+	var err error
+	switch {
+	case n <= 0:
+		err = invalidf("semaphore of %d permits: n must be at least 1", n)
+	case cfg.mode != ReleaseScript:
+		err = invalidf("a semaphore needs scripting: release mode %v is not supported", cfg.mode)
+	case cfg.ownerSet:
+		err = invalidf("a semaphore's permits are not re-entrant: WithOwner is not supported")
+	case cfg.acks > 0:
+		err = invalidf("WithReplicaAck is not supported on a semaphore")
+	}
+	if err != nil {
+		s.err = keyError(key, err)
+		return s
+	}
+	s.set, s.keys = c.semSettings(cfg, n, len(opts) == 0), l.hd.Keys
+	return s
+}
+
+// semSettings returns the settings of a semaphore of n permits configured
+// by cfg. Semaphores made without options share one per n, so that a
+// release hands its permit to a waiter of any of them (see semHandoff),
+// also when callers make a Semaphore per request.
+func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
+	if shared {
+		c.beMu.Lock()
+		set := c.sems[n]
+		c.beMu.Unlock()
+		if set != nil {
+			return set
+		}
+	}
+	set := c.settings(cfg)
+	sb := c.backend(backendKind{mode: ReleaseScript, fencing: cfg.fencing, coalesce: cfg.coalesce}).(*scriptBackend)
+	set.be = semBackend{sb: sb, rdb: c.rdb, n: n}
+	set.pol.Handoff = true // to waiters of the same settings only: see semHandoff
+	set.pol.Group = set.semGroup
+	if shared {
+		c.beMu.Lock()
+		defer c.beMu.Unlock()
+		if c.sems == nil {
+			c.sems = map[int]*settings{}
+		}
+		if prev := c.sems[n]; prev != nil {
+			return prev
+		}
+		c.sems[n] = set
+	}
+	return set
+}
+
+// errZeroSemaphore is what a zero or nil Semaphore reports.
+var errZeroSemaphore = invalidf("zero Semaphore: make semaphores with Client.NewSemaphore")
+
+// usable returns the error every use of s reports, or nil.
+func (s *Semaphore) usable() error {
+	switch {
+	case s == nil || (s.set == nil && s.err == nil):
+		return errZeroSemaphore
+	case s.err != nil:
+		return s.err
+	}
+	return nil
+}
+
+// Key returns the caller's key, as given to NewSemaphore; "" on a zero
+// Semaphore.
+func (s *Semaphore) Key() string {
+	if s == nil {
+		return ""
+	}
+	return s.key
+}
+
+// N returns the number of permits this Semaphore lets out at once.
+func (s *Semaphore) N() int {
+	if s == nil {
+		return 0
+	}
+	return s.n
+}
+
+// Permit returns a new handle on one permit, not yet held: a *Lock whose
+// every verb works as a mutex's (Acquire waits for a free permit, TryAcquire
+// reports (false, nil) when all n are out, Release gives the permit back,
+// and Extend, TTL, Fence, Lost and LostErr belong to this permit alone).
+// Use one handle per holder. On a Semaphore that is invalid, every verb of
+// the permit returns its error, wrapping [ErrInvalid].
+func (s *Semaphore) Permit() *Lock {
+	l := &Lock{}
+	if err := s.usable(); err != nil {
+		l.hd.Fail(s.Key(), err)
+		return l
+	}
+	l.cfg = s.set
+	l.hd.Init(&s.set.pol, s.keys)
+	return l
+}
+
+// WithPermit acquires a permit (waiting, as [Lock.Acquire]), runs fn and
+// gives the permit back, also when fn panics (the panic then continues),
+// with the meanings of [Client.WithLock]: fn's context ends, cause a
+// [*LostError], if the permit is lost while fn runs, and the error then
+// matches [ErrLockLost] whatever fn returned.
+func (s *Semaphore) WithPermit(ctx context.Context, fn func(context.Context) error) error {
+	l := s.Permit()
+	return lease.WithLock(ctx, "lock", &l.hd, (*kind)(l), fn)
+}
+
+// Available returns how many of the Semaphore's n permits are free now: n
+// less the live permits on the key, at least 0 (it is 0 while more than n
+// are out, after n was lowered). The answer may be stale by the time it
+// returns. It returns an error wrapping [ErrInvalid] for an invalid
+// Semaphore or a key that holds another kind of lock, or the Redis error.
+func (s *Semaphore) Available(ctx context.Context) (int, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	n, err := s.set.be.(semBackend).available(ctx, &s.keys)
+	if err != nil {
+		return 0, lease.NewOpError("lock", "available", s.key, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,41 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentlock/lock/internal/lease"
+)
+
+// semHandoff passes h, a permit, straight to the longest-waiting Acquire of
+// the same settings in this Client (see handoff for the mutex's), in the
+// release's one round trip. It reports whether it found such a waiter;
+// then o is the outcome of the release. A waiter with other settings (a
+// Semaphore of another n, or made with options of its own, or a mutex
+// waiting on the key) is left to try for itself.
+func (l *Lock) semHandoff(ctx context.Context, h *lease.Hold, b semBackend) (o lease.Outcome, found bool) {
+	n := &l.cfg.c.eng.Notifier
+	if l.cfg.c.eng.Closed() {
+		return lease.Outcome{}, false
+	}
+	w := n.Claim(l.hd.Keys.Notify())
+	if w == nil {
+		return lease.Outcome{}, false
+	}
+	wp := w.Handle().Policy()
+	if wp != &l.cfg.pol {
+		n.Settle(w, lease.Gift{Retry: true})
+		return lease.Outcome{}, false
+	}
+	k := &l.hd.Keys
+	sent := time.Now()
+	v, err := b.handoff(ctx, k, h.Token(), w.Token(), wp.TTL)
+	st := lease.Confirmed // -3: ours released, not handed over, as n was lowered
+	switch v {
+	case -1: // our permit is gone
+		st = lease.Gone
+	case -2: // another kind holds the key
+		st = lease.Stolen
+	}
+	return settleHandoff(n, w, sent, v, err, st), true
+}
