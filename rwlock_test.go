@@ -413,3 +413,27 @@ func TestRWLock_model(t *testing.T) {
 		}
 	})
 }
+
+// TestRWLock_ownerNamedMode: a re-entrant mutex whose owner id is "mode"
+// (the read-write lock's own field name) does not take a reader's hash for
+// one of its holds: it fails with ErrInvalid naming the read-write lock,
+// and the hash is left as it was.
+func TestRWLock_ownerNamedMode(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		r := c.NewRWLock(key).ReadLock()
+		must(t, "ReadLock Acquire()", r.Acquire(ctx))
+		defer r.Release(ctx)
+		before, _ := tg.rdb.Dump(ctx, lockKey(key)).Result()
+		_, err := c.NewLock(key, lock.WithOwner("mode")).TryAcquire(ctx)
+		wantErr(t, "TryAcquire() by owner \"mode\"", err, lock.ErrInvalid)
+		if !strings.Contains(err.Error(), "read-write lock") {
+			t.Fatalf("error %q, want it to name the read-write lock", err)
+		}
+		if after, _ := tg.rdb.Dump(ctx, lockKey(key)).Result(); after != before {
+			t.Fatalf("the reader's hash changed")
+		}
+	})
+}

@@ -46,7 +46,9 @@ else
     redis.call('PEXPIRE', lock, ttl)
     return f
   end
-  if redis.call('TYPE', lock)['ok'] == 'hash' and redis.call('HEXISTS', lock, owner) == 1 then
+  -- kind_of: a read-write lock's hash has a field "mode", which an owner
+  -- named "mode" must not take for its own.
+  if redis.call('TYPE', lock)['ok'] == 'hash' and kind_of(lock) == 'mutex' and redis.call('HEXISTS', lock, owner) == 1 then
     -- A new hold counts; a retry or resend of one already here does not.
     if redis.call('HSETNX', lock, token, 1) == 1 then
       redis.call('HINCRBY', lock, owner, 1)
