@@ -21,6 +21,9 @@ import (
 // what it may have set is removed in the background, once the call has
 // returned, by a goroutine [Client.Close] waits for.
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
+	if l.fair() {
+		return l.handle().TryAcquire(ctx, (*fairTry)(l))
+	}
 	return l.handle().TryAcquire(ctx, (*kind)(l))
 }
 
@@ -49,7 +52,12 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 // Acquire leaves no hold behind: what an attempt of unknown outcome may have
 // set is removed in the background, as for TryAcquire. Acquire on a handle
 // that is held returns ErrInvalid.
-func (l *Lock) Acquire(ctx context.Context) error { return l.handle().Acquire(ctx, (*kind)(l)) }
+func (l *Lock) Acquire(ctx context.Context) error {
+	if l.fair() {
+		return l.handle().Acquire(ctx, (*fairKind)(l))
+	}
+	return l.handle().Acquire(ctx, (*kind)(l))
+}
 
 // Try sends one acquire.
 func (k *kind) Try(ctx context.Context, token string) lease.Attempt {

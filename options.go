@@ -79,6 +79,7 @@ type config struct {
 	acks       int           // WithReplicaAck: replicas that must confirm an acquire
 	coalesce   bool          // WithCoalescing
 	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block
+	fair       bool          // WithFair: waiters take the key in arrival order
 }
 
 func defaultConfig() config {
@@ -117,7 +118,7 @@ func (cfg *config) validate() error {
 	case cfg.acks > 0 && cfg.mode == ReleaseWatch:
 		return invalidf("replica acks: need ReleaseScript")
 	}
-	return nil
+	return cfg.validateFair()
 }
 
 // ttlError is the error for a lease shorter than MinTTL, from WithTTL or

@@ -35,7 +35,12 @@ import (
 // Release returns by ctx's deadline, give or take a goroutine's scheduling,
 // even when Redis does not answer: the outcome is then unknown, and the
 // call goes on in the background. Release works after [Client.Close].
-func (l *Lock) Release(ctx context.Context) error { return l.handle().Release(ctx, (*kind)(l)) }
+func (l *Lock) Release(ctx context.Context) error {
+	if l.fair() {
+		return l.handle().Release(ctx, (*fairKind)(l))
+	}
+	return l.handle().Release(ctx, (*kind)(l))
+}
 
 // Release drops h: it hands the hold straight to a waiter of this Client
 // when it can (only a hold that has not ended: once released or lost here,

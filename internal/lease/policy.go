@@ -36,6 +36,11 @@ type Policy struct {
 	// UndoTimeout bounds the calls made on the caller's behalf once its own
 	// context may be gone: the undo of an attempt, WithLock's release.
 	UndoTimeout time.Duration
+	// Queued: the kind keeps its waiters' order in Redis (a fair lock), so
+	// every Acquire makes its first attempt at once, joining that queue,
+	// even when others of this process wait already; and an Acquire that
+	// gives up always undoes its token, which takes it out of the queue.
+	Queued bool
 
 	// Margin is how long before sent+ttl a hold not confirmed again is
 	// declared lost.

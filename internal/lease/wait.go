@@ -53,7 +53,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 	var w *Waiter
 	defer func() { w.leave() }()
 	channel := hd.Keys.Notify()
-	if p.Notify && e.Notifier.queued(channel) {
+	if p.Notify && !p.Queued && e.Notifier.queued(channel) {
 		// Others in this process already wait for this key: queue behind
 		// them instead of racing the one a release is about to wake.
 		w, _ = e.Notifier.join(channel, hd, k, token, false)
@@ -181,7 +181,9 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			break
 		}
 	}
-	if unknown && !p.FreshTokens {
+	if (unknown || p.Queued) && !p.FreshTokens {
+		// A queued kind's token may wait in its queue: the undo takes it
+		// out, so the next in line is not kept waiting for its timeout.
 		hd.undo(wctx, k, token)
 	}
 	if err != nil {

@@ -1,0 +1,51 @@
+-- fair_queue.lua: the wait queue of a fair lock, shared by the fair scripts
+-- (fair_acquire.lua, fair_release.lua): fair.go puts this file in front of
+-- each of them.
+-- A fair lock keeps, beside its string at P{K}, two companions:
+--   P{K}:queue  a list of waiting tokens, in arrival order
+--   P{K}:qtimes a sorted set token -> the server time (ms) the entry expires
+-- A waiter's entry expires unless its waiter refreshes it by a new attempt
+-- before then, so a dead waiter leaves the queue after its timeout. Both
+-- keys live as long as their longest entry, so an idle queue leaves nothing.
+
+-- now_ms is the server's clock in milliseconds.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- prune drops the entries that expired by now.
+local function prune(queue, times, now)
+  local dead = redis.call('ZRANGEBYSCORE', times, '-inf', now)
+  for _, d in ipairs(dead) do
+    redis.call('LREM', queue, 1, d)
+  end
+  if #dead > 0 then
+    redis.call('ZREMRANGEBYSCORE', times, '-inf', now)
+  end
+end
+
+-- leave takes token out of the queue.
+local function leave(queue, times, token)
+  if redis.call('ZREM', times, token) == 1 then
+    redis.call('LREM', queue, 1, token)
+  end
+end
+
+-- kind_error is the error reply for a lock key holding another kind's
+-- value: 'KIND ' and the kind's name, which the Go side maps to ErrInvalid.
+local function kind_error(lock)
+  local t = redis.call('TYPE', lock)['ok']
+  local name = t
+  if t == 'hash' then
+    if redis.call('HEXISTS', lock, 'mode') == 1 then
+      name = 'read-write lock'
+    else
+      name = 're-entrant mutex'
+    end
+  elseif t == 'zset' then
+    name = 'semaphore'
+  end
+  return redis.error_reply('KIND ' .. name)
+end
+
