@@ -7,6 +7,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+//go:embed kind_check.lua
+var kindCheckSrc string
+
 //go:embed fair_queue.lua
 var fairQueueSrc string
 
@@ -22,7 +25,7 @@ var fairWaitersSrc string
 // FairAcquireSrc, FairReleaseSrc and FairWaitersSrc are the fair lock's
 // scripts, whole.
 var (
-	FairAcquireSrc = fenceSrc + fairQueueSrc + fairAcquireBody
+	FairAcquireSrc = fenceSrc + kindCheckSrc + fairQueueSrc + fairAcquireBody
 	FairReleaseSrc = fairQueueSrc + fairReleaseBody
 	FairWaitersSrc = fairWaitersSrc
 )

@@ -20,7 +20,11 @@ local now = now_ms()
 prune(queue, times, now)
 local v = redis.pcall('GET', lock)
 if type(v) == 'table' then
-  return kind_error(lock)
+  local err = foreign_kind(lock)
+  if err then
+    return err
+  end
+  v = 'held' -- a re-entrant mutex's hash: held, not ours
 end
 local head = redis.call('LINDEX', queue, 0)
 if v == token or (v == false and (head == false or head == token)) then

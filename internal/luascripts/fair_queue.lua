@@ -32,20 +32,3 @@ local function leave(queue, times, token)
   end
 end
 
--- kind_error is the error reply for a lock key holding another kind's
--- value: 'KIND ' and the kind's name, which the Go side maps to ErrInvalid.
-local function kind_error(lock)
-  local t = redis.call('TYPE', lock)['ok']
-  local name = t
-  if t == 'hash' then
-    if redis.call('HEXISTS', lock, 'mode') == 1 then
-      name = 'read-write lock'
-    else
-      name = 're-entrant mutex'
-    end
-  elseif t == 'zset' then
-    name = 'semaphore'
-  end
-  return redis.error_reply('KIND ' .. name)
-end
-
