@@ -27,8 +27,10 @@ import (
 // queue alone decides who is next.
 //
 // Each queued waiter's place expires [FairEntryTimeout] after its last
-// attempt; a live waiter renews it with each attempt, which its backoff
-// ([WithBackoff]) sends at least every max bound. So a waiter whose
+// attempt; a live waiter renews it with each attempt, which it sends every
+// max/2 to max of its backoff ([WithBackoff]: the lower bound is raised to
+// max/2, since the head is woken by its message and the others need not
+// poll). So a waiter whose
 // process died or hangs leaves the queue by that timeout, and a key handed
 // to a head that never confirms it is free again at most that long after
 // the release. An Acquire that gives up (ctx done, wait timeout, Close)
@@ -50,6 +52,14 @@ func WithFair(on bool) Option { return func(c *config) { c.fair = on } }
 // its place while a dead one loses it within this time.
 func FairEntryTimeout(backoffMax time.Duration) time.Duration {
 	return max(4*backoffMax, 2*time.Second)
+}
+
+// fairBackoffMin is the least sleep of a fair lock's queued waiter: half
+// the backoff's upper bound (or min, if larger). The head is woken by its
+// message, so the others need only keep their places and cover a lost
+// message; polling sooner would cost Redis a call per waiter and section.
+func fairBackoffMin(lo, hi time.Duration) time.Duration {
+	return max(lo, hi/2)
 }
 
 // validateFair reports the options a fair lock cannot take.

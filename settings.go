@@ -48,6 +48,9 @@ func (c *Client) settings(cfg config) *settings {
 	if cfg.ownerSet {
 		s.pol.Owner = cfg.owner
 	}
+	if cfg.fair {
+		s.pol.BackoffMin = fairBackoffMin(cfg.backoffMin, cfg.backoffMax)
+	}
 	if cfg.observer != nil {
 		s.pol.Observe = observerFunc(cfg.observer)
 	}

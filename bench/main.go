@@ -47,6 +47,7 @@ var scenarios = []scenario{
 	{"s6", 1, (*env).s6},
 	{"s7", 1, (*env).s7},
 	{"capacity", 1, (*env).capacity},
+	{"fair", 1, (*env).fair},
 }
 
 func main() {
@@ -116,7 +117,7 @@ func run(quick bool, rounds int, only, out string) error {
 		}
 	}
 	if len(todo) == 0 {
-		return fmt.Errorf("-only %q: no such scenario (s1..s7, capacity)", only)
+		return fmt.Errorf("-only %q: no such scenario (s1..s7, capacity, fair)", only)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

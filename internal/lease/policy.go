@@ -37,9 +37,10 @@ type Policy struct {
 	// context may be gone: the undo of an attempt, WithLock's release.
 	UndoTimeout time.Duration
 	// Queued: the kind keeps its waiters' order in Redis (a fair lock), so
-	// every Acquire makes its first attempt at once, joining that queue,
-	// even when others of this process wait already; and an Acquire that
-	// gives up always undoes its token, which takes it out of the queue.
+	// every Acquire listens for wake-ups from the start and makes its first
+	// attempt at once, joining that queue, even when others of this process
+	// wait already; and an Acquire that gives up always undoes its token,
+	// which takes it out of the queue.
 	Queued bool
 
 	// Margin is how long before sent+ttl a hold not confirmed again is

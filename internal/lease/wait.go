@@ -53,9 +53,12 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 	var w *Waiter
 	defer func() { w.leave() }()
 	channel := hd.Keys.Notify()
-	if p.Notify && !p.Queued && e.Notifier.queued(channel) {
+	if p.Notify && (p.Queued || e.Notifier.queued(channel)) {
 		// Others in this process already wait for this key: queue behind
-		// them instead of racing the one a release is about to wake.
+		// them instead of racing the one a release is about to wake. A
+		// queued kind listens before its first attempt, which joins the
+		// queue in Redis, so that no message for it can come in between
+		// and no second look is needed.
 		w, _ = e.Notifier.join(channel, hd, k, token, false)
 	}
 
@@ -91,7 +94,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			unknown = true
 		}
 		var pttl time.Duration
-		if (n > 0 || w == nil) && w.beginAttempt() {
+		if (n > 0 || w == nil || p.Queued) && w.beginAttempt() {
 			if p.FreshTokens {
 				if token, err = k.Token(); err != nil {
 					w.endAttempt()
