@@ -398,3 +398,27 @@ func TestFair_badInput(t *testing.T) {
 		t.Fatalf("Acquire() error = %v, want it to name both kinds", err)
 	}
 }
+
+// TestFair_holderGone: a holder whose process can no longer reach Redis
+// stops renewing; its key expires by its TTL, and the queue's head, which
+// sleeps no longer than the TTL left, takes it.
+func TestFair_holderGone(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	ttl := 500 * time.Millisecond
+	goneRDB := tg.srv.NewClient()
+	holder := newClient(t, goneRDB, lock.WithFair(true), lock.WithTTL(ttl)).NewLock(key)
+	must(t, "Acquire()", holder.Acquire(ctx))
+	w := newClient(t, tg.newRDB(t), lock.WithFair(true)).NewLock(key)
+	wErr := make(chan error, 1)
+	go func() { wErr <- w.Acquire(ctx) }()
+	waitWaiters(t, w, 1)
+	goneRDB.Close()
+	must(t, "waiter's Acquire()", <-wErr)
+	waitClosed(t, holder.Lost(), ttl, "holder's Lost()")
+	if w.Fence() <= holder.Fence() {
+		t.Fatalf("fence %d after %d", w.Fence(), holder.Fence())
+	}
+	must(t, "Release()", w.Release(ctx))
+}

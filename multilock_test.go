@@ -288,3 +288,30 @@ func TestMultiLock_badInput(t *testing.T) {
 		t.Fatalf("TryAcquire() over a re-entrant hold = %v, %v, want false, nil", ok, err)
 	}
 }
+
+// TestMultiLock_holderGone: a MultiLock whose process can no longer reach
+// Redis stops renewing; its members expire by the TTL and a waiting
+// MultiLock over overlapping keys takes them.
+func TestMultiLock_holderGone(t *testing.T) {
+	eachDeployment(t, func(t *testing.T, d deployment) {
+		ctx := context.Background()
+		keys := multiKeys(t, 4)
+		ttl := 500 * time.Millisecond
+		goneRDB := d.newRDB(t)
+		holder := newClient(t, goneRDB, lock.WithTTL(ttl)).NewMultiLock(keys[:3])
+		must(t, "Acquire()", holder.Acquire(ctx))
+		w := newClient(t, d.newRDB(t)).NewMultiLock(keys[1:])
+		if ok, err := w.TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("TryAcquire() over held keys = %v, %v, want false, nil", ok, err)
+		}
+		goneRDB.Close()
+		must(t, "waiter's Acquire()", w.Acquire(ctx))
+		waitClosed(t, holder.Lost(), ttl, "holder's Lost()")
+		for _, k := range keys[1:3] {
+			if w.Fence(k) <= holder.Fence(k) {
+				t.Fatalf("Fence(%q) = %d after %d", k, w.Fence(k), holder.Fence(k))
+			}
+		}
+		must(t, "Release()", w.Release(ctx))
+	})
+}
