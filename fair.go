@@ -165,7 +165,8 @@ func (l *Lock) tryFair(ctx context.Context, token string, wait time.Duration) le
 func (l *Lock) releaseFair(ctx context.Context, token string) (extendStatus, error) {
 	k := &l.hd.Keys
 	n, err := luascripts.RunOnceSrc(ctx, l.cfg.c.rdb, luascripts.FairRelease, luascripts.FairReleaseSrc,
-		[]string{k.Lock(), k.Queue(), k.QueueTimes(), k.Notify()}, token).Int64()
+		[]string{k.Lock(), k.Fence(), k.Queue(), k.QueueTimes(), k.Notify()},
+		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing)).Int64()
 	return checkStatus("release", n, err)
 }
 

@@ -212,9 +212,9 @@ func TestFair_cancelledWaiterLeaves(t *testing.T) {
 }
 
 // TestFair_deadWaiter: a queued waiter whose process can no longer reach
-// Redis keeps its place only until its entry times out. The release hands
-// it the key (it is the head), and the waiter behind it gets the key once
-// that entry's time is up, with nobody releasing again.
+// Redis, at the head of the queue when the holder releases: the release
+// hands it the key (with its TTL, as any holder's), and the waiter behind
+// it gets the key once that TTL is up, with nobody releasing again.
 func TestFair_deadWaiter(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
@@ -224,7 +224,7 @@ func TestFair_deadWaiter(t *testing.T) {
 	must(t, "Acquire()", holder.Acquire(ctx))
 
 	deadRDB := tg.srv.NewClient()
-	dead := newClient(t, deadRDB, lock.WithFair(true), backoff).NewLock(key)
+	dead := newClient(t, deadRDB, lock.WithFair(true), backoff, lock.WithTTL(time.Second)).NewLock(key)
 	deadErr := make(chan error, 1)
 	go func() { deadErr <- dead.Acquire(ctx) }()
 	waitWaiters(t, holder, 1)
@@ -246,14 +246,14 @@ func TestFair_deadWaiter(t *testing.T) {
 	}
 	must(t, "live waiter's Acquire()", <-liveErr)
 	took := time.Since(released)
-	t.Logf("the live waiter got the key %v after the release (entry timeout %v)", took.Round(time.Millisecond), lock.FairEntryTimeout(50*time.Millisecond))
+	t.Logf("the live waiter got the key %v after the release (the dead head's TTL 1s)", took.Round(time.Millisecond))
 	must(t, "Release()", live.Release(ctx))
 }
 
 // TestFair_lostReplies: a go-redis hook drops the reply of a waiter's
-// queue-join and then of the attempt that finds the key handed to it. The
-// retries carry the same token: the waiter is queued once, and the key
-// handed to it is confirmed.
+// queue-join, and later of an acquire that took a free key. The retries
+// carry the same token: the waiter is queued once and gets the key at the
+// release; the acquire whose reply was lost is confirmed by its retry.
 func TestFair_lostReplies(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
@@ -264,9 +264,9 @@ func TestFair_lostReplies(t *testing.T) {
 	rdb := tg.newRDB(t)
 	h := &dropFairReplies{}
 	h.joins.Store(1)
-	h.wins.Store(1)
 	rdb.AddHook(h)
-	w := newClient(t, rdb, lock.WithFair(true), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond)).NewLock(key)
+	c := newClient(t, rdb, lock.WithFair(true), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+	w := c.NewLock(key)
 	wErr := make(chan error, 1)
 	go func() { wErr <- w.Acquire(ctx) }()
 	waitWaiters(t, holder, 1)
@@ -280,9 +280,6 @@ func TestFair_lostReplies(t *testing.T) {
 	}
 	must(t, "Release()", holder.Release(ctx))
 	must(t, "Acquire()", <-wErr)
-	if h.wins.Load() > 0 {
-		t.Fatal("no acquire reply was dropped")
-	}
 	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != w.Token() {
 		t.Fatalf("GET = %q, want the waiter's token", got)
 	}
@@ -290,6 +287,17 @@ func TestFair_lostReplies(t *testing.T) {
 		t.Fatalf("fence %d after %d", w.Fence(), holder.Fence())
 	}
 	must(t, "Release()", w.Release(ctx))
+
+	h.wins.Store(1)
+	free := c.NewLock(key + ":free")
+	must(t, "Acquire() of a free key", free.Acquire(ctx))
+	if h.wins.Load() > 0 {
+		t.Fatal("no acquire reply was dropped")
+	}
+	if got := tg.rdb.Get(ctx, lockKey(key+":free")).Val(); got != free.Token() || free.Fence() <= 0 {
+		t.Fatalf("GET = %q, fence %d, want our token %q and a fence", got, free.Fence(), free.Token())
+	}
+	must(t, "Release()", free.Release(ctx))
 }
 
 // waitEntryRefreshed waits until the queue entry of key's only waiter has

@@ -26,7 +26,7 @@ var fairWaitersSrc string
 // scripts, whole.
 var (
 	FairAcquireSrc = fenceSrc + kindCheckSrc + fairQueueSrc + fairAcquireBody
-	FairReleaseSrc = fairQueueSrc + fairReleaseBody
+	FairReleaseSrc = fenceSrc + fairQueueSrc + fairReleaseBody
 	FairWaitersSrc = fairWaitersSrc
 )
 

@@ -7,7 +7,8 @@
 -- only if it is free and nobody waits, without joining (TryAcquire).
 -- The lock is ours when it holds our token (a release handed it to us as
 -- the queue's head, or an earlier attempt's reply was lost), or when it is
--- free and we are the queue's head or the queue is empty.
+-- free and we are the queue's head or the queue is empty. Our entry is
+-- token|ttl|fencing (see fair_queue.lua).
 -- Reply: >= 0 acquired or confirmed ours (TTL reset), the hold's fence (0
 -- without fencing); < 0 not ours yet: -1 - the holder's milliseconds left
 -- (0 when the key is free but others wait first). A key holding another
@@ -15,6 +16,7 @@
 local lock, fence, queue, times = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl = ARGV[1], ARGV[2]
 local fencing, wait = ARGV[3] == '1', tonumber(ARGV[4])
+local me = entry(token, ttl, ARGV[3])
 
 local now = now_ms()
 prune(queue, times, now)
@@ -27,17 +29,17 @@ if type(v) == 'table' then
   v = 'held' -- a re-entrant mutex's hash: held, not ours
 end
 local head = redis.call('LINDEX', queue, 0)
-if v == token or (v == false and (head == false or head == token)) then
+if v == token or (v == false and (head == false or head == me)) then
   redis.call('SET', lock, token, 'PX', ttl)
-  leave(queue, times, token)
+  leave(queue, times, me)
   if fencing then
     return next_fence(fence)
   end
   return 0
 end
 if wait > 0 then
-  if redis.call('ZADD', times, now + wait, token) == 1 then
-    redis.call('RPUSH', queue, token)
+  if redis.call('ZADD', times, now + wait, me) == 1 then
+    redis.call('RPUSH', queue, me)
   end
   -- The queue lives as long as its longest-lived entry.
   if redis.call('PTTL', queue) < wait then

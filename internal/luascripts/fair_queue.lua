@@ -2,8 +2,10 @@
 -- (fair_acquire.lua, fair_release.lua): fair.go puts this file in front of
 -- each of them.
 -- A fair lock keeps, beside its string at P{K}, two companions:
---   P{K}:queue  a list of waiting tokens, in arrival order
---   P{K}:qtimes a sorted set token -> the server time (ms) the entry expires
+--   P{K}:queue  a list of waiting entries, in arrival order
+--   P{K}:qtimes a sorted set entry -> the server time (ms) the entry expires
+-- An entry is the waiter's token, its hold's TTL in ms and its fencing flag,
+-- joined by '|' (see entry), so a release can hand the key straight over.
 -- A waiter's entry expires unless its waiter refreshes it by a new attempt
 -- before then, so a dead waiter leaves the queue after its timeout. Both
 -- keys live as long as their longest entry, so an idle queue leaves nothing.
@@ -25,10 +27,15 @@ local function prune(queue, times, now)
   end
 end
 
--- leave takes token out of the queue.
-local function leave(queue, times, token)
-  if redis.call('ZREM', times, token) == 1 then
-    redis.call('LREM', queue, 1, token)
+-- entry is the queue entry of a waiter with token, ttl (ms) and fencing.
+local function entry(token, ttl, fencing)
+  return token .. '|' .. ttl .. '|' .. fencing
+end
+
+-- leave takes an entry out of the queue.
+local function leave(queue, times, e)
+  if redis.call('ZREM', times, e) == 1 then
+    redis.call('LREM', queue, 1, e)
   end
 end
 
