@@ -20,21 +20,25 @@ import (
 //
 // An Acquire that finds the key held joins the queue's tail. A Release
 // hands the key, in the same script, to the queue's head — whichever
-// process it is in — and wakes that waiter alone (a message "to:" and its
-// token), whose next attempt, one round trip, confirms the hold with its
-// own TTL and fence; with nobody queued the key is freed as a mutex's is.
-// The in-process handoff of a plain lock is off for fair locks, so the
-// queue alone decides who is next.
+// process it is in: the key is set to the head's token with the head's TTL
+// and a new fence, and a message ("give:", token, fence) wakes that waiter
+// alone, which holds the lock from then on without a call of its own. Its
+// lease counts from when its last attempt was sent, which came before the
+// release; if that was half its TTL ago or more, or an attempt of its own
+// is out, it confirms the hold with one more attempt instead. With nobody
+// queued the key is freed as a mutex's is. The in-process handoff of a
+// plain lock is off for fair locks, so the queue alone decides who is
+// next. A head whose process died before taking the hold keeps the key for
+// its TTL, as a holder that died would.
 //
 // Each queued waiter's place expires [FairEntryTimeout] after its last
 // attempt; a live waiter renews it with each attempt, which it sends every
 // max/2 to max of its backoff ([WithBackoff]: the lower bound is raised to
 // max/2, since the head is woken by its message and the others need not
-// poll). So a waiter whose
-// process died or hangs leaves the queue by that timeout, and a key handed
-// to a head that never confirms it is free again at most that long after
-// the release. An Acquire that gives up (ctx done, wait timeout, Close)
-// takes its place out of the queue on its way out, in the background. A
+// poll). So a waiter whose process died or hangs leaves the queue by that
+// timeout. An Acquire that gives up (ctx done, wait timeout, Close) takes
+// its place out of the queue on its way out, in the background (and passes
+// the key on if it was handed to it meanwhile). A
 // [Lock.TryAcquire] takes the key only when it is free and nobody waits,
 // and never joins the queue. [Lock.Waiters] reads the queue's length.
 //
