@@ -44,6 +44,17 @@ func eachDeployment(t *testing.T, fn func(t *testing.T, d deployment)) {
 	})
 }
 
+// waitWorkers waits for wg's goroutines, then fails the test with the
+// first error they sent on errs.
+func waitWorkers(t *testing.T, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 // waitWaiters waits until l's queue holds n waiters; they join in a
 // moment, by a call this test does not control the timing of.
 func waitWaiters(t *testing.T, l *lock.Lock, n int) {
@@ -106,11 +117,7 @@ func TestFair_arrivalOrder(t *testing.T) {
 			waitWaiters(t, first, i+1)
 		}
 		must(t, "Release()", first.Release(ctx))
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		waitWorkers(t, &wg, errs)
 		for i, got := range order {
 			if got != i {
 				t.Fatalf("order of acquisition %v, want arrival order", order)
@@ -163,11 +170,7 @@ func TestFair_exclusion(t *testing.T) {
 				})
 			}
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		waitWorkers(t, &wg, errs)
 		if n := overlaps.Load(); n != 0 {
 			t.Fatalf("%d overlapping critical sections", n)
 		}

@@ -80,11 +80,7 @@ func TestMultiLock_overlapNoDeadlock(t *testing.T) {
 				})
 			}
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		waitWorkers(t, &wg, errs)
 		if n := overlaps.Load(); n != 0 {
 			t.Fatalf("%d overlaps on member keys", n)
 		}

@@ -27,15 +27,7 @@ func (e *env) fair() error {
 	}
 	rounds, d := e.timed(600*time.Millisecond, 2100*time.Millisecond)
 	t := newTable("FAIR", fmt.Sprintf("fair lock: %d goroutines over %d Clients on one key, hold %v, %v per round", s3Goroutines, s3Goroutines, s3Hold, d), "floor",
-		column{Key: "cs", Header: "sections/s", Prec: 0, Ratio: true},
-		column{Key: "gap50", Header: "gap p50 µs", Prec: 0},
-		column{Key: "gap99", Header: "gap p99 µs", Prec: 0},
-		column{Key: "gap_ping", Header: "gap/PING", Prec: 2},
-		column{Key: "cmds", Header: "cmds/cs", Prec: 2},
-		column{Key: "srv", Header: "srv cmds/cs", Prec: 2},
-		column{Key: "fair", Header: "min/max", Prec: 2},
-		column{Key: "giveups", Header: "give-ups", Prec: 0},
-	)
+		contendedColumns()...)
 	err := e.interleave(t, rounds, names, func(_ int, n string) (map[string]float64, error) {
 		return e.s3Round(ins[n], "fair:"+n, d)
 	})

@@ -86,33 +86,9 @@ func ExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem, reentrant
 	if reentrant {
 		flag = "1"
 	}
-	cmds := make([]*redis.Cmd, len(items))
-	run := func(eval bool, which []int) {
-		pipe := rdb.Pipeline()
-		for _, i := range which {
-			it := items[i]
-			args := []any{it.Token, it.TTL.Milliseconds(), flag}
-			if eval {
-				cmds[i] = Extend.Eval(ctx, pipe, it.Keys.LockKeys(), args...)
-			} else {
-				cmds[i] = Extend.EvalSha(ctx, pipe, it.Keys.LockKeys(), args...)
-			}
-		}
-		_, _ = pipe.Exec(ctx) // per-command errors are read by the caller
+	calls := make([]Call, len(items))
+	for i, it := range items {
+		calls[i] = Call{Keys: it.Keys.LockKeys(), Args: []any{it.Token, it.TTL.Milliseconds(), flag}}
 	}
-	all := make([]int, len(items))
-	for i := range all {
-		all[i] = i
-	}
-	run(false, all)
-	var missing []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		run(true, missing)
-	}
-	return cmds
+	return EvalAll(ctx, rdb, Extend, extendSrc, false, calls)
 }
