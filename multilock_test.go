@@ -311,3 +311,26 @@ func TestMultiLock_holderGone(t *testing.T) {
 		must(t, "Release()", w.Release(ctx))
 	})
 }
+
+// TestMultiLock_lostReply: the reply of the script that took every key is
+// lost (a go-redis hook); the retry carries the same token, finds the keys
+// ours and holds them, with a fence each.
+func TestMultiLock_lostReply(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	rdb := tg.newRDB(t)
+	h := &dropReplies{drop: 1}
+	rdb.AddHook(h)
+	keys := multiKeys(t, 3)
+	m := newClient(t, rdb).NewMultiLock(keys)
+	must(t, "Acquire()", m.Acquire(ctx))
+	if h.dropped.Load() != 1 {
+		t.Fatalf("%d replies dropped, want 1", h.dropped.Load())
+	}
+	for _, k := range keys {
+		if got := tg.rdb.Get(ctx, lockKey(k)).Val(); got != m.Token() || m.Fence(k) <= 0 {
+			t.Fatalf("GET %s = %q, fence %d; want our token %q and a fence", k, got, m.Fence(k), m.Token())
+		}
+	}
+	must(t, "Release()", m.Release(ctx))
+}
