@@ -91,3 +91,6 @@ func UnansweredAcquires(c *Client) int {
 	}
 	return n
 }
+
+// KeySlot is keySlot, the cluster slot a multi-lock sorts its keys by.
+var KeySlot = keySlot

@@ -30,6 +30,15 @@ func mixedKind(key string, err error, want string) error {
 	return kindError(key, strings.TrimSpace(strings.TrimPrefix(err.Error(), "KIND")), want)
 }
 
+// kindReply is mixedKind for callers that handle other errors
+// themselves: nil unless err is a KIND reply.
+func kindReply(key string, err error, want string) error {
+	if !redis.HasErrorPrefix(err, "KIND") {
+		return nil
+	}
+	return mixedKind(key, err, want)
+}
+
 // kindError is the error of a want on key found holding the kind have (a
 // word of a KIND reply).
 func kindError(key, have, want string) error {

@@ -21,8 +21,11 @@ type Lock struct {
 
 // kind returns the calls of l's kind of lock, as the engine sees them.
 func (l *Lock) kind() lease.Kind {
-	if l != nil && l.rw != nil {
+	switch {
+	case l != nil && l.rw != nil:
 		return (*rwKind)(l)
+	case l.fair():
+		return (*fairKind)(l)
 	}
 	return (*kind)(l)
 }

@@ -81,6 +81,7 @@ type config struct {
 	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block
 	resultTTL  time.Duration // WithResultTTL: how long Once keeps a result
 	errorTTL   time.Duration // WithErrorTTL: how long Once keeps a failure; 0: not at all
+	fair       bool          // WithFair: waiters take the key in arrival order
 }
 
 func defaultConfig() config {
@@ -124,7 +125,7 @@ func (cfg *config) validate() error {
 	case cfg.errorTTL != 0 && cfg.errorTTL < time.Millisecond:
 		return invalidf("error TTL %v: must be 0 or at least 1ms", cfg.errorTTL)
 	}
-	return nil
+	return cfg.validateFair()
 }
 
 // ttlError is the error for a lease shorter than MinTTL, from WithTTL or

@@ -190,8 +190,11 @@ func (k rwTry) Try(ctx context.Context, token string) lease.Attempt { return k.t
 
 // tryKind is kind for TryAcquire.
 func (l *Lock) tryKind() lease.Kind {
-	if l != nil && l.rw != nil {
+	switch {
+	case l != nil && l.rw != nil:
 		return rwTry{(*rwKind)(l)}
+	case l.fair():
+		return (*fairTry)(l)
 	}
 	return l.kind()
 }

@@ -34,7 +34,9 @@ func (c *Client) settings(cfg config) *settings {
 		Notify:     cfg.notify,
 		// Only plain script-mode holds without a replica WAIT can be
 		// handed over (see handoff.lua).
-		Handoff:     cfg.mode == ReleaseScript && !cfg.ownerSet && cfg.acks == 0,
+		// A fair lock hands over in Redis, to its queue's head (fair.go).
+		Handoff:     cfg.mode == ReleaseScript && !cfg.ownerSet && cfg.acks == 0 && !cfg.fair,
+		Queued:      cfg.fair,
 		Fencing:     cfg.fencing,
 		Bounded:     !keepsDeadlines(c.rdb),
 		UndoTimeout: cleanupTimeout(cfg.ttl),
@@ -45,6 +47,9 @@ func (c *Client) settings(cfg config) *settings {
 	}
 	if cfg.ownerSet {
 		s.pol.Owner = cfg.owner
+	}
+	if cfg.fair {
+		s.pol.BackoffMin = fairBackoffMin(cfg.backoffMin, cfg.backoffMax)
 	}
 	if cfg.observer != nil {
 		s.pol.Observe = observerFunc(cfg.observer)

@@ -51,6 +51,7 @@ var scenarios = []scenario{
 	{"once", 1, (*env).once},
 	{"rw", 1, (*env).rw},
 	{"sem", 1, (*env).sem},
+	{"fair", 1, (*env).fair},
 }
 
 func main() {
@@ -120,7 +121,11 @@ func run(quick bool, rounds int, only, out string) error {
 		}
 	}
 	if len(todo) == 0 {
-		return fmt.Errorf("-only %q: no such scenario (s1..s7, capacity, once)", only)
+		ids := make([]string, len(scenarios))
+		for i, s := range scenarios {
+			ids[i] = s.id
+		}
+		return fmt.Errorf("-only %q: no such scenario (%s)", only, strings.Join(ids, ", "))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -40,15 +40,7 @@ func (e *env) s3() error {
 	}
 	rounds, d := e.timed(600*time.Millisecond, 2100*time.Millisecond)
 	t := newTable("S3", fmt.Sprintf("contended: %d goroutines on one key, hold %v, %v per round", s3Goroutines, s3Hold, d), "floor",
-		column{Key: "cs", Header: "sections/s", Prec: 0, Ratio: true},
-		column{Key: "gap50", Header: "gap p50 µs", Prec: 0},
-		column{Key: "gap99", Header: "gap p99 µs", Prec: 0},
-		column{Key: "gap_ping", Header: "gap/PING", Prec: 2},
-		column{Key: "cmds", Header: "cmds/cs", Prec: 2},
-		column{Key: "srv", Header: "srv cmds/cs", Prec: 2},
-		column{Key: "fair", Header: "min/max", Prec: 2},
-		column{Key: "giveups", Header: "give-ups", Prec: 0},
-	)
+		contendedColumns()...)
 	err := e.interleave(t, rounds, names, func(_ int, n string) (map[string]float64, error) {
 		return e.s3Round(ins[n], "s3:"+n, d)
 	})
@@ -155,6 +147,20 @@ func (e *env) s3Round(in *instance, key string, d time.Duration) (map[string]flo
 		"fair":     ratio(float64(lo), float64(hi)),
 		"giveups":  float64(giveups),
 	}, nil
+}
+
+// contendedColumns are the columns of a table of s3Round's figures.
+func contendedColumns() []column {
+	return []column{
+		{Key: "cs", Header: "sections/s", Prec: 0, Ratio: true},
+		{Key: "gap50", Header: "gap p50 µs", Prec: 0},
+		{Key: "gap99", Header: "gap p99 µs", Prec: 0},
+		{Key: "gap_ping", Header: "gap/PING", Prec: 2},
+		{Key: "cmds", Header: "cmds/cs", Prec: 2},
+		{Key: "srv", Header: "srv cmds/cs", Prec: 2},
+		{Key: "fair", Header: "min/max", Prec: 2},
+		{Key: "giveups", Header: "give-ups", Prec: 0},
+	}
 }
 
 // pingP50 returns the p50 of n PING round trips, in µs.

@@ -70,4 +70,19 @@
 // survive a node's loss should run on one Redis with a replica and
 // Sentinel or Cluster failover, with the caveat SAFETY.md states for
 // failover (a promoted replica may have missed the latest permits).
+//
+// # No fair locks or multi-locks
+//
+// Fair locks ([lock.WithFair]) and multi-locks ([lock.Client.NewMultiLock])
+// exist in the core only. A fair queue is state that every grant must read
+// and update atomically with the lock: over N nodes the queues drift apart
+// (a waiter queued on a quorum is not queued on the others, a failed round
+// leaves entries behind), so the head one node hands the key to is not the
+// head another does, and no quorum need agree on one — fairness would need
+// a consensus on the order that Redlock does not provide. A multi-lock over
+// quorum locks is possible in principle (each member a quorum hold, taken in
+// the canonical order), but its rounds multiply (groups × nodes) and a
+// partial failure must be undone on every node; it is not offered until
+// there is a measured need. Use the core's kinds on one Redis (or a
+// Cluster) when you need them.
 package redlock

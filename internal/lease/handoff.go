@@ -54,7 +54,7 @@ func (n *Notifier) Claim(channel string) *Waiter {
 		return nil
 	}
 	for _, w := range cs.waiters {
-		if w.state == waiterIdle && w.hd != nil {
+		if w.state == waiterIdle && w.hd != nil && w.hd.pol.Handoff {
 			w.state = waiterClaimed
 			cs.handoffs++
 			return w
@@ -102,6 +102,9 @@ func (w *Waiter) beginAttempt() bool {
 		return false
 	}
 	w.state = waiterAttempting
+	if w.ttl > 0 {
+		w.sent = time.Now()
+	}
 	return true
 }
 

@@ -1,6 +1,10 @@
 package lease
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // The payloads a kind publishes on a lock's channel (P{K}:notify) say whom
 // the message wakes in each process that waits on it. Any other payload
@@ -17,6 +21,13 @@ const (
 	// as a fair queue names its next in line. Waiters with another token
 	// stay asleep; their backoff still bounds the wait.
 	MsgTo = "to:"
+	// MsgGive is the prefix of a message that hands one waiter the lock:
+	// "give:", its token, ':' and the new hold's fence, as a fair queue's
+	// release sets the key to its head's token. The waiter takes the hold
+	// without a call of its own when it is between attempts and its last
+	// attempt was sent recently enough (Waiter.give); otherwise it is woken
+	// and its next attempt finds the key holding its token.
+	MsgGive = "give:"
 )
 
 // deliver wakes the waiters of channel that payload names.
@@ -40,7 +51,36 @@ func (n *Notifier) deliver(channel, payload string) {
 				return
 			}
 		}
+	case strings.HasPrefix(payload, MsgGive):
+		rest := payload[len(MsgGive):]
+		i := strings.LastIndexByte(rest, ':')
+		if i < 0 {
+			return
+		}
+		fence, err := strconv.ParseInt(rest[i+1:], 10, 64)
+		for _, w := range cs.waiters {
+			if w.token == rest[:i] {
+				if err == nil {
+					w.give(fence)
+				}
+				signal(w)
+				return
+			}
+		}
 	default:
 		cs.signalHead()
 	}
+}
+
+// give hands w a hold a release set in Redis under w's token, with fence,
+// if w is between attempts and its last attempt was sent less than half
+// its TTL ago. That attempt was answered before the release ran (an
+// attempt that ran after it would have found the key ours), so the hold's
+// lease counts from that attempt's sending, a time no later than the
+// release. Callers hold n.mu.
+func (w *Waiter) give(fence int64) {
+	if w.state != waiterIdle || w.ttl <= 0 || w.sent.IsZero() || time.Since(w.sent) >= w.ttl/2 {
+		return
+	}
+	w.gift, w.state = Gift{Fence: fence, Sent: w.sent}, waiterGifted
 }

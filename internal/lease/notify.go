@@ -87,6 +87,11 @@ type Waiter struct {
 	token string
 	state int
 	gift  Gift
+	// ttl, for a waiter of a queued kind (Policy.Queued), is its hold's TTL,
+	// and sent when its last attempt began: a message may hand it a hold
+	// (give). Under n.mu.
+	ttl  time.Duration
+	sent time.Time
 	// owed is set with each wake-up (and by a join that reports ready) and
 	// cleared when the waiter next acts, with an attempt or on a gift:
 	// until then it will try again by itself. Under n.mu; tests read it.
@@ -124,8 +129,11 @@ func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAg
 		n.chans[channel] = cs
 	}
 	w = &Waiter{n: n, cs: cs, ch: make(chan struct{}, 1), token: token}
-	if hd.pol.Handoff {
-		w.hd, w.k = hd, k
+	if hd.pol.Handoff || hd.pol.Queued {
+		w.hd, w.k = hd, k // a queued kind's gift is undone through them
+	}
+	if hd.pol.Queued {
+		w.ttl = hd.pol.TTL
 	}
 	cs.waiters = append(cs.waiters, w)
 	w.owed = cs.ready && lookAgain

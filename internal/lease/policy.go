@@ -41,6 +41,12 @@ type Policy struct {
 	// returned in one round trip, whoever waits). Otherwise it queues behind
 	// them without an attempt, instead of racing the one a release wakes.
 	Eager bool
+	// Queued: the kind keeps its waiters' order in Redis (a fair lock), so
+	// every Acquire listens for wake-ups from the start and makes its first
+	// attempt at once, joining that queue, even when others of this process
+	// wait already; and an Acquire that gives up always undoes its token,
+	// which takes it out of the queue.
+	Queued bool
 
 	// Margin is how long before sent+ttl a hold not confirmed again is
 	// declared lost.

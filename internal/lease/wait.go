@@ -53,13 +53,16 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 	var w *Waiter
 	defer func() { w.leave() }()
 	channel := hd.Keys.Notify()
-	if p.Notify && (p.Eager || e.Notifier.queued(channel)) {
+	if p.Notify && (p.Eager || p.Queued || e.Notifier.queued(channel)) {
 		// Others in this process already wait for this key: queue behind
 		// them instead of racing the one a release is about to wake. An
 		// eager Acquire joins before its first attempt, which it makes at
 		// once all the same: listening by then, it needs no second look
 		// after a failed attempt unless the subscription is confirmed only
-		// after that attempt went out (the confirmation wakes it).
+		// after that attempt went out (the confirmation wakes it). A
+		// queued kind (a fair lock) listens before its first attempt,
+		// which joins the queue in Redis, so no message for it can come
+		// in between.
 		w, _ = e.Notifier.join(channel, hd, k, token, false)
 	}
 
@@ -95,7 +98,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			unknown = true
 		}
 		var pttl time.Duration
-		if (n > 0 || w == nil || p.Eager) && w.beginAttempt() {
+		if (n > 0 || w == nil || p.Eager || p.Queued) && w.beginAttempt() {
 			if p.FreshTokens {
 				if token, err = k.Token(); err != nil {
 					w.endAttempt()
@@ -187,7 +190,9 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			break
 		}
 	}
-	if unknown && !p.FreshTokens {
+	if (unknown || p.Queued) && !p.FreshTokens {
+		// A queued kind's token may wait in its queue: the undo takes it
+		// out, so the next in line is not kept waiting for its timeout.
 		hd.undo(wctx, k, token)
 	}
 	if err != nil {

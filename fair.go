@@ -1,0 +1,170 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentlock/lock/internal/lease"
+	"github.com/agentlock/lock/internal/luascripts"
+)
+
+// WithFair makes a lock fair (default off): the Acquires waiting for its
+// key, in every process, get it in the order they arrived, through a queue
+// kept in Redis beside the lock (P{K}:queue and P{K}:qtimes, which expire
+// with their last entry).
+//
+// An Acquire that finds the key held joins the queue's tail. A Release
+// hands the key, in the same script, to the queue's head — whichever
+// process it is in: the key is set to the head's token with the head's TTL
+// and a new fence, and a message ("give:", token, fence) wakes that waiter
+// alone, which holds the lock from then on without a call of its own. Its
+// lease counts from when its last attempt was sent, which came before the
+// release; if that was half its TTL ago or more, or an attempt of its own
+// is out, it confirms the hold with one more attempt instead. With nobody
+// queued the key is freed as a mutex's is. The in-process handoff of a
+// plain lock is off for fair locks, so the queue alone decides who is
+// next. A head whose process died before taking the hold keeps the key for
+// its TTL, as a holder that died would.
+//
+// Each queued waiter's place expires [FairEntryTimeout] after its last
+// attempt; a live waiter renews it with each attempt, which it sends every
+// max/2 to max of its backoff ([WithBackoff]: the lower bound is raised to
+// max/2, since the head is woken by its message and the others need not
+// poll). So a waiter whose process died or hangs leaves the queue by that
+// timeout. An Acquire that gives up (ctx done, wait timeout, Close) takes
+// its place out of the queue on its way out, in the background (and passes
+// the key on if it was handed to it meanwhile). A
+// [Lock.TryAcquire] takes the key only when it is free and nobody waits,
+// and never joins the queue. [Lock.Waiters] reads the queue's length.
+//
+// Fairness holds among fair locks: a plain lock on the same key takes a
+// free key without looking at the queue (it never takes a key handed to a
+// waiter, which stays held). A fair lock needs [ReleaseScript] and cannot
+// be re-entrant ([WithOwner]) or use [WithReplicaAck]: those are
+// [ErrInvalid].
+func WithFair(on bool) Option { return func(c *config) { c.fair = on } }
+
+// FairEntryTimeout returns how long a fair lock's queued waiter keeps its
+// place without trying again, for a lock whose backoff's upper bound is
+// backoffMax ([WithBackoff]): four times that bound, and at least 2s. A
+// waiting Acquire tries at least every backoffMax, so a live waiter keeps
+// its place while a dead one loses it within this time.
+func FairEntryTimeout(backoffMax time.Duration) time.Duration {
+	return max(4*backoffMax, 2*time.Second)
+}
+
+// fairBackoffMin is the least sleep of a fair lock's queued waiter: half
+// the backoff's upper bound (or min, if larger). The head is woken by its
+// message, so the others need only keep their places and cover a lost
+// message; polling sooner would cost Redis a call per waiter and section.
+func fairBackoffMin(lo, hi time.Duration) time.Duration {
+	return max(lo, hi/2)
+}
+
+// validateFair reports the options a fair lock cannot take.
+func (cfg *config) validateFair() error {
+	switch {
+	case !cfg.fair:
+		return nil
+	case cfg.mode != ReleaseScript:
+		return invalidf("fair lock: needs ReleaseScript")
+	case cfg.ownerSet:
+		return invalidf("fair lock: cannot be re-entrant (WithOwner)")
+	case cfg.acks > 0:
+		return invalidf("fair lock: cannot use WithReplicaAck")
+	}
+	return nil
+}
+
+// fair reports whether l is a usable fair lock.
+func (l *Lock) fair() bool { return l != nil && l.cfg != nil && l.cfg.fair }
+
+// Waiters returns how many Acquires wait in the queue of l's key now, in
+// every process: the fair queue's live entries ([WithFair]). It is 0 for a
+// key no fair lock waits on. It asks Redis; it returns an error wrapping
+// [ErrInvalid] for a lock built with invalid options, or the Redis error.
+// The count is a snapshot: a waiter that died is counted until its place
+// expires ([FairEntryTimeout]).
+func (l *Lock) Waiters(ctx context.Context) (int, error) {
+	if err := l.handle().Usable(); err != nil {
+		return 0, err
+	}
+	n, err := luascripts.FairWaiters.Run(ctx, l.cfg.c.rdb, []string{l.hd.Keys.QueueTimes()}).Int()
+	if err != nil {
+		return 0, l.hd.Err("waiters", err)
+	}
+	return n, nil
+}
+
+// fairKind is a fair Lock as the engine sees it (lease.Kind); fairTry is
+// the same for TryAcquire, which never joins the queue.
+type (
+	fairKind Lock
+	fairTry  Lock
+)
+
+func (k *fairKind) Token() (string, error) { return (*kind)(k).Token() }
+
+func (k *fairKind) CheckTTL(ttl time.Duration) error { return (*kind)(k).CheckTTL(ttl) }
+
+func (k *fairKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
+	return (*kind)(k).Extend(ctx, h, ttl)
+}
+
+// Try sends one fair acquire, joining the queue if the key is not ours.
+func (k *fairKind) Try(ctx context.Context, token string) lease.Attempt {
+	return (*Lock)(k).tryFair(ctx, token, FairEntryTimeout(k.cfg.backoffMax))
+}
+
+// Undo releases what an attempt with token took and takes token out of
+// the queue.
+func (k *fairKind) Undo(ctx context.Context, token string) {
+	_, _ = (*Lock)(k).releaseFair(ctx, token)
+}
+
+// Release drops h, handing the key to the queue's head, if any.
+func (k *fairKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outcome {
+	return outcome((*Lock)(k).releaseFair(ctx, h.Token()))
+}
+
+func (k *fairTry) Token() (string, error)             { return (*fairKind)(k).Token() }
+func (k *fairTry) CheckTTL(ttl time.Duration) error   { return (*fairKind)(k).CheckTTL(ttl) }
+func (k *fairTry) Undo(ctx context.Context, t string) { (*fairKind)(k).Undo(ctx, t) }
+func (k *fairTry) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
+	return (*fairKind)(k).Release(ctx, h, ended)
+}
+func (k *fairTry) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
+	return (*fairKind)(k).Extend(ctx, h, ttl)
+}
+
+// Try takes the key only if it is free and nobody is queued.
+func (k *fairTry) Try(ctx context.Context, token string) lease.Attempt {
+	return (*Lock)(k).tryFair(ctx, token, 0)
+}
+
+// tryFair runs fair_acquire.lua with token; wait is the queue entry's
+// timeout, 0 not to join.
+func (l *Lock) tryFair(ctx context.Context, token string, wait time.Duration) lease.Attempt {
+	start := time.Now()
+	k := &l.hd.Keys
+	n, err := luascripts.FairAcquire.Run(ctx, l.cfg.c.rdb,
+		[]string{k.Lock(), k.Fence(), k.Queue(), k.QueueTimes()},
+		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing), ms(wait)).Int64()
+	if err != nil {
+		if kerr := kindReply(k.User, err, "fair lock"); kerr != nil {
+			return lease.Attempt{Err: kerr, Final: true}
+		}
+		return lease.Attempt{Err: err, Unknown: true, Final: !retryable(err)}
+	}
+	ok, fence, left := luascripts.AcquireReply(n)
+	return lease.Attempt{OK: ok, Fence: fence, Sent: start, PTTL: left}
+}
+
+// releaseFair runs fair_release.lua for token, once.
+func (l *Lock) releaseFair(ctx context.Context, token string) (extendStatus, error) {
+	k := &l.hd.Keys
+	n, err := luascripts.RunOnceSrc(ctx, l.cfg.c.rdb, luascripts.FairRelease, luascripts.FairReleaseSrc,
+		[]string{k.Lock(), k.Fence(), k.Queue(), k.QueueTimes(), k.Notify()},
+		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing)).Int64()
+	return checkStatus("release", n, err)
+}

@@ -1,0 +1,41 @@
+-- fair_queue.lua: the wait queue of a fair lock, shared by the fair scripts
+-- (fair_acquire.lua, fair_release.lua): fair.go puts this file in front of
+-- each of them.
+-- A fair lock keeps, beside its string at P{K}, two companions:
+--   P{K}:queue  a list of waiting entries, in arrival order
+--   P{K}:qtimes a sorted set entry -> the server time (ms) the entry expires
+-- An entry is the waiter's token, its hold's TTL in ms and its fencing flag,
+-- joined by '|' (see entry), so a release can hand the key straight over.
+-- A waiter's entry expires unless its waiter refreshes it by a new attempt
+-- before then, so a dead waiter leaves the queue after its timeout. Both
+-- keys live as long as their longest entry, so an idle queue leaves nothing.
+
+-- now_ms is the server's clock in milliseconds.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- prune drops the entries that expired by now.
+local function prune(queue, times, now)
+  local dead = redis.call('ZRANGEBYSCORE', times, '-inf', now)
+  for _, d in ipairs(dead) do
+    redis.call('LREM', queue, 1, d)
+  end
+  if #dead > 0 then
+    redis.call('ZREMRANGEBYSCORE', times, '-inf', now)
+  end
+end
+
+-- entry is the queue entry of a waiter with token, ttl (ms) and fencing.
+local function entry(token, ttl, fencing)
+  return token .. '|' .. ttl .. '|' .. fencing
+end
+
+-- leave takes an entry out of the queue.
+local function leave(queue, times, e)
+  if redis.call('ZREM', times, e) == 1 then
+    redis.call('LREM', queue, 1, e)
+  end
+end
+

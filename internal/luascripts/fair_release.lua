@@ -1,0 +1,52 @@
+-- fair_release.lua: drop our hold of a fair lock and hand the key to the
+-- queue's head; also how a waiter leaves the queue.
+-- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] queue, KEYS[4] queue times,
+-- KEYS[5] notify channel.
+-- ARGV[1] token, ARGV[2] our ttl in ms, ARGV[3] our fencing flag ("1"/"0"):
+-- with the token, our queue entry (see fair_queue.lua).
+-- If the lock holds our token, the first live waiter of the queue gets the
+-- key at once: it is set to that waiter's token for the TTL its entry
+-- names, with a new fence if the entry asks for one (next_fence: see
+-- fence.lua), the waiter leaves the queue, and a message
+-- 'give:<token>:<fence>' wakes it alone: it holds the lock from then on,
+-- without a call of its own. With nobody queued the key is deleted and
+-- 'released' published, as for a mutex. Either way our entry leaves the
+-- queue, so a waiter whose wait ended runs this to leave; if the key is
+-- free then, the new head is told to try ('to:<token>').
+-- Reply: 1 released; 0 the key is gone; -1 someone else holds it.
+-- Not safe to run twice: the second run finds the hold gone. The library
+-- sends it once.
+local lock, fence, queue, times, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token = ARGV[1]
+
+local v = redis.pcall('GET', lock)
+leave(queue, times, entry(token, ARGV[2], ARGV[3]))
+prune(queue, times, now_ms())
+local head = redis.call('LINDEX', queue, 0)
+local htoken, httl, hfencing
+if head then
+  htoken, httl, hfencing = string.match(head, '^(.*)|(%d+)|(%d)$')
+end
+if v ~= token then
+  if v == false and htoken then
+    redis.call('PUBLISH', channel, 'to:' .. htoken)
+  end
+  if v == false then
+    return 0
+  end
+  return -1
+end
+if htoken then
+  redis.call('SET', lock, htoken, 'PX', httl)
+  leave(queue, times, head)
+  local f = 0
+  if hfencing == '1' then
+    f = next_fence(fence)
+  end
+  -- %.0f: a fence printed by '..' would come out in exponent form.
+  redis.call('PUBLISH', channel, 'give:' .. htoken .. ':' .. string.format('%.0f', f))
+  return 1
+end
+redis.call('DEL', lock)
+redis.call('PUBLISH', channel, 'released')
+return 1
