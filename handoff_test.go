@@ -153,7 +153,12 @@ func TestLock_handoffChurn(t *testing.T) {
 			t.Fatalf("%d holds and %d give-ups: the test did not exercise both", held.Load(), gaveUp.Load())
 		}
 		// A waiter that left while a hold was being handed to it must not
-		// strand the key: it is free now.
+		// strand the key. Its undo may still be running in the background
+		// (a loaded machine delays it), so the key must be free within 5s
+		// — a stranded hold would stay for its whole TTL, 30s.
+		for end := time.Now().Add(5 * time.Second); tg.rdb.Exists(ctx, lockKey(key)).Val() == 1 && time.Now().Before(end); {
+			time.Sleep(5 * time.Millisecond)
+		}
 		ok, err := c.NewLock(key).TryAcquire(ctx)
 		if !ok || err != nil {
 			t.Fatalf("TryAcquire() after the churn = %v, %v, want true: a handed-over hold was stranded (key holds %q)",
