@@ -18,6 +18,7 @@ type Client struct {
 	set     *settings // cfg for the engine; nil when err is set
 	err     error     // configuration error, returned by every lock
 	cluster bool
+	inbox   string // the channel force-release messages for its holds come on; "" for none
 
 	eng lease.Engine // renewal, wake-ups, background undos
 
@@ -59,6 +60,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		}
 	}
 	if c.err == nil {
+		c.inbox = newInbox(c)
 		c.set = c.settings(c.cfg)
 	}
 	return c
@@ -113,6 +115,7 @@ type backendKind struct {
 	reentrant bool
 	fencing   bool
 	coalesce  bool
+	info      bool // holder info is written (WithHolderInfo)
 }
 
 func (c *Client) backend(k backendKind) backend {
@@ -125,7 +128,7 @@ func (c *Client) backend(k backendKind) backend {
 	if k.mode == ReleaseWatch {
 		b = &watchBackend{rdb: c.rdb, fencing: k.fencing}
 	} else {
-		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing}
+		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing, info: k.info}
 		if k.coalesce {
 			if c.co == nil {
 				c.co = newLanes(c.rdb)

@@ -79,6 +79,8 @@ type config struct {
 	acks       int           // WithReplicaAck: replicas that must confirm an acquire
 	coalesce   bool          // WithCoalescing
 	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block
+	metadata   string        // WithMetadata
+	noInfo     bool          // WithHolderInfo(false)
 }
 
 func defaultConfig() config {

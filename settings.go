@@ -16,12 +16,17 @@ type settings struct {
 	c   *Client
 	be  backend
 	pol lease.Policy
+	// info is the holder info its holds write (holderinfo.go), boxed
+	// once; nil when off.
+	info any
 }
 
 // settings returns the settings of cfg, which is valid.
 func (c *Client) settings(cfg config) *settings {
 	s := &settings{config: cfg, c: c}
-	s.be = c.backend(backendKind{mode: cfg.mode, reentrant: cfg.ownerSet, fencing: cfg.fencing, coalesce: cfg.coalesce})
+	s.info = c.holderInfo(&cfg)
+	s.be = c.backend(backendKind{mode: cfg.mode, reentrant: cfg.ownerSet, fencing: cfg.fencing, coalesce: cfg.coalesce,
+		info: s.info != nil})
 	s.pol = lease.Policy{
 		Engine:     &c.eng,
 		Pkg:        "lock",
@@ -42,9 +47,13 @@ func (c *Client) settings(cfg config) *settings {
 		Group:       s.group,
 		Lost:        newLostError,
 		Logger:      cfg.logger,
+
 	}
 	if cfg.ownerSet {
 		s.pol.Owner = cfg.owner
+	}
+	if s.info != nil && cfg.notify {
+		s.pol.Inbox = c.inbox // named in the holder info (holderinfo.go)
 	}
 	if cfg.observer != nil {
 		s.pol.Observe = observerFunc(cfg.observer)

@@ -23,6 +23,7 @@ type Hold struct {
 	cause     error         // the kind's *LostError, set when lost
 	onLost    []func(error) // called once with the cause
 	afterFn   *time.Timer   // the deadline timer a Close leaves behind
+	inbox     string        // the channel it listens on for force messages (force.go); set before the hold is shared
 
 	term
 }
@@ -173,11 +174,14 @@ func (h *Hold) beginRelease() (ended bool) {
 // finish ends the hold by Release.
 func (h *Hold) finish() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.afterFn != nil {
 		h.afterFn.Stop()
 	}
 	h.ended, h.releasing = true, false
+	h.mu.Unlock()
+	if h.inbox != "" {
+		h.hd.pol.Engine.Notifier.unlisten(h)
+	}
 }
 
 // markLost is the one place a loss is signalled: it closes Lost(), cancels
@@ -202,6 +206,9 @@ func (h *Hold) lose(reason Reason, err error, byRelease bool) {
 	cause := h.cause
 	ch := h.lost
 	h.mu.Unlock()
+	if h.inbox != "" {
+		p.Engine.Notifier.unlisten(h)
+	}
 
 	// The Observer and the log first: whoever reacts to Lost() finds the
 	// loss already reported.

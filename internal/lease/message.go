@@ -17,10 +17,26 @@ const (
 	// as a fair queue names its next in line. Waiters with another token
 	// stay asleep; their backoff still bounds the wait.
 	MsgTo = "to:"
+	// MsgForce is the prefix of a force-release's message: "force:" and
+	// the token of a hold it removed (force.go). The process holding it
+	// reports it lost at once; every process wakes its longest waiter.
+	MsgForce = "force:"
 )
 
 // deliver wakes the waiters of channel that payload names.
 func (n *Notifier) deliver(channel, payload string) {
+	if strings.HasPrefix(payload, MsgForce) {
+		n.mu.Lock()
+		var h *Hold
+		if cs := n.chans[channel]; cs != nil {
+			h = cs.forced(payload)
+		}
+		n.mu.Unlock()
+		if h != nil {
+			n.e.forceLost(h) // outside n.mu: it runs the loss's callbacks
+		}
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cs := n.chans[channel]

@@ -71,6 +71,9 @@ type channelState struct {
 	waiters    []*Waiter
 	idleSince  time.Time
 	handoffs   int // consecutive direct handoffs (handoff.go)
+	// holds are this process's holds of the key listening for a
+	// force-release (force.go), by token.
+	holds map[string]*Hold
 }
 
 // Waiter is one Acquire listening on a channel.

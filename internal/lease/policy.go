@@ -48,6 +48,10 @@ type Policy struct {
 	// Observe is the kind's Observer, converting the event; nil for none.
 	Observe func(Event)
 	Logger  *slog.Logger // nil: silent
+	// Inbox is the channel the Client's holds listen on while held, so
+	// that a force-release (MsgForce) reports them lost at once
+	// (force.go); "" for none.
+	Inbox string
 }
 
 // EventKind says what an Event reports. The root package's EventKind

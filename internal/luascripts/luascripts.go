@@ -95,3 +95,24 @@ var All = []*redis.Script{Acquire, Release, Extend, PTTL, Handoff}
 // Sources holds the text of each script of All, in the same order, for
 // callers that build their own EVAL commands.
 var Sources = []string{acquireSrc, releaseSrc, extendSrc, pttlSrc, handoffSrc}
+
+//go:embed holds.lua
+var holdsSrc string
+
+//go:embed inspect.lua
+var inspectBody string
+
+//go:embed forcerelease.lua
+var forceReleaseBody string
+
+// Inspect reads a lock of any kind: its kind, time left, fence and holders
+// with their holder info. See inspect.lua and holds.lua (the table each
+// kind fills in) for its reply.
+var Inspect = redis.NewScript(holdsSrc + inspectBody)
+
+// ForceRelease frees a lock of any kind, or removes one holder, and tells
+// each removed holder's process on the notify channel (lease.MsgForce).
+// Send it once: a second run finds the holds gone. See forcerelease.lua.
+var ForceRelease = redis.NewScript(forceReleaseSrc)
+
+var forceReleaseSrc = holdsSrc + forceReleaseBody

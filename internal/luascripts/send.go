@@ -22,9 +22,9 @@ import (
 // reply.
 type OnceCmd struct {
 	redis.Cmder
-	// Room for a release's arguments ("evalsha", sha, 2, two keys, token,
-	// flag), so that the wrapper costs no allocation of its own.
-	Argv [7]any
+	// Room for a release's arguments ("evalsha", sha, 3, three keys with
+	// the holder-info hash, token, flag), so that the wrapper costs no allocation of its own.
+	Argv [8]any
 }
 
 // NoRetry tells go-redis not to resend the command.
@@ -36,7 +36,7 @@ type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// RunOnce runs s, one of All, like Script.Run (EVALSHA, then EVAL if the
+// RunOnce runs s, one of All or ForceRelease, like Script.Run (EVALSHA, then EVAL if the
 // server lacks the script), each command sent once (OnceCmd): for Release
 // and Handoff.
 func RunOnce(ctx context.Context, rdb Processor, s *redis.Script, keys []string, args ...any) *redis.Cmd {
@@ -47,6 +47,9 @@ func RunOnce(ctx context.Context, rdb Processor, s *redis.Script, keys []string,
 			if x == s {
 				cmd = runOnce(ctx, rdb, "eval", Sources[i], keys, args)
 			}
+		}
+		if s == ForceRelease {
+			cmd = runOnce(ctx, rdb, "eval", forceReleaseSrc, keys, args)
 		}
 	}
 	return cmd
@@ -75,6 +78,8 @@ type ExtendItem struct {
 	Keys  *Keys
 	Token string // the token, or a re-entrant hold's id
 	TTL   time.Duration
+	// Holders: the holder-info hash (Keys.Holders) takes the TTL too.
+	Holders bool
 }
 
 // ExtendAll runs extend.lua for every item in one pipeline on rdb (go-redis
@@ -92,10 +97,14 @@ func ExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem, reentrant
 		for _, i := range which {
 			it := items[i]
 			args := []any{it.Token, it.TTL.Milliseconds(), flag}
+			keys := it.Keys.LockKeys()
+			if it.Holders {
+				keys = it.Keys.InfoLockKeys()
+			}
 			if eval {
-				cmds[i] = Extend.Eval(ctx, pipe, it.Keys.LockKeys(), args...)
+				cmds[i] = Extend.Eval(ctx, pipe, keys, args...)
 			} else {
-				cmds[i] = Extend.EvalSha(ctx, pipe, it.Keys.LockKeys(), args...)
+				cmds[i] = Extend.EvalSha(ctx, pipe, keys, args...)
 			}
 		}
 		_, _ = pipe.Exec(ctx) // per-command errors are read by the caller
