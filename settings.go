@@ -47,7 +47,6 @@ func (c *Client) settings(cfg config) *settings {
 		Group:       s.group,
 		Lost:        newLostError,
 		Logger:      cfg.logger,
-
 	}
 	if cfg.ownerSet {
 		s.pol.Owner = cfg.owner
