@@ -67,5 +67,6 @@ func (c *Client) forceRelease(ctx context.Context, op, key, token string) error 
 	case n == 0:
 		return lease.NewOpError("lock", op, key, ErrNotHeld)
 	}
+	c.auditForce(ctx, key, token)
 	return nil
 }

@@ -44,6 +44,12 @@ var process = sync.OnceValue(func() string {
 	return host + infoSep + strconv.Itoa(os.Getpid())
 })
 
+// processHostPID returns this process's host name and pid.
+func processHostPID() (host, pid string) {
+	host, pid, _ = strings.Cut(process(), infoSep)
+	return host, pid
+}
+
 // holderInfo returns the info the holds of cfg write, "owner US host US
 // pid US inbox US metadata", boxed once; nil when they write none.
 func (c *Client) holderInfo(cfg *config) any {

@@ -62,25 +62,28 @@ func (m ReleaseMode) String() string {
 type Option func(*config)
 
 type config struct {
-	ttl        time.Duration
-	watchdog   bool
-	wait       time.Duration
-	backoffMin time.Duration
-	backoffMax time.Duration
-	notify     bool
-	mode       ReleaseMode
-	prefix     string
-	owner      string
-	ownerSet   bool
-	observer   Observer
-	logger     *slog.Logger
-	maxHold    time.Duration
-	fencing    bool
-	acks       int           // WithReplicaAck: replicas that must confirm an acquire
-	coalesce   bool          // WithCoalescing
-	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block
-	metadata   string        // WithMetadata
-	noInfo     bool          // WithHolderInfo(false)
+	ttl         time.Duration
+	watchdog    bool
+	wait        time.Duration
+	backoffMin  time.Duration
+	backoffMax  time.Duration
+	notify      bool
+	mode        ReleaseMode
+	prefix      string
+	owner       string
+	ownerSet    bool
+	observer    Observer
+	logger      *slog.Logger
+	maxHold     time.Duration
+	fencing     bool
+	acks        int           // WithReplicaAck: replicas that must confirm an acquire
+	coalesce    bool          // WithCoalescing
+	ackTimeout  time.Duration // WithReplicaAck: how long WAIT may block
+	metadata    string        // WithMetadata
+	noInfo      bool          // WithHolderInfo(false)
+	auditSet    bool          // WithAudit
+	auditStream string        // WithAudit: "" for none
+	auditMax    int64         // WithAudit: the stream's approximate cap
 }
 
 func defaultConfig() config {
@@ -118,6 +121,8 @@ func (cfg *config) validate() error {
 		return invalidf("replica ack timeout %v: must be at least 1ms", cfg.ackTimeout)
 	case cfg.acks > 0 && cfg.mode == ReleaseWatch:
 		return invalidf("replica acks: need ReleaseScript")
+	case cfg.auditSet && (cfg.auditStream == "" || cfg.auditMax <= 0):
+		return invalidf("audit stream %q, max length %d: need a name and a positive length", cfg.auditStream, cfg.auditMax)
 	}
 	return nil
 }

@@ -51,6 +51,9 @@ func (c *Client) settings(cfg config) *settings {
 	if cfg.ownerSet {
 		s.pol.Owner = cfg.owner
 	}
+	if cfg.auditStream != "" {
+		s.pol.Observe = c.auditor(&cfg).chain(s.pol.Observe)
+	}
 	if s.info != nil && cfg.notify {
 		s.pol.Inbox = c.inbox // named in the holder info (holderinfo.go)
 	}
