@@ -47,6 +47,7 @@ var scenarios = []scenario{
 	{"s6", 1, (*env).s6},
 	{"s7", 1, (*env).s7},
 	{"capacity", 1, (*env).capacity},
+	{"force", 1, (*env).force},
 }
 
 func main() {

@@ -23,15 +23,15 @@ local token, ttl = ARGV[1], ARGV[2]
 local reentrant, fencing, hint = ARGV[3] == '1', ARGV[4] == '1', ARGV[5]
 local holders, info = KEYS[3], ARGV[6]
 
--- note records the holder info of the hold with fence f, expiring with the
--- lock, and returns f. Formatted: a fence has more digits than tostring
--- keeps.
-local function note(f)
+-- note records the holder info of the hold with fence f, expiring in
+-- left ms (the lock's TTL), and returns f. Formatted: a fence has more
+-- digits than tostring keeps.
+local function note(f, left)
   if holders and info then
     local t = redis.call('TIME')
     local at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
     redis.call('HSET', holders, token, string.format('%.0f', f) .. '\31' .. at .. '\31' .. info)
-    redis.call('PEXPIRE', holders, redis.call('PTTL', lock))
+    redis.call('PEXPIRE', holders, left or ttl)
   end
   return f
 end
@@ -74,12 +74,13 @@ else
     if redis.call('PTTL', lock) < tonumber(ttl) then
       redis.call('PEXPIRE', lock, ttl)
     end
+    local left = holders and info and redis.call('PTTL', lock)
     if not fencing then
-      return note(0)
+      return note(0, left)
     end
     -- A hash written before fences were kept in it: the counter, which
     -- such a version never let expire, has the fence.
-    return note(tonumber(redis.call('HGET', lock, '') or redis.call('GET', fence) or '0'))
+    return note(tonumber(redis.call('HGET', lock, '') or redis.call('GET', fence) or '0'), left)
   end
 end
 
