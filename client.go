@@ -18,7 +18,6 @@ type Client struct {
 	set     *settings // cfg for the engine; nil when err is set
 	err     error     // configuration error, returned by every lock
 	cluster bool
-	inbox   string // the channel force-release messages for its holds come on; "" for none
 
 	eng lease.Engine // renewal, wake-ups, background undos
 
@@ -60,7 +59,6 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		}
 	}
 	if c.err == nil {
-		c.inbox = newInbox(c)
 		c.set = c.settings(c.cfg)
 	}
 	return c

@@ -95,4 +95,7 @@ func UnansweredAcquires(c *Client) int {
 
 // InboxReady reports, for tests, whether c hears force-release messages
 // for its holds now: its inbox subscription is confirmed.
-func InboxReady(c *Client) bool { return c.inbox != "" && c.eng.Notifier.Listening(c.inbox) }
+func InboxReady(c *Client) bool {
+	ch := c.forceChannel(c.cfg.prefix)
+	return ch != "" && c.eng.Notifier.Listening(ch)
+}

@@ -12,10 +12,11 @@ import (
 
 // ForceRelease frees the lock on key whoever holds it, for an operator
 // unsticking a holder that will not let go. In one script call it deletes
-// the key (and its holder info) and publishes, on the key's notify
-// channel, one message per hold it removed; waiters everywhere wake. The
-// holder's process, which listens on that channel while it holds the key,
-// reports the hold lost at once: its [Lock.Lost] closes, [Lock.LostErr]
+// the key (and its holder info) and publishes one message per hold it
+// removed on the key's notify channel, where waiters wake, and on the
+// prefix's force channel (P + "force"), on which every Client whose holds
+// are under that prefix listens while it holds any ([WithNotify](false):
+// not at all). The holder's process reports the hold lost at once: its [Lock.Lost] closes, [Lock.LostErr]
 // says [LossForceReleased], and a [Client.WithLock] context is cancelled
 // with that *LostError as cause. If the message does not arrive (the
 // holder's subscription was down), the holder's next renewal finds the key
@@ -57,7 +58,8 @@ func (c *Client) forceRelease(ctx context.Context, op, key, token string) error 
 	if err != nil {
 		return err
 	}
-	n, err := luascripts.RunOnce(ctx, c.rdb, luascripts.ForceRelease, k.InfoReleaseKeys(), token).Int64()
+	n, err := luascripts.RunOnce(ctx, c.rdb, luascripts.ForceRelease, k.InfoReleaseKeys(), token,
+		c.forceChannel(c.cfg.prefix)).Int64()
 	switch {
 	case err != nil && redis.HasErrorPrefix(err, "KIND"):
 		t := strings.TrimSpace(strings.TrimPrefix(err.Error(), "KIND"))

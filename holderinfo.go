@@ -9,12 +9,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/agentlock/lock/internal/lease"
 )
 
-// Holder info: every hold writes, in its acquire's round trip, who holds
-// it — owner, fence, host, pid, when, and the text of [WithMetadata] — to
+// Holder info ([WithHolderInfo]): each hold writes, in its acquire's
+// round trip, who holds it — owner, fence, host, pid, when, and the text of [WithMetadata] — to
 // the lock's companion hash P{K}:holders (field: the hold's token), which
 // expires with the hold and goes with its release. [Client.Inspect] and
 // [Client.List] read it. ReleaseWatch holds write none.
@@ -24,16 +22,19 @@ const infoSep = "\x1f"
 
 // WithMetadata stores s with each hold, as free text for operators (a
 // request or trace id): [Client.Inspect] shows it as [Holder].Metadata. It
-// is written in the acquire's round trip and expires with the hold.
-// Default "". Needs holder info ([WithHolderInfo], on by default).
+// is written in the acquire's round trip and expires with the hold. A
+// non-empty s turns holder info on unless [WithHolderInfo](false) says
+// otherwise. Default "".
 func WithMetadata(s string) Option { return func(c *config) { c.metadata = s } }
 
 // WithHolderInfo sets whether each hold records who holds it (owner,
 // fence, host, pid, acquired-at, [WithMetadata]) for [Client.Inspect] and
-// [Client.List]. Default on: it costs one more hash write inside the
-// acquire's script (see BENCHMARKS.md, S1). Off, Inspect still shows each
-// holder's token, fence and TTL. ReleaseWatch writes no holder info.
-func WithHolderInfo(on bool) Option { return func(c *config) { c.noInfo = !on } }
+// [Client.List], in its acquire's script. Default off (on when
+// [WithMetadata] is given): measured in bench S1 it adds about a fifth to
+// an uncontended acquire+release's p50 and server CPU (BENCHMARKS.md).
+// Off, Inspect still shows each holder's token, fence and TTL.
+// ReleaseWatch writes no holder info.
+func WithHolderInfo(on bool) Option { return func(c *config) { c.infoSet, c.infoOn = true, on } }
 
 // process is this process's host name and pid, read once.
 var process = sync.OnceValue(func() string {
@@ -51,31 +52,24 @@ func processHostPID() (host, pid string) {
 }
 
 // holderInfo returns the info the holds of cfg write, "owner US host US
-// pid US inbox US metadata", boxed once; nil when they write none.
-func (c *Client) holderInfo(cfg *config) any {
-	if cfg.noInfo || cfg.mode != ReleaseScript {
+// pid US metadata", boxed once; nil when they write none.
+func holderInfo(cfg *config) any {
+	on := cfg.infoOn || (!cfg.infoSet && cfg.metadata != "")
+	if !on || cfg.mode != ReleaseScript {
 		return nil
 	}
-	inbox := ""
-	if cfg.notify {
-		inbox = c.inbox
-	}
-	return cfg.owner + infoSep + process() + infoSep + inbox + infoSep + cfg.metadata
+	return cfg.owner + infoSep + process() + infoSep + cfg.metadata
 }
 
-// newInbox names the channel c's holds listen on for force-release
-// messages (lease.Policy.Inbox): the prefix, "inbox:" and a UUID. "" on a
-// Ring, whose shards pass no messages between them: a force-release
-// there reaches the holder at its next renewal.
-func newInbox(c *Client) string {
+// forceChannel names the channel on which every Client hears the
+// force-releases of locks under prefix (lease.Policy.Inbox): the prefix
+// and "force". "" on a Ring, whose shards pass no messages between them:
+// a force-release there reaches the holder at its next renewal.
+func (c *Client) forceChannel(prefix string) string {
 	if _, ok := c.rdb.(*redis.Ring); ok {
 		return ""
 	}
-	id, err := lease.NewToken()
-	if err != nil {
-		return ""
-	}
-	return c.cfg.prefix + "inbox:" + id
+	return prefix + "force"
 }
 
 // acquire sends one acquire of token with s's TTL through s's backend,
@@ -104,18 +98,18 @@ func (b *scriptBackend) extendKeys(k *keys) []string {
 }
 
 // parseHolder reads the holder info a hold wrote (see acquire.lua) into
-// h: "fence US acquired-at-ms US owner US host US pid US inbox US
-// metadata". Text
+// h: "fence US acquired-at-ms US owner US host US pid US metadata".
+// Text
 // it cannot read leaves the fields it names empty.
 func parseHolder(h *Holder, info string) {
-	f := strings.SplitN(info, infoSep, 7)
-	if len(f) < 7 {
+	f := strings.SplitN(info, infoSep, 6)
+	if len(f) < 6 {
 		return
 	}
 	h.Fence, _ = strconv.ParseInt(f[0], 10, 64)
 	if ms, err := strconv.ParseInt(f[1], 10, 64); err == nil {
 		h.Since = time.UnixMilli(ms)
 	}
-	h.Owner, h.Host, h.Metadata = f[2], f[3], f[6]
+	h.Owner, h.Host, h.Metadata = f[2], f[3], f[5]
 	h.PID, _ = strconv.Atoi(f[4])
 }

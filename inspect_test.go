@@ -63,7 +63,7 @@ func TestClient_Inspect_mutex(t *testing.T) {
 func TestClient_Inspect_reentrant(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
-		c := newClient(t, tg.rdb, lock.WithOwner("agent-7"))
+		c := newClient(t, tg.rdb, lock.WithOwner("agent-7"), lock.WithHolderInfo(true))
 		key := keyFor(t)
 		a, b := c.NewLock(key), c.NewLock(key)
 		must(t, "Acquire() a", a.Acquire(ctx))
@@ -91,13 +91,21 @@ func TestClient_Inspect_reentrant(t *testing.T) {
 	})
 }
 
-// TestClient_Inspect_noHolderInfo: with WithHolderInfo(false) nothing but
-// the lock is written; Inspect still shows the token, fence and TTL.
+// TestClient_Inspect_noHolderInfo: by default, and with
+// WithHolderInfo(false) even beside WithMetadata, nothing but the lock is
+// written; Inspect still shows the token, fence and TTL.
 func TestClient_Inspect_noHolderInfo(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
-		c := newClient(t, tg.rdb, lock.WithHolderInfo(false))
+		c := newClient(t, tg.rdb)
 		key := keyFor(t)
+		d := c.NewLock(key + ":default")
+		must(t, "Acquire() default", d.Acquire(ctx))
+		defer d.Release(ctx)
+		if n := tg.rdb.Exists(ctx, lockKey(key+":default")+":holders").Val(); n != 0 {
+			t.Fatal("holder info written by default")
+		}
+		c = newClient(t, tg.rdb, lock.WithHolderInfo(false), lock.WithMetadata("m"))
 		l := c.NewLock(key)
 		must(t, "Acquire()", l.Acquire(ctx))
 		defer l.Release(ctx)

@@ -80,7 +80,8 @@ type config struct {
 	coalesce    bool          // WithCoalescing
 	ackTimeout  time.Duration // WithReplicaAck: how long WAIT may block
 	metadata    string        // WithMetadata
-	noInfo      bool          // WithHolderInfo(false)
+	infoSet     bool          // WithHolderInfo was given
+	infoOn      bool          // WithHolderInfo's value
 	auditSet    bool          // WithAudit
 	auditStream string        // WithAudit: "" for none
 	auditMax    int64         // WithAudit: the stream's approximate cap

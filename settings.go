@@ -24,7 +24,7 @@ type settings struct {
 // settings returns the settings of cfg, which is valid.
 func (c *Client) settings(cfg config) *settings {
 	s := &settings{config: cfg, c: c}
-	s.info = c.holderInfo(&cfg)
+	s.info = holderInfo(&cfg)
 	s.be = c.backend(backendKind{mode: cfg.mode, reentrant: cfg.ownerSet, fencing: cfg.fencing, coalesce: cfg.coalesce,
 		info: s.info != nil})
 	s.pol = lease.Policy{
@@ -54,8 +54,8 @@ func (c *Client) settings(cfg config) *settings {
 	if cfg.auditStream != "" {
 		s.pol.Observe = c.auditor(&cfg).chain(s.pol.Observe)
 	}
-	if s.info != nil && cfg.notify {
-		s.pol.Inbox = c.inbox // named in the holder info (holderinfo.go)
+	if cfg.notify {
+		s.pol.Inbox = c.forceChannel(cfg.prefix)
 	}
 	if cfg.observer != nil {
 		s.pol.Observe = observerFunc(cfg.observer)

@@ -13,7 +13,7 @@ import (
 
 // force: the time from an operator's ForceRelease (another Client, another
 // go-redis client) to the holder's Lost() closing, on loopback. The holder
-// hears it on its Client's inbox channel (pub/sub), long before its next
+// hears it on the force channel (pub/sub), long before its next
 // renewal (TTL 30s). "call" is the ForceRelease round trip alone; "lost"
 // counts from just before the call to Lost(); "after" from the call's
 // return to Lost() (0 when Lost closed first).
@@ -37,7 +37,7 @@ func (e *env) force() error {
 		column{Key: "lost_max", Header: "lost max µs", Prec: 1},
 		column{Key: "after_p99", Header: "after p99 µs", Prec: 1},
 	)
-	// The first hold subscribes the inbox; the warm-up waits for its loss
+	// The first hold subscribes the force channel; the warm-up waits for its loss
 	// by message, not by renewal (whose first look comes after 10s).
 	for range 20 {
 		if _, _, _, err := e.forceOnce(holder, op, "force:warm"); err != nil {

@@ -22,7 +22,7 @@ func s1Impls() []impl {
 		agentlockImpl("al-nofence", lock.WithFencing(false)),
 		agentlockImpl("al-observer", lock.WithObserver(&countingObserver{})),
 		agentlockImpl("al-nocoalesce", lock.WithCoalescing(false)),
-		agentlockImpl("al-noinfo", lock.WithHolderInfo(false)),
+		agentlockImpl("al-info", lock.WithHolderInfo(true)),
 		agentlockImpl("al-audit", lock.WithAudit("s1:audit", 1000)),
 	}
 }

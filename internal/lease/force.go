@@ -7,17 +7,17 @@ import (
 
 // A force-release (an operator freeing a key whoever holds it) publishes
 // MsgForce and the token of each hold it removed on the key's channel,
-// which wakes waiters, and on the holder's inbox: a channel of the
-// holder's Client (Policy.Inbox), named in its holder info. Each hold
-// with an inbox is registered on it while it is held, so the message
-// reaches its process at once and the hold is reported lost
-// (LossForceReleased) without waiting for its next renewal. One inbox
-// serves every hold of a Client: holding a key costs no subscription of
-// its own. A message missed (the subscription not yet confirmed, or down)
+// which wakes waiters, and on the force channel every Client of that
+// prefix listens on (Policy.Inbox). Each hold with an inbox is registered
+// on it while it is held, so the message reaches its process at once and
+// the hold is reported lost (LossForceReleased) without waiting for its
+// next renewal. One subscription serves every hold of a Client: holding a
+// key costs no subscription of its own, and since force-releases are rare
+// operator actions, every Client hearing each of them costs little. A message missed (the subscription not yet confirmed, or down)
 // leaves the loss to that renewal, which finds the key gone or someone
 // else's.
 
-// listen registers h on channel, its Client's inbox, subscribing if
+// listen registers h on channel, its force channel, subscribing if
 // needed, so that a force message for its token reaches it. It starts no
 // goroutine when the channel is subscribed already.
 func (n *Notifier) listen(h *Hold, channel string) {

@@ -6,8 +6,7 @@
 -- be absent) the value a restarting counter should take, in µs ('' for
 -- none).
 -- Holder info (optional): KEYS[3] the holder-info hash P{K}:holders, ARGV[6]
--- this holder's info ("owner US host US pid US inbox US metadata", US =
--- \31; inbox: the channel its Client hears force-releases on). A hold
+-- this holder's info ("owner US host US pid US metadata", US = \31). A hold
 -- taken or confirmed sets its field, the hold's token, to "fence US
 -- acquired-at (server ms) US info", and the hash's TTL to the lock's.
 -- A re-entrant lock is a hash: the owner's field counts its holds, and each

@@ -2,10 +2,11 @@
 -- tell each holder's process (holds.lua comes first).
 -- KEYS[1] lock, KEYS[2] notify channel, KEYS[3] holder-info hash.
 -- ARGV[1] a holder's token (or, for a re-entrant mutex, its owner id) to
--- remove that holder alone; "" for every holder.
+-- remove that holder alone; "" for every holder. ARGV[2] the force
+-- channel every holder's Client listens on ("" for none).
 -- Each removed holder is told with "force:" and its token (lease.MsgForce)
--- on the key's channel, which wakes a waiter, and on its Client's inbox,
--- named in its holder info (see acquire.lua), where its process hears it.
+-- on the key's channel, which wakes a waiter, and on the force channel,
+-- where its process hears it (a channel is not a key: no slot applies).
 -- A key whose last holder goes is deleted, with its holder info.
 -- Reply: the number of holds removed; 0 the key is free, or has no holder
 -- with that token. An error reply "KIND type" for a key of a type no kind
@@ -22,19 +23,7 @@ if k == false then
 end
 local tokens = k.tokens(lock)
 local gone = {}
--- inbox returns the inbox a holder's info names, or nil.
-local function inbox(tok)
-  local info = redis.call('HGET', holders, tok)
-  local ch = info and string.match(info, '^[^\31]*\31[^\31]*\31[^\31]*\31[^\31]*\31[^\31]*\31([^\31]*)')
-  if ch and ch ~= '' then
-    return ch
-  end
-  return nil
-end
-local inboxes = {}
-for _, tok in ipairs(tokens) do
-  inboxes[tok] = inbox(tok)
-end
+local force = ARGV[2] or ''
 if only == '' then
   gone = tokens
   redis.call('DEL', lock, holders)
@@ -63,8 +52,8 @@ if #gone == 0 then
 end
 for _, tok in ipairs(gone) do
   redis.call('PUBLISH', channel, 'force:' .. tok)
-  if inboxes[tok] then
-    redis.call('PUBLISH', inboxes[tok], 'force:' .. tok)
+  if force ~= '' then
+    redis.call('PUBLISH', force, 'force:' .. tok)
   end
 end
 return #gone
