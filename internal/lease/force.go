@@ -35,7 +35,7 @@ func (n *Notifier) listen(h *Hold, channel string) {
 		cs.holds = map[string]*Hold{}
 	}
 	cs.holds[h.token] = h
-	h.inbox = channel
+	h.listening = true
 	if !cs.subscribed {
 		cs.subscribed = true
 		n.wg.Add(1) // under n.mu: close either sees it or we saw closed
@@ -50,7 +50,7 @@ func (n *Notifier) listen(h *Hold, channel string) {
 func (n *Notifier) unlisten(h *Hold) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	cs := n.chans[h.inbox]
+	cs := n.chans[h.hd.pol.Inbox]
 	if cs == nil || cs.holds[h.token] != h {
 		return
 	}

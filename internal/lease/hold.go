@@ -20,10 +20,10 @@ type Hold struct {
 	lost      chan struct{} // made on first use; closed when the hold ends involuntarily
 	ended     bool          // released or lost; nothing more to report
 	releasing bool          // a Release is out: only its own answer may report a loss
+	listening bool          // on its Policy's Inbox for force messages (force.go); set before the hold is shared
 	cause     error         // the kind's *LostError, set when lost
 	onLost    []func(error) // called once with the cause
 	afterFn   *time.Timer   // the deadline timer a Close leaves behind
-	inbox     string        // the channel it listens on for force messages (force.go); set before the hold is shared
 
 	term
 }
@@ -179,7 +179,7 @@ func (h *Hold) finish() {
 	}
 	h.ended, h.releasing = true, false
 	h.mu.Unlock()
-	if h.inbox != "" {
+	if h.listening {
 		h.hd.pol.Engine.Notifier.unlisten(h)
 	}
 }
@@ -206,7 +206,7 @@ func (h *Hold) lose(reason Reason, err error, byRelease bool) {
 	cause := h.cause
 	ch := h.lost
 	h.mu.Unlock()
-	if h.inbox != "" {
+	if h.listening {
 		p.Engine.Notifier.unlisten(h)
 	}
 

@@ -6,7 +6,7 @@ package luascripts
 //	P{K}          the lock: a token, or a hash owner→count for re-entrant holds
 //	P{K}:fence    the fencing counter
 //	P{K}:notify   the channel a release publishes on
-//	P{K}:holders  holder info: a hash, hold token → info (HolderInfo)
+//	P{K}:holders  holder info, when written: a hash, hold token → info
 //	P{K}:<name>   further companions (Companion)
 //
 // All share the hash tag {K}, so every script and transaction stays in one
@@ -18,20 +18,14 @@ type Keys struct {
 	// names[0:2] is {lock, fence}, names[2:4] {lock, notify}, names[0:1]
 	// {lock}.
 	names [4]string
-	// info is the same with the holder-info hash after each slice:
-	// {lock, fence, holders, lock, notify, holders, lock, holders}.
-	info [8]string
 }
 
 // NewKeys returns the keys of the lock on key under prefix.
 func NewKeys(prefix, key string) Keys {
-	// One allocation for all four names: "P{K}:fenceP{K}:notifyP{K}:holders",
-	// sliced.
+	// One allocation for all three names: "P{K}:fenceP{K}:notify", sliced.
 	n := len(prefix) + len(key) + 2
-	s := prefix + "{" + key + "}:fence" + prefix + "{" + key + "}:notify" + prefix + "{" + key + "}:holders"
-	lock, fence, notify, holders := s[:n], s[:n+6], s[n+6:2*n+13], s[2*n+13:]
-	return Keys{User: key, names: [4]string{lock, fence, lock, notify},
-		info: [8]string{lock, fence, holders, lock, notify, holders, lock, holders}}
+	s := prefix + "{" + key + "}:fence" + prefix + "{" + key + "}:notify"
+	return Keys{User: key, names: [4]string{s[:n], s[:n+6], s[:n], s[n+6:]}}
 }
 
 // Lock is P{K}, the lock itself.
@@ -56,18 +50,19 @@ func (k *Keys) ReleaseKeys() []string { return k.names[2:4] }
 // LockKeys are the KEYS of extend.lua and pttl.lua: {lock}.
 func (k *Keys) LockKeys() []string { return k.names[0:1] }
 
-// Holders is P{K}:holders, the holder info of the lock's holds: a hash from
-// hold token to the text HolderInfo describes.
-func (k *Keys) Holders() string { return k.info[2] }
+// Holders is P{K}:holders, the holder info of the lock's holds, when they
+// write it: a hash from hold token to the text acquire.lua describes. Built
+// on each call, so that locks without holder info pay nothing for it.
+func (k *Keys) Holders() string { return k.Companion("holders") }
 
 // InfoAcquireKeys are the KEYS of acquire.lua and handoff.lua writing holder
 // info, and of inspect.lua: {lock, fence, holders}.
-func (k *Keys) InfoAcquireKeys() []string { return k.info[0:3] }
+func (k *Keys) InfoAcquireKeys() []string { return []string{k.Lock(), k.Fence(), k.Holders()} }
 
 // InfoReleaseKeys are the KEYS of release.lua dropping holder info too, and
 // of forcerelease.lua: {lock, notify, holders}.
-func (k *Keys) InfoReleaseKeys() []string { return k.info[3:6] }
+func (k *Keys) InfoReleaseKeys() []string { return []string{k.Lock(), k.Notify(), k.Holders()} }
 
 // InfoLockKeys are the KEYS of extend.lua keeping holder info alive with
 // the hold: {lock, holders}.
-func (k *Keys) InfoLockKeys() []string { return k.info[6:8] }
+func (k *Keys) InfoLockKeys() []string { return []string{k.Lock(), k.Holders()} }

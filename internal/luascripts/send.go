@@ -22,9 +22,9 @@ import (
 // reply.
 type OnceCmd struct {
 	redis.Cmder
-	// Room for a release's arguments ("evalsha", sha, 3, three keys with
-	// the holder-info hash, token, flag), so that the wrapper costs no allocation of its own.
-	Argv [8]any
+	// Room for a release's arguments ("evalsha", sha, 2, two keys, token,
+	// flag), so that the wrapper costs no allocation of its own.
+	Argv [7]any
 }
 
 // NoRetry tells go-redis not to resend the command.
