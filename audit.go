@@ -43,7 +43,7 @@ const auditTimeout = time.Second
 // XADD round trip (the caller's, for its own verbs). Default: none, at no
 // cost. stream must not be empty and maxLen must be positive.
 func WithAudit(stream string, maxLen int64) Option {
-	return func(c *config) { c.auditSet, c.auditStream, c.auditMax = true, stream, maxLen }
+	return func(c *config) { c.auditSet, c.audit, c.auditMax = true, stream, maxLen }
 }
 
 // auditor writes one configuration's events to its stream.
@@ -58,7 +58,7 @@ type auditor struct {
 }
 
 func (c *Client) auditor(cfg *config) *auditor {
-	a := &auditor{rdb: c.rdb, eng: &c.eng, stream: cfg.auditStream, max: cfg.auditMax,
+	a := &auditor{rdb: c.rdb, eng: &c.eng, stream: cfg.audit, max: cfg.auditMax,
 		owner: cfg.owner, metadata: cfg.metadata}
 	if cfg.logger != nil {
 		a.logger = cfg.logger
@@ -124,7 +124,7 @@ func (a *auditor) add(ctx context.Context, event, key, token string, fence int64
 // auditForce records a force-release of key (token "" for every holder)
 // on c's audit stream, if c has one.
 func (c *Client) auditForce(ctx context.Context, key, token string) {
-	if c.cfg.auditStream == "" {
+	if c.cfg.audit == "" {
 		return
 	}
 	c.auditor(&c.cfg).add(context.WithoutCancel(ctx), "force-released", key, token, 0, "")

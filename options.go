@@ -62,29 +62,29 @@ func (m ReleaseMode) String() string {
 type Option func(*config)
 
 type config struct {
-	ttl         time.Duration
-	watchdog    bool
-	wait        time.Duration
-	backoffMin  time.Duration
-	backoffMax  time.Duration
-	notify      bool
-	mode        ReleaseMode
-	prefix      string
-	owner       string
-	ownerSet    bool
-	observer    Observer
-	logger      *slog.Logger
-	maxHold     time.Duration
-	fencing     bool
-	acks        int           // WithReplicaAck: replicas that must confirm an acquire
-	coalesce    bool          // WithCoalescing
-	ackTimeout  time.Duration // WithReplicaAck: how long WAIT may block
-	metadata    string        // WithMetadata
-	infoSet     bool          // WithHolderInfo was given
-	infoOn      bool          // WithHolderInfo's value
-	auditSet    bool          // WithAudit
-	auditStream string        // WithAudit: "" for none
-	auditMax    int64         // WithAudit: the stream's approximate cap
+	ttl        time.Duration
+	watchdog   bool
+	wait       time.Duration
+	backoffMin time.Duration
+	backoffMax time.Duration
+	notify     bool
+	mode       ReleaseMode
+	prefix     string
+	owner      string
+	ownerSet   bool
+	observer   Observer
+	logger     *slog.Logger
+	maxHold    time.Duration
+	fencing    bool
+	acks       int           // WithReplicaAck: replicas that must confirm an acquire
+	coalesce   bool          // WithCoalescing
+	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block
+	metadata   string        // WithMetadata
+	infoSet    bool          // WithHolderInfo was given
+	infoOn     bool          // WithHolderInfo's value
+	auditSet   bool          // WithAudit
+	audit      string        // WithAudit: "" for none
+	auditMax   int64         // WithAudit: the stream's approximate cap
 }
 
 func defaultConfig() config {
@@ -122,8 +122,8 @@ func (cfg *config) validate() error {
 		return invalidf("replica ack timeout %v: must be at least 1ms", cfg.ackTimeout)
 	case cfg.acks > 0 && cfg.mode == ReleaseWatch:
 		return invalidf("replica acks: need ReleaseScript")
-	case cfg.auditSet && (cfg.auditStream == "" || cfg.auditMax <= 0):
-		return invalidf("audit stream %q, max length %d: need a name and a positive length", cfg.auditStream, cfg.auditMax)
+	case cfg.auditSet && (cfg.audit == "" || cfg.auditMax <= 0):
+		return invalidf("audit stream %q, max length %d: need a name and a positive length", cfg.audit, cfg.auditMax)
 	}
 	return nil
 }

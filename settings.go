@@ -51,7 +51,7 @@ func (c *Client) settings(cfg config) *settings {
 	if cfg.ownerSet {
 		s.pol.Owner = cfg.owner
 	}
-	if cfg.auditStream != "" {
+	if cfg.audit != "" {
 		s.pol.Observe = c.auditor(&cfg).chain(s.pol.Observe)
 	}
 	if cfg.notify {

@@ -36,14 +36,7 @@ func (n *Notifier) listen(h *Hold, channel string) {
 	}
 	cs.holds[h.token] = h
 	h.listening = true
-	if !cs.subscribed {
-		cs.subscribed = true
-		n.wg.Add(1) // under n.mu: close either sees it or we saw closed
-		go func() {
-			defer n.wg.Done()
-			n.subscribe(cs)
-		}()
-	}
+	n.subscribeOnce(cs)
 }
 
 // unlisten takes h off its channel; the channel may then go idle.
