@@ -216,12 +216,14 @@ func (s *stallPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 }
 
 // TestClient_ForceRelease_cluster: on a 3-master cluster, a force-release
-// of a key on each master reaches its holder at once (the inbox is a
-// cluster-wide channel), and List finds every lock on every master.
+// of a key on each master reaches its holder at once (the force channel's
+// messages cross the cluster bus), List finds every lock on every master,
+// and the audit stream, on its own slot, gets every key's entries.
 func TestClient_ForceRelease_cluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
-	holder := newClient(t, cl.Client(t), lock.WithTTL(time.Minute), lock.WithMetadata("pod-a"))
+	stream := keyFor(t) + ":audit"
+	holder := newClient(t, cl.Client(t), lock.WithTTL(time.Minute), lock.WithMetadata("pod-a"), lock.WithAudit(stream, 1000))
 	op := newClient(t, cl.Client(t))
 	masters := map[string]bool{}
 	var ls []*lock.Lock
@@ -253,5 +255,20 @@ func TestClient_ForceRelease_cluster(t *testing.T) {
 		must(t, "ForceRelease()", op.ForceRelease(ctx, l.Key()))
 		waitClosed(t, l.Lost(), 10*time.Second, "Lost() of "+l.Key())
 		wantForced(t, l)
+	}
+	// Each key: acquired, then lost; the loss entries are sent in the
+	// background.
+	rdb := cl.Client(t)
+	waitFor(t, func() bool { return rdb.XLen(ctx, stream).Val() >= int64(2*len(ls)) }, "the audit entries")
+	xs, err := rdb.XRange(ctx, stream, "-", "+").Result()
+	must(t, "XRANGE", err)
+	seen := map[string]int{}
+	for _, x := range xs {
+		seen[x.Values["key"].(string)+" "+x.Values["event"].(string)]++
+	}
+	for _, l := range ls {
+		if seen[l.Key()+" acquired"] != 1 || seen[l.Key()+" lost"] != 1 {
+			t.Fatalf("audit entries of %q: %v, want one acquired and one lost", l.Key(), seen)
+		}
 	}
 }
