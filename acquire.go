@@ -61,7 +61,7 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 	if k.cfg.acks > 0 {
 		r, err = (*Lock)(k).acquireAcked(ctx, token)
 	} else {
-		r, err = k.cfg.be.acquire(ctx, &k.hd.Keys, token, k.cfg.ttl)
+		r, err = k.cfg.acquire(ctx, &k.hd.Keys, token)
 	}
 	err = mixedKind(k.hd.Keys.User, err, "mutex") // a semaphore's backend maps its own
 	if errors.As(err, new(undoneError)) {

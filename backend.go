@@ -82,6 +82,7 @@ type scriptBackend struct {
 	co        *lanes // nil: every call is sent on its own (WithCoalescing(false))
 	reentrant bool
 	fencing   bool
+	info      bool // holder info: its calls carry the holder-info hash (holderinfo.go)
 	// unanswered holds, by token, the pipelines still out with an acquire
 	// whose caller left before the reply (see coalescer.do); n counts them.
 	// A release of such a token waits for the pipeline first, so that the
@@ -203,7 +204,7 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 }
 
 // Script flags, boxed once: converting a string to an interface allocates.
-var argOne, argZero any = "1", "0"
+var argOne, argZero, argEmpty any = "1", "0", ""
 
 func flag(b bool) any {
 	if b {
@@ -243,8 +244,21 @@ var ttlArgs [64]atomic.Pointer[boxedTTL]
 var defaultTTLArg any = ms(DefaultTTL)
 
 func (b *scriptBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
-	n, err := b.run(ctx, scriptAcquire, k.AcquireKeys(),
-		token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Int64()
+	return b.acquireInfo(ctx, k, token, ttl, nil)
+}
+
+// acquireInfo is acquire, writing holder info (nil: none; see
+// holderinfo.go).
+func (b *scriptBackend) acquireInfo(ctx context.Context, k *keys, token string, ttl time.Duration, info any) (acquireResult, error) {
+	var n int64
+	var err error
+	if info != nil {
+		n, err = b.run(ctx, scriptAcquire, k.InfoAcquireKeys(),
+			token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing), argEmpty, info).Int64()
+	} else {
+		n, err = b.run(ctx, scriptAcquire, k.AcquireKeys(),
+			token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)).Int64()
+	}
 	return b.readAcquire(token, n, err)
 }
 
@@ -267,7 +281,7 @@ func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (ext
 	if err := b.awaitAcquire(ctx, token); err != nil {
 		return 0, err
 	}
-	n, err := b.run(ctx, scriptRelease, k.ReleaseKeys(),
+	n, err := b.run(ctx, scriptRelease, b.releaseKeys(k),
 		token, flag(b.reentrant)).Int64()
 	if n == 2 { // one re-entrant level dropped
 		n = 1
@@ -288,7 +302,7 @@ func checkStatus(op string, n int64, err error) (extendStatus, error) {
 }
 
 func (b *scriptBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
-	n, err := b.run(ctx, scriptExtend, k.LockKeys(),
+	n, err := b.run(ctx, scriptExtend, b.extendKeys(k),
 		token, ttlArg(ttl), flag(b.reentrant)).Int64()
 	return checkStatus("extend", n, err)
 }
@@ -321,7 +335,7 @@ func pttlReply(n int64, err error) (time.Duration, error) {
 func (b *scriptBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
 	all := make([]luascripts.ExtendItem, len(items))
 	for i, it := range items {
-		all[i] = luascripts.ExtendItem{Keys: it.k, Token: it.token, TTL: it.ttl}
+		all[i] = luascripts.ExtendItem{Keys: it.k, Token: it.token, TTL: it.ttl, Holders: b.info}
 	}
 	for i, cmd := range luascripts.ExtendAll(ctx, b.rdb, all, b.reentrant) {
 		n, err := cmd.Int64()

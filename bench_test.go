@@ -68,6 +68,8 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 		{"default", nil},
 		{"nofence", []lock.Option{lock.WithFencing(false)}},
 		{"watch", []lock.Option{lock.WithReleaseMode(lock.ReleaseWatch)}},
+		{"info", []lock.Option{lock.WithHolderInfo(true)}},
+		{"audit", []lock.Option{lock.WithAudit("bench:audit", 1000)}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c, _ := benchLocks(b, bc.opts...)

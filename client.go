@@ -116,6 +116,7 @@ type backendKind struct {
 	reentrant bool
 	fencing   bool
 	coalesce  bool
+	info      bool // holder info is written (WithHolderInfo)
 }
 
 func (c *Client) backend(k backendKind) backend {
@@ -128,7 +129,7 @@ func (c *Client) backend(k backendKind) backend {
 	if k.mode == ReleaseWatch {
 		b = &watchBackend{rdb: c.rdb, fencing: k.fencing}
 	} else {
-		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing}
+		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing, info: k.info}
 		if k.coalesce {
 			if c.co == nil {
 				c.co = newLanes(c.rdb)

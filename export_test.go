@@ -69,7 +69,8 @@ func newClientWithBackend(be backend, opts ...Option) *Client {
 		for _, re := range []bool{false, true} {
 			for _, fe := range []bool{false, true} {
 				for _, co := range []bool{false, true} {
-					c.backends[backendKind{mode, re, fe, co}] = be
+					c.backends[backendKind{mode, re, fe, co, false}] = be
+					c.backends[backendKind{mode, re, fe, co, true}] = be
 				}
 			}
 		}
@@ -94,3 +95,10 @@ func UnansweredAcquires(c *Client) int {
 
 // KeySlot is keySlot, the cluster slot a multi-lock sorts its keys by.
 var KeySlot = keySlot
+
+// InboxReady reports, for tests, whether c hears force-release messages
+// for its holds now: its inbox subscription is confirmed.
+func InboxReady(c *Client) bool {
+	ch := c.forceChannel(c.cfg.prefix)
+	return ch != "" && c.eng.Notifier.Listening(ch)
+}

@@ -49,18 +49,34 @@ func (h *dropReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // alone, one per pipeline (or MULTI/EXEC block).
 type roundTrips struct{ n atomic.Int64 }
 
+// pubsubSetup reports a command of a new connection's greeting (HELLO,
+// CLIENT SETINFO) or a subscription: the Client's pub/sub connection, set
+// up in the background on its first hold (the inbox of force-releases) or
+// wait, is no call's round trip.
+func pubsubSetup(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "client", "subscribe", "unsubscribe":
+		return true
+	}
+	return false
+}
+
 func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
+		if !pubsubSetup(cmd) {
+			h.n.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }
 
 func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
+		if len(cmds) == 0 || !pubsubSetup(cmds[0]) {
+			h.n.Add(1)
+		}
 		return next(ctx, cmds)
 	}
 }

@@ -26,8 +26,19 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 	}
 	wp := w.Handle().Policy()
 	sent := time.Now()
-	v, err := sb.run(ctx, scriptHandoff, l.hd.Keys.AcquireKeys(),
-		h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)).Int64()
+	var v int64
+	var err error
+	if sb.info {
+		// Our holder info goes; the waiter's comes, if it writes any.
+		args := []any{h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)}
+		if wk, ok := w.Kind().(*kind); ok && wk.cfg.info != nil {
+			args = append(args, wk.cfg.info)
+		}
+		v, err = sb.run(ctx, scriptHandoff, l.hd.Keys.InfoAcquireKeys(), args...).Int64()
+	} else {
+		v, err = sb.run(ctx, scriptHandoff, l.hd.Keys.AcquireKeys(),
+			h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)).Int64()
+	}
 	st := lease.Stolen
 	if v == -1 {
 		st = lease.Gone

@@ -82,6 +82,12 @@ type config struct {
 	resultTTL  time.Duration // WithResultTTL: how long Once keeps a result
 	errorTTL   time.Duration // WithErrorTTL: how long Once keeps a failure; 0: not at all
 	fair       bool          // WithFair: waiters take the key in arrival order
+	metadata   string        // WithMetadata
+	infoSet    bool          // WithHolderInfo was given
+	infoOn     bool          // WithHolderInfo's value
+	auditSet   bool          // WithAudit
+	audit      string        // WithAudit: "" for none
+	auditMax   int64         // WithAudit: the stream's approximate cap
 }
 
 func defaultConfig() config {
@@ -124,6 +130,8 @@ func (cfg *config) validate() error {
 		return invalidf("result TTL %v: must be at least 1ms", cfg.resultTTL)
 	case cfg.errorTTL != 0 && cfg.errorTTL < time.Millisecond:
 		return invalidf("error TTL %v: must be 0 or at least 1ms", cfg.errorTTL)
+	case cfg.auditSet && (cfg.audit == "" || cfg.auditMax <= 0):
+		return invalidf("audit stream %q, max length %d: need a name and a positive length", cfg.audit, cfg.auditMax)
 	}
 	return cfg.validateFair()
 }

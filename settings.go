@@ -16,12 +16,17 @@ type settings struct {
 	c   *Client
 	be  backend
 	pol lease.Policy
+	// info is the holder info its holds write (holderinfo.go), boxed
+	// once; nil when off.
+	info any
 }
 
 // settings returns the settings of cfg, which is valid.
 func (c *Client) settings(cfg config) *settings {
 	s := &settings{config: cfg, c: c}
-	s.be = c.backend(backendKind{mode: cfg.mode, reentrant: cfg.ownerSet, fencing: cfg.fencing, coalesce: cfg.coalesce})
+	s.info = holderInfo(&cfg)
+	s.be = c.backend(backendKind{mode: cfg.mode, reentrant: cfg.ownerSet, fencing: cfg.fencing, coalesce: cfg.coalesce,
+		info: s.info != nil})
 	s.pol = lease.Policy{
 		Engine:     &c.eng,
 		Pkg:        "lock",
@@ -53,6 +58,13 @@ func (c *Client) settings(cfg config) *settings {
 	}
 	if cfg.observer != nil {
 		s.pol.Observe = observerFunc(cfg.observer)
+	}
+	// After the Observer: the audit records, then passes the event on.
+	if cfg.audit != "" {
+		s.pol.Observe = c.auditor(&cfg).chain(s.pol.Observe)
+	}
+	if cfg.notify {
+		s.pol.Inbox = c.forceChannel(cfg.prefix)
 	}
 	return s
 }

@@ -52,6 +52,7 @@ var scenarios = []scenario{
 	{"rw", 1, (*env).rw},
 	{"sem", 1, (*env).sem},
 	{"fair", 1, (*env).fair},
+	{"force", 1, (*env).force},
 }
 
 func main() {

@@ -23,6 +23,8 @@ func s1Impls() []impl {
 		agentlockImpl("al-observer", lock.WithObserver(&countingObserver{})),
 		agentlockImpl("al-nocoalesce", lock.WithCoalescing(false)),
 		lockpromImpl(),
+		agentlockImpl("al-info", lock.WithHolderInfo(true)),
+		agentlockImpl("al-audit", lock.WithAudit("s1:audit", 1000)),
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 // its hold's fence (0 when the caller cannot see it, as in WithWriteLock)
 // and when it was entered and left, for a checker that wants the history.
 type RWOp struct {
-	Write        bool
-	Fence        int64
-	Enter, Leave time.Time
+	Write        bool      // a writer's section
+	Fence        int64     // the hold's fence
+	Enter, Leave time.Time // when the section began and ended
 }
 
 // RWHistory records the critical sections of a read-write lock's holders

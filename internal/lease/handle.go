@@ -181,6 +181,9 @@ func (hd *Handle) install(token string, fence int64, sent time.Time) (*Hold, err
 	if monoNow() >= h.deadline {
 		return nil, errLateReply
 	}
+	if hd.pol.Inbox != "" {
+		hd.pol.Engine.Notifier.listen(h, hd.pol.Inbox)
+	}
 	hd.pol.Engine.add(h)
 	hd.mu.Lock()
 	hd.h = h

@@ -86,6 +86,9 @@ func (n *Notifier) Settle(w *Waiter, g Gift) {
 // Handle returns the handle of the waiting lock.
 func (w *Waiter) Handle() *Handle { return w.hd }
 
+// Kind returns the waiting lock's kind, as its Acquire passed it.
+func (w *Waiter) Kind() Kind { return w.k }
+
 // Token returns the token the waiting lock acquires with.
 func (w *Waiter) Token() string { return w.token }
 

@@ -21,6 +21,7 @@ type Hold struct {
 	lost      chan struct{} // made on first use; closed when the hold ends involuntarily
 	ended     bool          // released or lost; nothing more to report
 	releasing bool          // a Release is out: only its own answer may report a loss
+	listening bool          // on its Policy's Inbox for force messages (force.go); set before the hold is shared
 	cause     error         // the kind's *LostError, set when lost
 	onLost    []func(error) // called once with the cause
 	afterFn   *time.Timer   // the deadline timer a Close leaves behind
@@ -174,11 +175,14 @@ func (h *Hold) beginRelease() (ended bool) {
 // finish ends the hold by Release.
 func (h *Hold) finish() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.afterFn != nil {
 		h.afterFn.Stop()
 	}
 	h.ended, h.releasing = true, false
+	h.mu.Unlock()
+	if h.listening {
+		h.hd.pol.Engine.Notifier.unlisten(h)
+	}
 }
 
 // markLost is the one place a loss is signalled: it closes Lost(), cancels
@@ -203,6 +207,9 @@ func (h *Hold) lose(reason Reason, err error, byRelease bool) {
 	cause := h.cause
 	ch := h.lost
 	h.mu.Unlock()
+	if h.listening {
+		p.Engine.Notifier.unlisten(h)
+	}
 
 	// The Observer and the log first: whoever reacts to Lost() finds the
 	// loss already reported.

@@ -28,10 +28,26 @@ const (
 	// attempt was sent recently enough (Waiter.give); otherwise it is woken
 	// and its next attempt finds the key holding its token.
 	MsgGive = "give:"
+	// MsgForce is the prefix of a force-release's message: "force:" and
+	// the token of a hold it removed (force.go). The process holding it
+	// reports it lost at once; every process wakes its longest waiter.
+	MsgForce = "force:"
 )
 
 // deliver wakes the waiters of channel that payload names.
 func (n *Notifier) deliver(channel, payload string) {
+	if strings.HasPrefix(payload, MsgForce) {
+		n.mu.Lock()
+		var h *Hold
+		if cs := n.chans[channel]; cs != nil {
+			h = cs.forced(payload)
+		}
+		n.mu.Unlock()
+		if h != nil {
+			n.e.forceLost(h) // outside n.mu: it runs the loss's callbacks
+		}
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cs := n.chans[channel]

@@ -71,6 +71,9 @@ type channelState struct {
 	waiters    []*Waiter
 	idleSince  time.Time
 	handoffs   int // consecutive direct handoffs (handoff.go)
+	// holds are this process's holds of the key listening for a
+	// force-release (force.go), by token.
+	holds map[string]*Hold
 }
 
 // Waiter is one Acquire listening on a channel.
@@ -137,6 +140,13 @@ func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAg
 	}
 	cs.waiters = append(cs.waiters, w)
 	w.owed = cs.ready && lookAgain
+	n.subscribeOnce(cs)
+	return w, cs.ready
+}
+
+// subscribeOnce starts subscribing cs's channel, on a goroutine of its own,
+// unless that was done. Callers hold n.mu.
+func (n *Notifier) subscribeOnce(cs *channelState) {
 	if !cs.subscribed {
 		cs.subscribed = true
 		n.wg.Add(1) // under n.mu: close either sees it or we saw closed
@@ -145,7 +155,6 @@ func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAg
 			n.subscribe(cs)
 		}()
 	}
-	return w, cs.ready
 }
 
 // subscribe sends SUBSCRIBE for cs's channel on the subscription of each

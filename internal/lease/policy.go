@@ -63,6 +63,10 @@ type Policy struct {
 	// reads: a Group that renews holds of several kinds in one call tells
 	// them apart by it. nil for the core's mutex.
 	Tag any
+	// Inbox is the channel the Client's holds listen on while held, so
+	// that a force-release (MsgForce) reports them lost at once
+	// (force.go); "" for none.
+	Inbox string
 }
 
 // EventKind says what an Event reports. The root package's EventKind

@@ -86,7 +86,7 @@ func (n *Notifier) sweep(s *subscription) {
 	var idle []string
 	n.mu.Lock()
 	for name, cs := range n.chans {
-		if len(cs.waiters) > 0 || time.Since(cs.idleSince) < notifyIdle {
+		if cs.busy() || time.Since(cs.idleSince) < notifyIdle {
 			continue
 		}
 		if i := slices.Index(cs.subs, s); i >= 0 {

@@ -3,7 +3,12 @@
 -- ARGV[1] token; for a re-entrant hold, the hold's id: owner id, '#', and an
 -- id of this hold alone. ARGV[2] ttl in ms, ARGV[3] "1" for a re-entrant hold,
 -- ARGV[4] "1" to hand out a fence (next_fence: see fence.lua), ARGV[5] (may
--- be absent) the value a restarting counter should take, in µs.
+-- be absent) the value a restarting counter should take, in µs ('' for
+-- none).
+-- Holder info (optional): KEYS[3] the holder-info hash P{K}:holders, ARGV[6]
+-- this holder's info ("owner US host US pid US metadata", US = \31). A hold
+-- taken or confirmed sets its field, the hold's token, to "fence US
+-- acquired-at (server ms) US info", and the hash's TTL to the lock's.
 -- A re-entrant lock is a hash: the owner's field counts its holds, and each
 -- hold has a field of its own, so a retried or resent acquire of one hold
 -- counts once. The field '' (no owner id and no hold id is empty) keeps the
@@ -16,13 +21,27 @@
 local lock, fence = KEYS[1], KEYS[2]
 local token, ttl = ARGV[1], ARGV[2]
 local reentrant, fencing, hint = ARGV[3] == '1', ARGV[4] == '1', ARGV[5]
+local holders, info = KEYS[3], ARGV[6]
+
+-- note records the holder info of the hold with fence f, expiring in
+-- left ms (the lock's TTL), and returns f. Formatted: a fence has more
+-- digits than tostring keeps.
+local function note(f, left)
+  if holders and info then
+    local t = redis.call('TIME')
+    local at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+    redis.call('HSET', holders, token, string.format('%.0f', f) .. '\31' .. at .. '\31' .. info)
+    redis.call('PEXPIRE', holders, left or ttl)
+  end
+  return f
+end
 
 if not reentrant then
   if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
     if fencing then
-      return next_fence(fence, hint)
+      return note(next_fence(fence, hint))
     end
-    return 0
+    return note(0)
   end
   -- pcall: a hash (someone's re-entrant hold) makes GET fail with WRONGTYPE.
   if redis.pcall('GET', lock) == token then
@@ -31,9 +50,9 @@ if not reentrant then
     -- lock since.
     redis.call('PEXPIRE', lock, ttl)
     if fencing then
-      return next_fence(fence, hint)
+      return note(next_fence(fence, hint))
     end
-    return 0
+    return note(0)
   end
 else
   local owner = string.match(token, '^(.*)#')
@@ -44,7 +63,7 @@ else
     end
     redis.call('HSET', lock, owner, 1, token, 1, '', f)
     redis.call('PEXPIRE', lock, ttl)
-    return f
+    return note(f)
   end
   -- kind_of: a read-write lock's hash has a field "mode", which an owner
   -- named "mode" must not take for its own.
@@ -57,12 +76,13 @@ else
     if redis.call('PTTL', lock) < tonumber(ttl) then
       redis.call('PEXPIRE', lock, ttl)
     end
+    local left = holders and info and redis.call('PTTL', lock)
     if not fencing then
-      return 0
+      return note(0, left)
     end
     -- A hash written before fences were kept in it: the counter, which
     -- such a version never let expire, has the fence.
-    return tonumber(redis.call('HGET', lock, '') or redis.call('GET', fence) or '0')
+    return note(tonumber(redis.call('HGET', lock, '') or redis.call('GET', fence) or '0'), left)
   end
 end
 

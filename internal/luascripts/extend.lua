@@ -1,6 +1,7 @@
 -- extend.lua: reset the TTL of a hold that is still ours (Extend and renewal).
 -- KEYS[1] lock; ARGV[1] token, or a re-entrant hold's id (see acquire.lua),
--- ARGV[2] ttl in ms, ARGV[3] "1" for a re-entrant hold.
+-- ARGV[2] ttl in ms, ARGV[3] "1" for a re-entrant hold. KEYS[2] (may be
+-- absent) the holder-info hash, given the lock's TTL when the lock's is set.
 -- Reply: 1 extended; 0 the key is gone, or holds the owner's other holds but
 -- not this one; -1 someone else holds it.
 local lock = KEYS[1]
@@ -28,4 +29,7 @@ elseif kind ~= 'string' or redis.call('GET', lock) ~= token then
   return -1
 end
 redis.call('PEXPIRE', lock, ttl)
+if KEYS[2] then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
 return 1

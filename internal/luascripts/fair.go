@@ -43,10 +43,12 @@ var FairRelease = redis.NewScript(FairReleaseSrc)
 // fair_waiters.lua.
 var FairWaiters = redis.NewScript(FairWaitersSrc)
 
-// Queue and QueueTimes are the companions of a fair lock: P{K}:queue, its
-// waiting tokens in arrival order, and P{K}:qtimes, when each entry
-// expires (see fair_queue.lua).
-func (k *Keys) Queue() string      { return k.Companion("queue") }
+// Queue is a fair lock's companion P{K}:queue, its waiting tokens in
+// arrival order (see fair_queue.lua).
+func (k *Keys) Queue() string { return k.Companion("queue") }
+
+// QueueTimes is a fair lock's companion P{K}:qtimes, when each queue
+// entry expires (see fair_queue.lua).
 func (k *Keys) QueueTimes() string { return k.Companion("qtimes") }
 
 // RunOnceSrc runs s, whose text is src, like [RunOnce]: EVALSHA, then EVAL

@@ -6,6 +6,7 @@ package luascripts
 //	P{K}          the lock: a token, or a hash owner→count for re-entrant holds
 //	P{K}:fence    the fencing counter
 //	P{K}:notify   the channel a release publishes on
+//	P{K}:holders  holder info, when written: a hash, hold token → info
 //	P{K}:<name>   further companions (Companion)
 //
 // All share the hash tag {K}, so every script and transaction stays in one
@@ -48,3 +49,20 @@ func (k *Keys) ReleaseKeys() []string { return k.names[2:4] }
 
 // LockKeys are the KEYS of extend.lua and pttl.lua: {lock}.
 func (k *Keys) LockKeys() []string { return k.names[0:1] }
+
+// Holders is P{K}:holders, the holder info of the lock's holds, when they
+// write it: a hash from hold token to the text acquire.lua describes. Built
+// on each call, so that locks without holder info pay nothing for it.
+func (k *Keys) Holders() string { return k.Companion("holders") }
+
+// InfoAcquireKeys are the KEYS of acquire.lua and handoff.lua writing holder
+// info, and of inspect.lua: {lock, fence, holders}.
+func (k *Keys) InfoAcquireKeys() []string { return []string{k.Lock(), k.Fence(), k.Holders()} }
+
+// InfoReleaseKeys are the KEYS of release.lua dropping holder info too, and
+// of forcerelease.lua: {lock, notify, holders}.
+func (k *Keys) InfoReleaseKeys() []string { return []string{k.Lock(), k.Notify(), k.Holders()} }
+
+// InfoLockKeys are the KEYS of extend.lua keeping holder info alive with
+// the hold: {lock, holders}.
+func (k *Keys) InfoLockKeys() []string { return []string{k.Lock(), k.Holders()} }

@@ -117,3 +117,24 @@ var OnceStoreSrc string
 // the lock still holds the caller's token, and publishes. Safe to resend
 // with the same arguments. See once_store.lua.
 var OnceStore = redis.NewScript(OnceStoreSrc)
+
+//go:embed holds.lua
+var holdsSrc string
+
+//go:embed inspect.lua
+var inspectBody string
+
+//go:embed forcerelease.lua
+var forceReleaseBody string
+
+// Inspect reads a lock of any kind: its kind, time left, fence and holders
+// with their holder info. See inspect.lua and holds.lua (the table each
+// kind fills in) for its reply.
+var Inspect = redis.NewScript(holdsSrc + inspectBody)
+
+// ForceRelease frees a lock of any kind, or removes one holder, and tells
+// each removed holder's process on the notify channel (lease.MsgForce).
+// Send it once: a second run finds the holds gone. See forcerelease.lua.
+var ForceRelease = redis.NewScript(forceReleaseSrc)
+
+var forceReleaseSrc = holdsSrc + forceReleaseBody

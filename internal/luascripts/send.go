@@ -36,7 +36,7 @@ type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// RunOnce runs s, one of All, like Script.Run (EVALSHA, then EVAL if the
+// RunOnce runs s, one of All or ForceRelease, like Script.Run (EVALSHA, then EVAL if the
 // server lacks the script), each command sent once (OnceCmd): for Release
 // and Handoff.
 func RunOnce(ctx context.Context, rdb Processor, s *redis.Script, keys []string, args ...any) *redis.Cmd {
@@ -47,6 +47,9 @@ func RunOnce(ctx context.Context, rdb Processor, s *redis.Script, keys []string,
 			if x == s {
 				cmd = runOnce(ctx, rdb, "eval", Sources[i], keys, args)
 			}
+		}
+		if s == ForceRelease {
+			cmd = runOnce(ctx, rdb, "eval", forceReleaseSrc, keys, args)
 		}
 	}
 	return cmd
@@ -75,6 +78,8 @@ type ExtendItem struct {
 	Keys  *Keys         // the lock's keys
 	Token string        // the token, or a re-entrant hold's id
 	TTL   time.Duration // the TTL to set
+	// Holders: the holder-info hash (Keys.Holders) takes the TTL too.
+	Holders bool
 }
 
 // ExtendAll runs extend.lua for every item in one pipeline on rdb (see
@@ -94,5 +99,9 @@ func ExtendCall(it ExtendItem, reentrant bool) Call {
 	if reentrant {
 		flag = "1"
 	}
-	return Call{Script: Extend, Keys: it.Keys.LockKeys(), Args: []any{it.Token, it.TTL.Milliseconds(), flag}}
+	keys := it.Keys.LockKeys()
+	if it.Holders {
+		keys = it.Keys.InfoLockKeys()
+	}
+	return Call{Script: Extend, Keys: keys, Args: []any{it.Token, it.TTL.Milliseconds(), flag}}
 }

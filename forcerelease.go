@@ -1,0 +1,74 @@
+package lock
+
+import (
+	"context"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lease"
+	"github.com/agentlock/lock/internal/luascripts"
+)
+
+// ForceRelease frees the lock on key whoever holds it, for an operator
+// unsticking a holder that will not let go. In one script call it deletes
+// the key (and its holder info) and publishes one message per hold it
+// removed on the key's notify channel, where waiters wake, and on the
+// prefix's force channel (P + "force"), on which every Client whose holds
+// are under that prefix listens while it holds any ([WithNotify](false):
+// not at all). The holder's process reports the hold lost at once: its [Lock.Lost] closes, [Lock.LostErr]
+// says [LossForceReleased], and a [Client.WithLock] context is cancelled
+// with that *LostError as cause. If the message does not arrive (the
+// holder's subscription was down), the holder's next renewal finds the key
+// gone and reports the loss then (as force-released, or as stolen if
+// someone took the key meanwhile). The holder's code keeps running until
+// it looks at its context or Lost: pass [Lock.Fence] downstream where a
+// late write must be refused.
+//
+// It works for every kind, by the Redis type of the key (see
+// [Client.Inspect]); it uses the Client's prefix. It returns nil when it
+// removed a hold; an error wrapping [ErrNotHeld] when the key was free;
+// [ErrInvalid] for an empty key, a zero Client or a key whose value is no
+// lock kind's; or the Redis error (the call is sent once, never resent:
+// after an error its outcome is unknown, and [Client.Inspect] tells).
+func (c *Client) ForceRelease(ctx context.Context, key string) error {
+	return c.forceRelease(ctx, "force release", key, "")
+}
+
+// ForceReleaseToken removes the one hold of key that has token, as
+// [Client.ForceRelease] does for every hold: one permit of a semaphore,
+// one reader of a read-write lock, or the mutex's hold when it is token's
+// (a re-entrant mutex's token is its owner id or one hold's id, as
+// [Holder].Token shows it; either frees the key, since one owner holds it
+// at a time). The other holds stay; the key is deleted when none is left.
+// It returns an error wrapping [ErrNotHeld] when no hold of key has token,
+// [ErrInvalid] for an empty token, and otherwise as ForceRelease.
+func (c *Client) ForceReleaseToken(ctx context.Context, key, token string) error {
+	if token == "" {
+		if _, err := c.opKeys("force release", key); err != nil {
+			return err
+		}
+		return lease.NewOpError("lock", "force release", key, invalidf("empty token"))
+	}
+	return c.forceRelease(ctx, "force release", key, token)
+}
+
+func (c *Client) forceRelease(ctx context.Context, op, key, token string) error {
+	k, err := c.opKeys(op, key)
+	if err != nil {
+		return err
+	}
+	n, err := luascripts.RunOnce(ctx, c.rdb, luascripts.ForceRelease, k.InfoReleaseKeys(), token,
+		c.forceChannel(c.cfg.prefix)).Int64()
+	switch {
+	case err != nil && redis.HasErrorPrefix(err, "KIND"):
+		t := strings.TrimSpace(strings.TrimPrefix(err.Error(), "KIND"))
+		return lease.NewOpError("lock", op, key, invalidf("key %q holds a Redis %s, no lock kind's", key, t))
+	case err != nil:
+		return lease.NewOpError("lock", op, key, err)
+	case n == 0:
+		return lease.NewOpError("lock", op, key, ErrNotHeld)
+	}
+	c.auditForce(ctx, key, token)
+	return nil
+}

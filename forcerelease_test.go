@@ -1,0 +1,274 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
+	"github.com/agentlock/lock/internal/redistest"
+)
+
+// wantForced fails unless l's hold was reported lost as force-released.
+func wantForced(t *testing.T, l *lock.Lock) {
+	t.Helper()
+	var le *lock.LostError
+	if err := l.LostErr(); !errors.As(err, &le) || le.Reason != lock.LossForceReleased {
+		t.Fatalf("LostErr() = %v, want a *LostError with reason force-released", err)
+	}
+}
+
+// TestClient_ForceRelease_withLock: another process's ForceRelease frees
+// the key, wakes a waiter, and cancels the holder's WithLock context at
+// once (well before any renewal: the TTL is a minute) with a force-released
+// cause; WithLock returns ErrLockLost.
+func TestClient_ForceRelease_withLock(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		holder := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute))
+		op := newClient(t, tg.newRDB(t))
+		key := keyFor(t)
+		held := make(chan struct{})
+		cause := make(chan error, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- holder.WithLock(ctx, key, func(ctx context.Context) error {
+				close(held)
+				<-ctx.Done()
+				cause <- context.Cause(ctx)
+				return nil
+			})
+		}()
+		<-held
+		waitUntil(t, "the holder's inbox subscription", func() bool { return lock.InboxReady(holder) })
+		// A waiter elsewhere, woken by the force-release's message.
+		w := op.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+		got := make(chan error, 1)
+		go func() { got <- w.Acquire(ctx) }()
+		waitUntil(t, "the waiter", func() bool { return lock.IdleWaiters(op, key) == 1 })
+
+		must(t, "ForceRelease()", op.ForceRelease(ctx, key))
+		var le *lock.LostError
+		if err := <-cause; !errors.As(err, &le) || le.Reason != lock.LossForceReleased || le.Key != key {
+			t.Fatalf("WithLock ctx cause = %v, want a force-released *LostError for %q", err, key)
+		}
+		if err := <-done; !errors.Is(err, lock.ErrLockLost) {
+			t.Fatalf("WithLock() error = %v, want ErrLockLost", err)
+		}
+		must(t, "waiter Acquire()", <-got)
+		must(t, "waiter Release()", w.Release(ctx))
+		wantErr(t, "ForceRelease() of a free key", op.ForceRelease(ctx, key), lock.ErrNotHeld)
+	})
+}
+
+// TestClient_ForceReleaseToken: only the hold with the token goes; a
+// re-entrant mutex goes by its owner id or one hold's id, with every
+// nested hold told.
+func TestClient_ForceReleaseToken(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		l := c.NewLock(key)
+		must(t, "Acquire()", l.Acquire(ctx))
+		wantErr(t, "ForceReleaseToken(other)", c.ForceReleaseToken(ctx, key, "someone-else"), lock.ErrNotHeld)
+		wantErr(t, "ForceReleaseToken(\"\")", c.ForceReleaseToken(ctx, key, ""), lock.ErrInvalid)
+		if isClosed(l.Lost()) {
+			t.Fatal("Lost() closed by a force-release of another token")
+		}
+		waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(c) })
+		must(t, "ForceReleaseToken(ours)", c.ForceReleaseToken(ctx, key, l.Token()))
+		waitClosed(t, l.Lost(), 10*time.Second, "Lost()")
+		wantForced(t, l)
+		wantErr(t, "Release() after a force-release", l.Release(ctx), lock.ErrNotHeld)
+
+		rc := newClient(t, tg.rdb, lock.WithOwner("worker-3"))
+		a, b := rc.NewLock(key+":re"), rc.NewLock(key+":re")
+		must(t, "Acquire() a", a.Acquire(ctx))
+		must(t, "Acquire() b", b.Acquire(ctx))
+		waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(rc) })
+		must(t, "ForceReleaseToken(owner)", c.ForceReleaseToken(ctx, key+":re", "worker-3"))
+		waitClosed(t, a.Lost(), 10*time.Second, "a.Lost()")
+		waitClosed(t, b.Lost(), 10*time.Second, "b.Lost()")
+		wantForced(t, a)
+		wantForced(t, b)
+	})
+}
+
+// TestClient_ForceRelease_missedMessage: a holder that hears no message
+// (its Client listens on no inbox: WithNotify(false)) learns of the
+// force-release at its next renewal, with the same reason.
+func TestClient_ForceRelease_missedMessage(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		holder := newClient(t, tg.newRDB(t), lock.WithNotify(false), lock.WithTTL(300*time.Millisecond))
+		op := newClient(t, tg.newRDB(t))
+		key := keyFor(t)
+		l := holder.NewLock(key)
+		must(t, "Acquire()", l.Acquire(ctx))
+		must(t, "ForceRelease()", op.ForceRelease(ctx, key))
+		// miniredis keeps no time of its own: the renewal at TTL/3 runs on
+		// the wall clock either way.
+		waitClosed(t, l.Lost(), 10*time.Second, "Lost() at the next renewal")
+		wantForced(t, l)
+	})
+}
+
+// TestClient_ForceRelease_racesRelease: a force-release and the holder's
+// own Release race; exactly one of them removes the hold, and Lost()
+// closes exactly when the force-release won.
+func TestClient_ForceRelease_racesRelease(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		holder := newClient(t, tg.newRDB(t))
+		op := newClient(t, tg.newRDB(t))
+		key := keyFor(t)
+		wins := map[string]int{}
+		for i := range 50 {
+			l := holder.NewLock(key)
+			must(t, "Acquire()", l.Acquire(ctx))
+			var wg sync.WaitGroup
+			var rerr, ferr error
+			wg.Go(func() { rerr = l.Release(ctx) })
+			wg.Go(func() { ferr = op.ForceRelease(ctx, key) })
+			wg.Wait()
+			switch {
+			case rerr == nil && errors.Is(ferr, lock.ErrNotHeld):
+				wins["release"]++
+				if isClosed(l.Lost()) {
+					t.Fatalf("round %d: Lost() closed after our own Release won", i)
+				}
+			case ferr == nil && errors.Is(rerr, lock.ErrNotHeld):
+				wins["force"]++
+				waitClosed(t, l.Lost(), 10*time.Second, "Lost()")
+				wantForced(t, l)
+			default:
+				t.Fatalf("round %d: Release() = %v, ForceRelease() = %v, want one nil and one ErrNotHeld", i, rerr, ferr)
+			}
+		}
+		t.Logf("winners: %v", wins)
+	})
+}
+
+// TestClient_ForceRelease_racesRenewal: a force-release lands while the
+// holder's renewal is out (held back by a hook until the key is gone);
+// the hold is reported lost once, force-released, whichever of the
+// message and the renewal's reply comes first.
+func TestClient_ForceRelease_racesRenewal(t *testing.T) {
+	ctx := context.Background()
+	tg := realTarget(t)
+	stall := &stallPipelines{hold: make(chan struct{}), held: make(chan struct{}, 1)}
+	rdb := tg.newRDB(t)
+	rdb.AddHook(stall)
+	rec := &kindtest.Recorder{}
+	holder := newClient(t, rdb, lock.WithTTL(600*time.Millisecond), lock.WithObserver(rec))
+	op := newClient(t, tg.newRDB(t))
+	key := keyFor(t)
+	l := holder.NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
+	<-stall.held // the renewal pipeline is out, not yet sent
+	must(t, "ForceRelease()", op.ForceRelease(ctx, key))
+	close(stall.hold)
+	waitClosed(t, l.Lost(), 10*time.Second, "Lost()")
+	wantForced(t, l)
+	n := 0
+	for _, k := range rec.Kinds() {
+		if k == lock.EventLost {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d EventLost reported, want 1", n)
+	}
+}
+
+// stallPipelines holds back the first pipeline (the renewal's) until hold
+// is closed, saying so on held.
+type stallPipelines struct {
+	once sync.Once
+	hold chan struct{}
+	held chan struct{}
+}
+
+func (s *stallPipelines) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *stallPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (s *stallPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "evalsha" {
+			first := false
+			s.once.Do(func() { first = true })
+			if first {
+				s.held <- struct{}{}
+				<-s.hold
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestClient_ForceRelease_cluster: on a 3-master cluster, a force-release
+// of a key on each master reaches its holder at once (the force channel's
+// messages cross the cluster bus), List finds every lock on every master,
+// and the audit stream, on its own slot, gets every key's entries.
+func TestClient_ForceRelease_cluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	stream := keyFor(t) + ":audit"
+	holder := newClient(t, cl.Client(t), lock.WithTTL(time.Minute), lock.WithMetadata("pod-a"), lock.WithAudit(stream, 1000))
+	op := newClient(t, cl.Client(t))
+	masters := map[string]bool{}
+	var ls []*lock.Lock
+	for i := range 12 {
+		key := fmt.Sprintf("%s:%d", keyFor(t), i)
+		srv, err := cl.MasterForKey(ctx, lockKey(key))
+		must(t, "MasterForKey()", err)
+		masters[srv.Addr()] = true
+		l := holder.NewLock(key)
+		must(t, "Acquire()", l.Acquire(ctx))
+		ls = append(ls, l)
+	}
+	if len(masters) != 3 {
+		t.Fatalf("keys landed on %d masters, want 3", len(masters))
+	}
+	n := 0
+	for info, err := range op.List(ctx, keyFor(t)+":*") {
+		must(t, "List()", err)
+		if info.Kind != "mutex" || len(info.Holders) != 1 || info.Holders[0].Metadata != "pod-a" {
+			t.Fatalf("List() item %+v, want a mutex held with metadata pod-a", info)
+		}
+		n++
+	}
+	if n != len(ls) {
+		t.Fatalf("List() found %d locks, want %d", n, len(ls))
+	}
+	waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
+	for _, l := range ls {
+		must(t, "ForceRelease()", op.ForceRelease(ctx, l.Key()))
+		waitClosed(t, l.Lost(), 10*time.Second, "Lost() of "+l.Key())
+		wantForced(t, l)
+	}
+	// Each key: acquired, then lost; the loss entries are sent in the
+	// background.
+	rdb := cl.Client(t)
+	waitUntil(t, "the audit entries", func() bool { return rdb.XLen(ctx, stream).Val() >= int64(2*len(ls)) })
+	xs, err := rdb.XRange(ctx, stream, "-", "+").Result()
+	must(t, "XRANGE", err)
+	seen := map[string]int{}
+	for _, x := range xs {
+		seen[x.Values["key"].(string)+" "+x.Values["event"].(string)]++
+	}
+	for _, l := range ls {
+		if seen[l.Key()+" acquired"] != 1 || seen[l.Key()+" lost"] != 1 {
+			t.Fatalf("audit entries of %q: %v, want one acquired and one lost", l.Key(), seen)
+		}
+	}
+}

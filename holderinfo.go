@@ -1,0 +1,115 @@
+package lock
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Holder info ([WithHolderInfo]): each hold writes, in its acquire's
+// round trip, who holds it — owner, fence, host, pid, when, and the text of [WithMetadata] — to
+// the lock's companion hash P{K}:holders (field: the hold's token), which
+// expires with the hold and goes with its release. [Client.Inspect] and
+// [Client.List] read it. ReleaseWatch holds write none.
+
+// infoSep separates the fields of a holder's info (ASCII unit separator).
+const infoSep = "\x1f"
+
+// WithMetadata stores s with each hold, as free text for operators (a
+// request or trace id): [Client.Inspect] shows it as [Holder].Metadata. It
+// is written in the acquire's round trip and expires with the hold. A
+// non-empty s turns holder info on unless [WithHolderInfo](false) says
+// otherwise. Default "".
+func WithMetadata(s string) Option { return func(c *config) { c.metadata = s } }
+
+// WithHolderInfo sets whether each hold records who holds it (owner,
+// fence, host, pid, acquired-at, [WithMetadata]) for [Client.Inspect] and
+// [Client.List], in its acquire's script. Default off (on when
+// [WithMetadata] is given): measured in bench S1 it adds about a fifth to
+// an uncontended acquire+release's p50 and server CPU (BENCHMARKS.md).
+// Off, Inspect still shows each holder's token, fence and TTL.
+// ReleaseWatch writes no holder info.
+func WithHolderInfo(on bool) Option { return func(c *config) { c.infoSet, c.infoOn = true, on } }
+
+// process is this process's host name and pid, read once.
+var process = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = ""
+	}
+	return host + infoSep + strconv.Itoa(os.Getpid())
+})
+
+// processHostPID returns this process's host name and pid.
+func processHostPID() (host, pid string) {
+	host, pid, _ = strings.Cut(process(), infoSep)
+	return host, pid
+}
+
+// holderInfo returns the info the holds of cfg write, "owner US host US
+// pid US metadata", boxed once; nil when they write none.
+func holderInfo(cfg *config) any {
+	on := cfg.infoOn || (!cfg.infoSet && cfg.metadata != "")
+	if !on || cfg.mode != ReleaseScript {
+		return nil
+	}
+	return cfg.owner + infoSep + process() + infoSep + cfg.metadata
+}
+
+// forceChannel names the channel on which every Client hears the
+// force-releases of locks under prefix (lease.Policy.Inbox): the prefix
+// and "force". "" on a Ring, whose shards pass no messages between them:
+// a force-release there reaches the holder at its next renewal.
+func (c *Client) forceChannel(prefix string) string {
+	if _, ok := c.rdb.(*redis.Ring); ok {
+		return ""
+	}
+	return prefix + "force"
+}
+
+// acquire sends one acquire of token with s's TTL through s's backend,
+// with s's holder info.
+func (s *settings) acquire(ctx context.Context, k *keys, token string) (acquireResult, error) {
+	if sb, ok := s.be.(*scriptBackend); ok && s.info != nil {
+		return sb.acquireInfo(ctx, k, token, s.ttl, s.info)
+	}
+	return s.be.acquire(ctx, k, token, s.ttl)
+}
+
+// releaseKeys are the KEYS of a release by b.
+func (b *scriptBackend) releaseKeys(k *keys) []string {
+	if b.info {
+		return k.InfoReleaseKeys()
+	}
+	return k.ReleaseKeys()
+}
+
+// extendKeys are the KEYS of an extend by b.
+func (b *scriptBackend) extendKeys(k *keys) []string {
+	if b.info {
+		return k.InfoLockKeys()
+	}
+	return k.LockKeys()
+}
+
+// parseHolder reads the holder info a hold wrote (see acquire.lua) into
+// h: "fence US acquired-at-ms US owner US host US pid US metadata".
+// Text
+// it cannot read leaves the fields it names empty.
+func parseHolder(h *Holder, info string) {
+	f := strings.SplitN(info, infoSep, 6)
+	if len(f) < 6 {
+		return
+	}
+	h.Fence, _ = strconv.ParseInt(f[0], 10, 64)
+	if ms, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+		h.Since = time.UnixMilli(ms)
+	}
+	h.Owner, h.Host, h.Metadata = f[2], f[3], f[5]
+	h.PID, _ = strconv.Atoi(f[4])
+}

@@ -1,0 +1,59 @@
+-- forcerelease.lua: free a lock whoever holds it, or one holder of it, and
+-- tell each holder's process (holds.lua comes first).
+-- KEYS[1] lock, KEYS[2] notify channel, KEYS[3] holder-info hash.
+-- ARGV[1] a holder's token (or, for a re-entrant mutex, its owner id) to
+-- remove that holder alone; "" for every holder. ARGV[2] the force
+-- channel every holder's Client listens on ("" for none).
+-- Each removed holder is told with "force:" and its token (lease.MsgForce)
+-- on the key's channel, which wakes a waiter, and on the force channel,
+-- where its process hears it (a channel is not a key: no slot applies).
+-- A key whose last holder goes is deleted, with its holder info.
+-- Reply: the number of holds removed; 0 the key is free, or has no holder
+-- with that token. An error reply "KIND type" for a key of a type no kind
+-- uses.
+local lock, channel, holders = KEYS[1], KEYS[2], KEYS[3]
+local only = ARGV[1]
+
+local k, t = kind_of(lock)
+if k == nil then
+  return 0
+end
+if k == false then
+  return redis.error_reply('KIND ' .. t)
+end
+local tokens = k.tokens(lock)
+local gone = {}
+local force = ARGV[2] or ''
+if only == '' then
+  gone = tokens
+  redis.call('DEL', lock, holders)
+else
+  for _, tok in ipairs(tokens) do
+    if tok == only or string.match(tok, '^(.*)#') == only then
+      gone[#gone + 1] = tok
+    end
+  end
+  if #gone == 0 then
+    return 0
+  end
+  local empty = false
+  for _, tok in ipairs(gone) do
+    empty = k.drop(lock, tok)
+    redis.call('HDEL', holders, tok)
+  end
+  if empty then
+    redis.call('DEL', lock, holders)
+  end
+end
+if #gone == 0 then
+  -- A held key that names no holder: freed all the same.
+  redis.call('PUBLISH', channel, 'released')
+  return 1
+end
+for _, tok in ipairs(gone) do
+  redis.call('PUBLISH', channel, 'force:' .. tok)
+  if force ~= '' then
+    redis.call('PUBLISH', force, 'force:' .. tok)
+  end
+end
+return #gone
