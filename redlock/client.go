@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -24,7 +25,14 @@ type Client struct {
 	err   error     // configuration error, returned by every lock
 
 	eng  lease.Engine // renewal, wake-ups, background undos
-	work chan func()  // hands a call to an idle call goroutine
+	work chan task    // hands a call to an idle call goroutine
+
+	// The deletes of releases and undos (see Lock.drop): Close waits for
+	// dels, and sends those handed to acquire calls still out at once.
+	mu      sync.Mutex
+	closing bool                // Close has begun: no more handing over
+	handed  map[*round]struct{} // acquire rounds with a delete handed to a call
+	dels    sync.WaitGroup      // deletes not returned yet
 
 	fenceRaises atomic.Int64 // acquisitions that needed the extra fence round
 }
@@ -44,7 +52,7 @@ type Client struct {
 // still stops waiting at the deadline, but the call runs on until go-redis's
 // own read timeout.
 func New(clients []redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{nodes: clients, cfg: defaultConfig().with(opts), work: make(chan func())}
+	c := &Client{nodes: clients, cfg: defaultConfig().with(opts), work: make(chan task), handed: map[*round]struct{}{}}
 	c.eng.Init(c.sources, c.cfg.logger)
 	c.err = checkNodes(clients)
 	if c.err == nil {
@@ -117,7 +125,7 @@ func (c *Client) Close() error {
 	if c.check() != nil {
 		return nil // a zero Client has nothing to stop
 	}
-	c.eng.Close(nil)
+	c.eng.Close(c.stopDrops)
 	return nil
 }
 
