@@ -12,7 +12,7 @@ import (
 // ones are [ErrInvalid]. A hold is renewed every TTL/3 and given up TTL/10 +
 // 2ms before its TTL runs out, so each renewal's round trip, with the
 // scheduling of the goroutines at both ends, must fit in about half the
-// TTL; a shorter lease is reported lost ("unreachable", "expired") by a
+// TTL; a shorter lease is reported lost ("unanswered", "expired") by a
 // pause that a healthy system takes in its stride. Measured on a 2-core VM
 // shared with other work, holders renewing for 2-4s against a local Redis:
 // 50 holders lost every 5ms and 10ms lease and, in one round of three,

@@ -2,11 +2,14 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
 	"time"
 
+	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/redlock"
 )
 
@@ -40,5 +43,27 @@ func TestClient_renewsHoldsInOneLoop(t *testing.T) {
 	}
 	for _, l := range locks {
 		must(t, "Release()", l.Release(ctx))
+	}
+}
+
+// A hold whose renewals are run by every node but whose replies are held
+// back past its validity is reported lost as unanswered: no connection
+// failed.
+func TestLock_Lost_renewalUnanswered(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	c := newClient(t, nodes)
+	l := c.NewLock(keyFor(t), redlock.WithTTL(600*time.Millisecond))
+	must(t, "Acquire()", l.Acquire(context.Background()))
+	for _, rdb := range nodes {
+		hookScript(t, rdb, luascripts.Extend, true, every)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Lost() still open 5s after the renewals' replies were held (TTL 600ms)")
+	}
+	var le *lock.LostError
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnanswered {
+		t.Fatalf("LostErr() = %v, want reason unanswered", l.LostErr())
 	}
 }
