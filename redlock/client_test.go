@@ -7,7 +7,6 @@ import (
 	"time"
 
 	lock "github.com/agentlock/lock"
-	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/redlock"
 )
 
@@ -79,22 +78,7 @@ func TestClient_Close_lostAtValidity(t *testing.T) {
 // still out (as if Close had begun when the acquire call returned): Close
 // does not wait for that call.
 func TestClient_Close_sendsDeleteLeftToStragglingAcquire(t *testing.T) {
-	_, nodes := hookableNodes(t, 3)
-	ctx := context.Background()
-	key := keyFor(t)
-	late := hookScript(t, nodes[2], luascripts.Acquire, false, first(1))
-	dels := hookScript(t, nodes[2], luascripts.Release, false, first(0)) // counts only
-	c := redlock.New(nodes, loadTolerant)
-	l := c.NewLock(key)
-	ok, err := l.TryAcquire(ctx)
-	if !ok || err != nil {
-		t.Fatalf("TryAcquire(node 2 late) = %v, %v; want true, nil", ok, err)
-	}
-	late.await(t, late.arrived, "node 2's acquire")
-	must(t, "Release()", l.Release(ctx))
-	if n := dels.calls.Load(); n != 0 {
-		t.Fatalf("deletes sent to node 2 while its acquire is still out = %d, want 0", n)
-	}
+	_, _, _, dels, c := releasedWithStraggler(t)
 	must(t, "Close()", c.Close())
 	if n := dels.calls.Load(); n != 1 {
 		t.Fatalf("deletes sent to node 2 by the time Close returned = %d, want 1", n)

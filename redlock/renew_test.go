@@ -2,7 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -57,13 +56,5 @@ func TestLock_Lost_renewalUnanswered(t *testing.T) {
 	for _, rdb := range nodes {
 		hookScript(t, rdb, luascripts.Extend, true, every)
 	}
-	select {
-	case <-l.Lost():
-	case <-time.After(5 * time.Second):
-		t.Fatalf("Lost() still open 5s after the renewals' replies were held (TTL 600ms)")
-	}
-	var le *lock.LostError
-	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnanswered {
-		t.Fatalf("LostErr() = %v, want reason unanswered", l.LostErr())
-	}
+	wantLoss(t, l, lock.LossUnanswered, "the renewals' replies were held (TTL 600ms)")
 }
