@@ -63,11 +63,12 @@ type Option func(*config)
 
 type config struct {
 	ttl        time.Duration
-	watchdog   bool
 	wait       time.Duration
 	backoffMin time.Duration
 	backoffMax time.Duration
 	notify     bool
+	watchdog   bool // the bools together: NewLock with options allocates a config
+	fencing    bool
 	mode       ReleaseMode
 	prefix     string
 	owner      string
@@ -75,7 +76,6 @@ type config struct {
 	observer   Observer
 	logger     *slog.Logger
 	maxHold    time.Duration
-	fencing    bool
 	acks       int           // WithReplicaAck: replicas that must confirm an acquire
 	coalesce   bool          // WithCoalescing
 	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block

@@ -19,8 +19,12 @@ type settings struct {
 }
 
 // settings returns the settings of cfg, which is valid.
-func (c *Client) settings(cfg config) *settings {
-	s := &settings{config: cfg, c: c}
+func (c *Client) settings(cfg config) *settings { return c.fill(&settings{config: cfg}) }
+
+// fill completes s, whose config is valid, and returns it.
+func (c *Client) fill(s *settings) *settings {
+	cfg := &s.config
+	s.c = c
 	s.be = c.backend(backendKind{mode: cfg.mode, reentrant: cfg.ownerSet, fencing: cfg.fencing, coalesce: cfg.coalesce})
 	s.pol = lease.Policy{
 		Engine:     &c.eng,
