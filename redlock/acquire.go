@@ -194,9 +194,11 @@ func (k *kind) Undo(_ context.Context, token string) {
 // it cannot overtake an acquire still on its way. TryAcquire waits for the
 // deletes up to a node timeout past the attempt's deadline, and never past
 // ctx's end: the deletes still outstanding then are sent by a goroutine of
-// the Client (a node whose acquire call is still out gets its delete when
-// the call returns: at most a TTL later; at once when Close begins, and
-// Close waits for it).
+// the Client (a node whose acquire call is still out gets its delete from
+// that call's goroutine when the call returns — by the node timeout with
+// ContextTimeoutEnabled, else by go-redis's read timeout; a call that never
+// returns leaves a grant that ends with its TTL — and at once when Close
+// begins; Close waits for every delete).
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	return l.handle().TryAcquire(ctx, (*kind)(l))
 }

@@ -111,8 +111,9 @@ func isNil(rdb redis.UniversalClient) bool {
 // goroutine when it returns (by its node timeout, or go-redis's read
 // timeout on clients without ContextTimeoutEnabled). Undos and releases
 // that were waiting for a node's acquire call to return are sent at once,
-// and Close waits for them (a node timeout). Close waits at most 100ms for
-// the subscriptions: one still connecting to a stopped node holds
+// and Close waits for every delete still out (each bounded by a node
+// timeout; in all at most 5s). Close waits at most 100ms for the
+// subscriptions: one still connecting to a stopped node holds
 // go-redis's PubSub until the node answers or go-redis's read timeout
 // passes, and its goroutine ends then, after Close has returned.
 //
