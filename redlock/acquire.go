@@ -38,7 +38,7 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 		fencing = "1"
 		hint = start.Add(luascripts.FenceHintAhead / 2).UnixMicro()
 	}
-	call := luascripts.NewCall(luascripts.AcquireBoxed, false, k.hd.Keys.AcquireKeys(), token, s.ttlBox, "0", fencing, hint)
+	call := luascripts.NewPrebuilt(luascripts.AcquireBoxed, false, k.hd.Keys.AcquireKeys(), token, s.ttlBox, "0", fencing, hint)
 	r := c.newRound(ctx, call, start.Add(s.callTimeout), s.callTimeout, nil, false)
 	r.sendAll()
 
@@ -134,7 +134,7 @@ func (l *Lock) raiseFences(ctx context.Context, token string, acq *round, fence 
 	c := l.cfg.c
 	c.fenceRaises.Add(1)
 	deadline := time.Now().Add(min(l.cfg.callTimeout, time.Until(validUntil)))
-	call := luascripts.NewCall(luascripts.FenceRaiseBoxed, false, l.hd.Keys.AcquireKeys(), token, fence)
+	call := luascripts.NewPrebuilt(luascripts.FenceRaiseBoxed, false, l.hd.Keys.AcquireKeys(), token, fence)
 	r := c.newRound(ctx, call, deadline, l.cfg.callTimeout, low, false)
 	r.sendAll()
 	r.all(ctx)

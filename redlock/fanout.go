@@ -42,7 +42,7 @@ type node struct {
 // channel per node.
 type round struct {
 	c        *Client
-	call     luascripts.Call
+	call     luascripts.Prebuilt
 	ctx      context.Context // carries the deadline of every call
 	cancel   context.CancelFunc
 	deadline time.Time
@@ -61,7 +61,7 @@ type round struct {
 // nil), each bounded by deadline; ctx passes its values, not its end, to
 // the calls. timeout is the node timeout. With settle, settled reports
 // when every call has returned. Nothing is sent until send.
-func (c *Client) newRound(ctx context.Context, call luascripts.Call, deadline time.Time, timeout time.Duration, which []int, settle bool) *round {
+func (c *Client) newRound(ctx context.Context, call luascripts.Prebuilt, deadline time.Time, timeout time.Duration, which []int, settle bool) *round {
 	r := &round{c: c, call: call, deadline: deadline, timeout: timeout, nodes: make([]node, len(c.nodes))}
 	if which == nil {
 		r.count = len(c.nodes)

@@ -31,7 +31,7 @@ import (
 // that node.
 func (l *Lock) drop(ctx context.Context, token string, which []int, acq *round, deadline time.Time) tally {
 	c := l.cfg.c
-	call := luascripts.NewCall(luascripts.ReleaseBoxed, true, l.hd.Keys.ReleaseKeys(), token, "0")
+	call := luascripts.NewPrebuilt(luascripts.ReleaseBoxed, true, l.hd.Keys.ReleaseKeys(), token, "0")
 	d := c.newRound(context.Background(), call, deadline, l.cfg.callTimeout, which, false)
 	c.handOver(acq, d)
 	for i := range d.nodes {
@@ -219,7 +219,7 @@ func (l *Lock) extendRound(h *lease.Hold, ttl time.Duration, deadline time.Time)
 		ttlArg = ttl.Milliseconds()
 	}
 	c := l.cfg.c
-	call := luascripts.NewCall(luascripts.ExtendBoxed, false, l.hd.Keys.LockKeys(), h.Token(), ttlArg, "0")
+	call := luascripts.NewPrebuilt(luascripts.ExtendBoxed, false, l.hd.Keys.LockKeys(), h.Token(), ttlArg, "0")
 	r := c.newRound(context.Background(), call, deadline, l.cfg.callTimeout, nil, true)
 	r.sendAll()
 	r.all(context.Background())

@@ -47,10 +47,10 @@ func (s *sent) take() ([]string, []bool) {
 	return names, retry
 }
 
-// A prebuilt Call sends EVALSHA, and the whole script by EVAL on a server
+// A Prebuilt call sends EVALSHA, and the whole script by EVAL on a server
 // that lacks it; its arguments serve any number of servers; with once,
 // go-redis does not resend its commands.
-func TestCall_Send(t *testing.T) {
+func TestPrebuilt_Send(t *testing.T) {
 	ctx := context.Background()
 	rdbs := make([]*redis.Client, 2)
 	hooks := make([]*sent, 2)
@@ -60,8 +60,8 @@ func TestCall_Send(t *testing.T) {
 		rdbs[i].AddHook(hooks[i])
 	}
 	keys := luascripts.NewKeys("lock:", "k")
-	acquire := luascripts.NewCall(luascripts.AcquireBoxed, false, keys.AcquireKeys(), "tok", 10_000, "0", "0", "0")
-	release := luascripts.NewCall(luascripts.ReleaseBoxed, true, keys.ReleaseKeys(), "tok", "0")
+	acquire := luascripts.NewPrebuilt(luascripts.AcquireBoxed, false, keys.AcquireKeys(), "tok", 10_000, "0", "0", "0")
+	release := luascripts.NewPrebuilt(luascripts.ReleaseBoxed, true, keys.ReleaseKeys(), "tok", "0")
 	for i, rdb := range rdbs {
 		v, err := acquire.Send(ctx, rdb).Result()
 		if ours, _, _ := luascripts.AcquireReply(v); err != nil || !ours {
