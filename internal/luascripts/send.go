@@ -36,35 +36,6 @@ type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// RunOnce runs s, one of All, like Script.Run (EVALSHA, then EVAL if the
-// server lacks the script), each command sent once (OnceCmd): for Release
-// and Handoff.
-func RunOnce(ctx context.Context, rdb Processor, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	cmd := runOnce(ctx, rdb, "evalsha", s.Hash(), keys, args)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		// The server did not run it: sending the whole script is safe.
-		for i, x := range All {
-			if x == s {
-				cmd = runOnce(ctx, rdb, "eval", Sources[i], keys, args)
-			}
-		}
-	}
-	return cmd
-}
-
-func runOnce(ctx context.Context, rdb Processor, verb, script string, keys []string, args []any) *redis.Cmd {
-	once := new(OnceCmd)
-	a := once.Argv[:0]
-	a = append(a, verb, script, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	cmd := redis.NewCmd(ctx, append(a, args...)...)
-	once.Cmder = cmd
-	_ = rdb.Process(ctx, once) // the error is in the command
-	return cmd
-}
-
 // Pipeliner makes pipelines: a *redis.Client, a cluster client.
 type Pipeliner interface {
 	Pipeline() redis.Pipeliner
