@@ -50,11 +50,18 @@ const (
 	// (restart without persistence, failover with async replication).
 	LossForceReleased = LossReason(lease.LossForceReleased)
 	// LossUnreachable: renewal could not confirm the hold before the local
-	// safety deadline, so the hold is given up before it could expire.
+	// safety deadline, so the hold is given up before it could expire; the
+	// last renewal failed with a connection error (a dial error, a refused,
+	// reset or closed connection) or another error. See LossUnanswered.
 	LossUnreachable = LossReason(lease.LossUnreachable)
 	// LossMaxHold: the hold reached the cap set with [WithMaxHold] and was no
 	// longer renewed.
 	LossMaxHold = LossReason(lease.LossMaxHold)
+	// LossUnanswered: renewal was not answered before the local safety
+	// deadline, and no renewal met a connection error: the server is slow,
+	// stopped or overloaded, or the round trip too long for the TTL. The
+	// hold is given up before it could expire.
+	LossUnanswered = LossReason(lease.LossUnanswered)
 )
 
 // String returns the reason in a word or two, as used in error messages.
@@ -72,7 +79,7 @@ func (r LossReason) String() string {
 type LostError struct {
 	Key    string     // the caller's key
 	Reason LossReason // why the hold ended
-	Err    error      // the renewal error behind LossUnreachable, or nil
+	Err    error      // the renewal error behind LossUnreachable or LossUnanswered, or nil
 }
 
 // Error reports the key and the reason.

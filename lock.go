@@ -43,9 +43,16 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 	}
 	s, err := c.set, c.err
 	if err == nil && len(opts) > 0 {
-		cfg := c.cfg.with(opts)
-		if err = cfg.validate(); err == nil {
-			s = c.settings(cfg)
+		// The options apply to the new settings' own copy of the config:
+		// one allocation, not two.
+		ns := &settings{config: c.cfg}
+		for _, o := range opts {
+			if o != nil {
+				o(&ns.config)
+			}
+		}
+		if err = ns.validate(); err == nil {
+			s = c.fill(ns)
 		}
 	}
 	if err == nil && key == "" {

@@ -12,7 +12,7 @@ import (
 // ones are [ErrInvalid]. A hold is renewed every TTL/3 and given up TTL/10 +
 // 2ms before its TTL runs out, so each renewal's round trip, with the
 // scheduling of the goroutines at both ends, must fit in about half the
-// TTL; a shorter lease is reported lost ("unreachable", "expired") by a
+// TTL; a shorter lease is reported lost ("unanswered", "expired") by a
 // pause that a healthy system takes in its stride. Measured on a 2-core VM
 // shared with other work, holders renewing for 2-4s against a local Redis:
 // 50 holders lost every 5ms and 10ms lease and, in one round of three,
@@ -63,11 +63,12 @@ type Option func(*config)
 
 type config struct {
 	ttl        time.Duration
-	watchdog   bool
 	wait       time.Duration
 	backoffMin time.Duration
 	backoffMax time.Duration
 	notify     bool
+	watchdog   bool // the bools together: NewLock with options allocates a config
+	fencing    bool
 	mode       ReleaseMode
 	prefix     string
 	owner      string
@@ -75,7 +76,6 @@ type config struct {
 	observer   Observer
 	logger     *slog.Logger
 	maxHold    time.Duration
-	fencing    bool
 	acks       int           // WithReplicaAck: replicas that must confirm an acquire
 	coalesce   bool          // WithCoalescing
 	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block

@@ -94,8 +94,8 @@ func TestExtend_shorterDuringRenewalLowersDeadline(t *testing.T) {
 		}
 		t.Logf("lost %v after Extend(%v) was sent", time.Since(sent), short)
 		var le *lock.LostError
-		if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnreachable {
-			t.Fatalf("LostErr() = %v, want unreachable", l.LostErr())
+		if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnanswered {
+			t.Fatalf("LostErr() = %v, want unanswered", l.LostErr())
 		}
 		g.release()
 	})
@@ -136,6 +136,46 @@ func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *replyGate) {
 		t.Fatalf("no renewal within the TTL %v", ttl)
 	}
 	return l, g
+}
+
+// A renewal whose reply is held back past the hold's safety deadline (the
+// server is up and ran it; only the reply waits) is reported lost as
+// unanswered, not unreachable: no connection failed. A server that is gone
+// makes it unreachable (TestLost_serverKilled).
+func TestRenewal_unansweredLossReason(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	l, g := renewalHeld(t, ttl)
+	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
+	var le *lock.LostError
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnanswered {
+		t.Fatalf("LostErr() with the renewal's reply held = %v, want reason unanswered", l.LostErr())
+	}
+	if !errors.Is(l.LostErr(), lock.ErrLockLost) {
+		t.Fatalf("LostErr() = %v, want it to match ErrLockLost", l.LostErr())
+	}
+	if !strings.Contains(l.LostErr().Error(), "(unanswered)") {
+		t.Fatalf("LostErr() = %q, want it to say unanswered", l.LostErr())
+	}
+	g.release()
+}
+
+// A renewal that comes back with a connection error (the server is gone,
+// and go-redis retries neither the call nor the dial) is reported lost as unreachable, with that
+// error.
+func TestRenewal_refusedLossReason(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	o := srv.Options()
+	o.MaxRetries, o.DialerRetries = -1, 1
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { rdb.Close() })
+	l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(600*time.Millisecond))
+	must(t, "Acquire()", l.Acquire(context.Background()))
+	srv.Kill()
+	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
+	var le *lock.LostError
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnreachable || le.Err == nil {
+		t.Fatalf("LostErr() with the server gone = %v, want reason unreachable and the renewal's error", l.LostErr())
+	}
 }
 
 // lateExtend is a go-redis hook modelling an Extend call cut at its
@@ -309,8 +349,8 @@ func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
 			t.Fatalf("hold on the stopped master: Lost() still open %v after SIGSTOP (TTL %v)", time.Since(stoppedAt), ttl)
 		}
 		var le *lock.LostError
-		if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnreachable {
-			t.Fatalf("hold on the stopped master: LostErr() = %v, want unreachable", l.LostErr())
+		if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnanswered {
+			t.Fatalf("hold on the stopped master: LostErr() = %v, want unanswered", l.LostErr())
 		}
 	}
 	// The healthy masters' holds: still held, in Lost() and in Redis, three

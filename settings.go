@@ -22,9 +22,13 @@ type settings struct {
 }
 
 // settings returns the settings of cfg, which is valid.
-func (c *Client) settings(cfg config) *settings {
-	s := &settings{config: cfg, c: c}
-	s.info = holderInfo(&cfg)
+func (c *Client) settings(cfg config) *settings { return c.fill(&settings{config: cfg}) }
+
+// fill completes s, whose config is valid, and returns it.
+func (c *Client) fill(s *settings) *settings {
+	cfg := &s.config
+	s.c = c
+	s.info = holderInfo(cfg)
 	s.be = c.backend(backendKind{mode: cfg.mode, reentrant: cfg.ownerSet, fencing: cfg.fencing, coalesce: cfg.coalesce,
 		info: s.info != nil})
 	s.pol = lease.Policy{
@@ -61,7 +65,7 @@ func (c *Client) settings(cfg config) *settings {
 	}
 	// After the Observer: the audit records, then passes the event on.
 	if cfg.audit != "" {
-		s.pol.Observe = c.auditor(&cfg).chain(s.pol.Observe)
+		s.pol.Observe = c.auditor(cfg).chain(s.pol.Observe)
 	}
 	if cfg.notify {
 		s.pol.Inbox = c.forceChannel(cfg.prefix)

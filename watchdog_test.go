@@ -259,8 +259,8 @@ func TestRenewal_callIgnoresDeadline(t *testing.T) {
 		if deadline := ttl - safetyMargin(ttl); at != deadline {
 			t.Fatalf("lost at %v, want at the safety deadline %v although the call ran for 3s", at, deadline)
 		}
-		if !errors.Is(l.LostErr(), lease.ErrRenewalTimeout) || lossOf(l) != LossUnreachable {
-			t.Fatalf("LostErr() = %v, want unreachable, renewal unanswered", l.LostErr())
+		if !errors.Is(l.LostErr(), lease.ErrRenewalTimeout) || lossOf(l) != LossUnanswered {
+			t.Fatalf("LostErr() = %v, want unanswered, renewal unanswered", l.LostErr())
 		}
 	})
 }

@@ -3,10 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/lease"
@@ -33,66 +30,52 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 	n := len(c.nodes)
 	start := time.Now()
 	validUntil := start.Add(s.ttl - drift(s.ttl, s.driftFactor))
-	fencing, hint := "0", ""
+	var fencing, hint any = "0", "0"
 	if s.fencing {
 		// A new key's counters restart from this value on every node whose
 		// clock agrees with ours within a second: they agree, and the
 		// fence needs no raise round (see fence.lua).
 		fencing = "1"
-		hint = strconv.FormatInt(start.Add(luascripts.FenceHintAhead/2).UnixMicro(), 10)
+		hint = start.Add(luascripts.FenceHintAhead / 2).UnixMicro()
 	}
-	r := c.fan(ctx, start.Add(s.callTimeout), nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
-		n, err := luascripts.Acquire.Run(ctx, rdb, k.hd.Keys.AcquireKeys(), token, s.ttlArg, "0", fencing, hint).Int64()
-		if err != nil {
-			return result{err: err}
-		}
-		ours, fence, left := luascripts.AcquireReply(n)
-		if !ours {
-			return result{val: left.Milliseconds()} // code 0: held, the holder's PTTL in ms
-		}
-		return result{code: 1, val: fence}
-	})
+	call := luascripts.NewPrebuilt(luascripts.AcquireBoxed, false, k.hd.Keys.AcquireKeys(), token, s.ttlBox, "0", fencing, hint)
+	r := c.newRound(ctx, call, start.Add(s.callTimeout), s.callTimeout, nil, false)
+	r.sendAll()
 
-	states := make([]uint8, n)
-	fences := make([]int64, n)
-	var errs []error
 	var pttl time.Duration
-	granted := make([]int, 0, s.quorum)
 	var fence int64
-	held := 0
+	granted, held := 0, 0
 	for range n {
-		res, ok := r.next(ctx)
+		i, ok := r.next(ctx)
 		if !ok {
 			break
 		}
-		switch {
-		case res.err != nil:
-			states[res.node] = stateFailed
-			if errs == nil {
-				errs = make([]error, n)
-			}
-			errs[res.node] = res.err
-		case res.code == 0:
-			states[res.node] = stateHeld
-			held++
-			if d := time.Duration(res.val) * time.Millisecond; pttl == 0 || d < pttl {
-				pttl = d
-			}
-		default:
-			states[res.node] = stateGranted
-			granted = append(granted, res.node)
-			fences[res.node] = res.val
-			fence = max(fence, res.val)
+		nd := &r.nodes[i]
+		v, err := nd.cmd.Result()
+		if err != nil {
+			nd.st = stateFailed
+			continue
 		}
-		if len(granted) == s.quorum {
+		ours, f, left := luascripts.AcquireReply(v)
+		if !ours {
+			nd.st = stateHeld
+			held++
+			if pttl == 0 || left < pttl {
+				pttl = left
+			}
+			continue
+		}
+		nd.st, nd.val = stateGranted, f
+		fence = max(fence, f)
+		if granted++; granted == s.quorum {
 			break
 		}
 	}
 
 	var failure error
-	if len(granted) == s.quorum {
+	if granted == s.quorum {
 		if s.fencing {
-			failure = l.raiseFences(ctx, token, granted, fences, fence, validUntil)
+			failure = l.raiseFences(ctx, token, r, fence, validUntil)
 		}
 		if failure == nil && !time.Now().Before(validUntil) {
 			failure = lease.Chain(lock.ErrNotAcquired, errValidity, fmt.Errorf("after %v", time.Since(start)))
@@ -102,20 +85,20 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 			return lease.Attempt{OK: true, Fence: fence, Sent: start}
 		}
 	}
-	l.cleanup(ctx, token, states, r)
+	l.cleanup(ctx, token, r)
 	if failure != nil {
 		return lease.Attempt{Err: failure}
 	}
 	if held > n-s.quorum {
 		return lease.Attempt{PTTL: pttl} // others have it: not an error
 	}
-	qe := &QuorumError{Reached: len(granted), Needed: s.quorum, Errs: make([]error, n)}
-	for i, st := range states {
-		switch st {
+	qe := &QuorumError{Reached: granted, Needed: s.quorum, Errs: make([]error, n)}
+	for i := range r.nodes {
+		switch nd := &r.nodes[i]; nd.st {
 		case stateHeld:
 			qe.Errs[i] = errHeldByOther
 		case stateFailed:
-			qe.Errs[i] = errs[i]
+			qe.Errs[i] = nd.cmd.Err()
 		case statePending:
 			qe.Errs[i] = errNodeTimeout
 			if ctx.Err() != nil {
@@ -127,18 +110,22 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 }
 
 // raiseFences makes sure a quorum of nodes holds a counter >= fence before
-// the fence is handed out. granted is the quorum that took the lock; each
-// returned its counter (fences, by node) after incrementing it, and fence
-// is their maximum.
+// the fence is handed out. The granted nodes of acq took the lock; each
+// returned its counter (its val) after incrementing it, and fence is their
+// maximum.
 // Nodes whose counter is lower are raised to fence (fence_raise.lua, which
 // requires our token to still be there), costing one more round trip only
 // when the counters disagree. The next holder's quorum shares a node with
 // this one, whose counter it increments past fence.
-func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fences []int64, fence int64, validUntil time.Time) error {
+func (l *Lock) raiseFences(ctx context.Context, token string, acq *round, fence int64, validUntil time.Time) error {
 	var low []int
-	for _, i := range granted {
-		if fences[i] < fence {
-			low = append(low, i)
+	granted := 0
+	for i := range acq.nodes {
+		if nd := &acq.nodes[i]; nd.st == stateGranted {
+			granted++
+			if nd.val < fence {
+				low = append(low, i)
+			}
 		}
 	}
 	if len(low) == 0 {
@@ -147,17 +134,16 @@ func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fen
 	c := l.cfg.c
 	c.fenceRaises.Add(1)
 	deadline := time.Now().Add(min(l.cfg.callTimeout, time.Until(validUntil)))
-	r := c.fan(ctx, deadline, low, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
-		v, err := luascripts.FenceRaise.Run(ctx, rdb, l.hd.Keys.AcquireKeys(), token, fence).Int64()
-		return result{code: v, err: err}
-	})
-	res := r.all(ctx, len(c.nodes), low)
-	qe := &QuorumError{Reached: len(granted) - len(low), Needed: l.cfg.quorum, Errs: make([]error, len(c.nodes))}
+	call := luascripts.NewPrebuilt(luascripts.FenceRaiseBoxed, false, l.hd.Keys.AcquireKeys(), token, fence)
+	r := c.newRound(ctx, call, deadline, l.cfg.callTimeout, low, false)
+	r.sendAll()
+	r.all(ctx)
+	qe := &QuorumError{Reached: granted - len(low), Needed: l.cfg.quorum, Errs: make([]error, len(c.nodes))}
 	for _, i := range low {
-		switch {
-		case res[i].err != nil:
-			qe.Errs[i] = lease.Chain(errFenceRaise, res[i].err)
-		case res[i].code != 1:
+		switch v, err := r.result(i); {
+		case err != nil:
+			qe.Errs[i] = lease.Chain(errFenceRaise, err)
+		case v != 1:
 			qe.Errs[i] = lease.Chain(errFenceRaise, errNotOurs)
 		default:
 			qe.Reached++
@@ -172,30 +158,18 @@ func (l *Lock) raiseFences(ctx context.Context, token string, granted []int, fen
 // cleanup undoes a failed attempt: it deletes token on every node that did
 // not refuse us, including those that failed or did not answer, since their
 // call may still have taken effect. Each node's delete waits for that
-// node's acquire call in acq (see drop). The deletes run on a goroutine of
-// the Client, whatever ctx does; cleanup waits for their replies (up to a
-// node timeout past acq's deadline) only until ctx is done.
-func (l *Lock) cleanup(ctx context.Context, token string, states []uint8, acq *round) {
+// node's acquire call in acq (see drop), and Close waits for the deletes;
+// cleanup waits for their replies (up to a node timeout past acq's
+// deadline) only until ctx is done.
+func (l *Lock) cleanup(ctx context.Context, token string, acq *round) {
 	var which []int
-	for i, st := range states {
-		if st != stateHeld {
+	for i := range acq.nodes {
+		if acq.nodes[i].st != stateHeld {
 			which = append(which, i)
 		}
 	}
-	if len(which) == 0 {
-		return
-	}
-	done := make(chan struct{})
-	undo := func() {
-		defer close(done)
-		l.drop(token, which, acq, l.dropDeadline(acq))
-	}
-	if !l.cfg.c.eng.Go(undo) {
-		undo() // Close has begun: drop does not wait for straggling acquires
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if len(which) > 0 {
+		l.drop(ctx, token, which, acq, l.dropDeadline(acq))
 	}
 }
 
@@ -205,7 +179,7 @@ func (l *Lock) cleanup(ctx context.Context, token string, states []uint8, acq *r
 func (k *kind) Undo(_ context.Context, token string) {
 	l := (*Lock)(k)
 	acq := l.acq.Load()
-	l.drop(token, nil, acq, l.dropDeadline(acq))
+	l.drop(context.Background(), token, nil, acq, l.dropDeadline(acq))
 }
 
 // TryAcquire makes one attempt on every node. It returns (true, nil) when
@@ -220,9 +194,11 @@ func (k *kind) Undo(_ context.Context, token string) {
 // it cannot overtake an acquire still on its way. TryAcquire waits for the
 // deletes up to a node timeout past the attempt's deadline, and never past
 // ctx's end: the deletes still outstanding then are sent by a goroutine of
-// the Client (a node whose acquire call is still out gets its delete when
-// the call returns: at most a TTL later; at once when Close begins, and
-// Close waits for it).
+// the Client (a node whose acquire call is still out gets its delete from
+// that call's goroutine when the call returns — by the node timeout with
+// ContextTimeoutEnabled, else by go-redis's read timeout; a call that never
+// returns leaves a grant that ends with its TTL — and at once when Close
+// begins; Close waits for every delete).
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	return l.handle().TryAcquire(ctx, (*kind)(l))
 }

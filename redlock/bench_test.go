@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"runtime/metrics"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +26,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	l := c.NewLock("bench")
 	ctx := context.Background()
 	b.ReportAllocs()
+	g0 := goroutinesCreated()
 	for b.Loop() {
 		if err := l.Acquire(ctx); err != nil {
 			b.Fatal(err)
@@ -33,6 +35,17 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(goroutinesCreated()-g0)/float64(b.N), "goroutines/op")
+}
+
+// goroutinesCreated returns the goroutines the process has started so far.
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // BenchmarkCoreAcquireRelease is the same with the core lock on one server.

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -24,7 +25,14 @@ type Client struct {
 	err   error     // configuration error, returned by every lock
 
 	eng  lease.Engine // renewal, wake-ups, background undos
-	work chan func()  // hands a call to an idle call goroutine
+	work chan task    // hands a call to an idle call goroutine
+
+	// The deletes of releases and undos (see Lock.drop): Close waits for
+	// dels, and sends those handed to acquire calls still out at once.
+	mu      sync.Mutex
+	closing bool                // Close has begun: no more handing over
+	handed  map[*round]struct{} // acquire rounds with a delete handed to a call
+	dels    sync.WaitGroup      // deletes not returned yet
 
 	fenceRaises atomic.Int64 // acquisitions that needed the extra fence round
 }
@@ -44,7 +52,7 @@ type Client struct {
 // still stops waiting at the deadline, but the call runs on until go-redis's
 // own read timeout.
 func New(clients []redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{nodes: clients, cfg: defaultConfig().with(opts), work: make(chan func())}
+	c := &Client{nodes: clients, cfg: defaultConfig().with(opts), work: make(chan task), handed: map[*round]struct{}{}}
 	c.eng.Init(c.sources, c.cfg.logger)
 	c.err = checkNodes(clients)
 	if c.err == nil {
@@ -103,8 +111,9 @@ func isNil(rdb redis.UniversalClient) bool {
 // goroutine when it returns (by its node timeout, or go-redis's read
 // timeout on clients without ContextTimeoutEnabled). Undos and releases
 // that were waiting for a node's acquire call to return are sent at once,
-// and Close waits for them (a node timeout). Close waits at most 100ms for
-// the subscriptions: one still connecting to a stopped node holds
+// and Close waits for every delete still out (each bounded by a node
+// timeout; in all at most 5s). Close waits at most 100ms for the
+// subscriptions: one still connecting to a stopped node holds
 // go-redis's PubSub until the node answers or go-redis's read timeout
 // passes, and its goroutine ends then, after Close has returned.
 //
@@ -117,7 +126,7 @@ func (c *Client) Close() error {
 	if c.check() != nil {
 		return nil // a zero Client has nothing to stop
 	}
-	c.eng.Close(nil)
+	c.eng.Close(c.stopDrops)
 	return nil
 }
 

@@ -73,3 +73,14 @@ func TestClient_Close_lostAtValidity(t *testing.T) {
 	wantIs(t, "LostErr()", l.LostErr(), lock.ErrClosed)
 	must(t, "Release()", l.Release(context.Background()))
 }
+
+// Close sends at once a delete that a Release left to an acquire call
+// still out (as if Close had begun when the acquire call returned): Close
+// does not wait for that call.
+func TestClient_Close_sendsDeleteLeftToStragglingAcquire(t *testing.T) {
+	_, _, _, dels, c := releasedWithStraggler(t)
+	must(t, "Close()", c.Close())
+	if n := dels.calls.Load(); n != 1 {
+		t.Fatalf("deletes sent to node 2 by the time Close returned = %d, want 1", n)
+	}
+}

@@ -6,190 +6,241 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
-// result is one node's reply to one call.
-type result struct {
-	node int
-	code int64 // the script's reply, or the first element of acquire's
-	val  int64 // acquire: the fence, or the holder's PTTL in ms
-	err  error
+// The states of one node's call in a round (node.state).
+const (
+	callOut      int32 = iota // sent, not returned yet
+	callReturned              // returned (or not part of the round)
+	callHanded                // still out, and a drop asked it to send its node's delete when it returns
+	callClaimed               // handed, and the delete is sent
+)
+
+// node is one node's call in a round.
+type node struct {
+	cmd   *redis.IntCmd // the command, with its reply once the node's number came on replies
+	state atomic.Int32  // callOut, …
+	drop  *round        // the drop whose delete the call sends when it returns (callHanded)
+
+	// The reading caller's bookkeeping; the call goroutines never touch it.
+	in     bool  // the round calls this node
+	handed bool  // a drop: the node's delete was handed to its acquire call
+	got    bool  // the node's reply was read
+	st     uint8 // Try: what the node said (statePending, …)
+	val    int64 // Try: the node's fence, when granted
 }
 
-// round is one call sent to several nodes in parallel. Every call shares one
-// deadline and replies into ch, which is buffered for every node, so a
-// caller that stops reading at quorum leaves no goroutine blocked.
+// round is one script call sent to several nodes at once, each node's
+// command on a call goroutine of the Client (see run), every command bounded
+// by one deadline. The calls do not end when the caller gives up: a caller
+// that gives up undoes what they may have done, which needs them to finish
+// rather than half-happen. Each call, once returned, puts its node's number
+// on replies, which has room for every node, so a caller that stops reading
+// at quorum leaves no call blocked. Per-node state is in nodes, not in a
+// channel per node.
 type round struct {
-	ch      chan result
-	ctx     context.Context // carries the deadline of every call
-	cancel  context.CancelFunc
-	pending atomic.Int32
-	n       int
-	ended   []chan struct{} // by node: closed once its call has returned; nil for nodes not called
-	done    chan struct{}   // closed once every call has returned
+	c        *Client
+	call     luascripts.Prebuilt
+	ctx      context.Context // carries the deadline of every call
+	cancel   context.CancelFunc
+	deadline time.Time
+	timeout  time.Duration // the node timeout (see sendLate)
+	nodes    []node        // by node
+	count    int           // nodes called
+	replies  chan int
+	pending  atomic.Int32  // calls that have not returned
+	done     chan struct{} // closed once every call has returned; nil unless asked for
+	tracked  bool          // a drop whose calls Close waits for (Client.dels)
+	handed   int           // nodes whose delete a drop handed to this round's calls, unclaimed; under Client.mu
+	missing  error         // all: the error of a node without a reply
 }
 
-// fan sends fn to the nodes listed in which (every node when nil), each on
-// its own goroutine (see run), with a deadline. The calls do not end when
-// ctx is cancelled: a caller that gives up reads ctx itself and undoes what
-// the calls may have done, which needs them to finish rather than
-// half-happen.
-func (c *Client) fan(ctx context.Context, deadline time.Time, which []int, fn func(ctx context.Context, i int, rdb redis.UniversalClient) result) *round {
-	n := len(which)
+// newRound prepares call to the nodes listed in which (every node when
+// nil), each bounded by deadline; ctx passes its values, not its end, to
+// the calls. timeout is the node timeout. With settle, settled reports
+// when every call has returned. Nothing is sent until send.
+func (c *Client) newRound(ctx context.Context, call luascripts.Prebuilt, deadline time.Time, timeout time.Duration, which []int, settle bool) *round {
+	r := &round{c: c, call: call, deadline: deadline, timeout: timeout, nodes: make([]node, len(c.nodes))}
 	if which == nil {
-		n = len(c.nodes)
-	}
-	r := &round{ch: make(chan result, n), n: n, ended: make([]chan struct{}, len(c.nodes)), done: make(chan struct{})}
-	r.ctx, r.cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	r.pending.Store(int32(n))
-	for k := range n {
-		i := k
-		if which != nil {
-			i = which[k]
+		r.count = len(c.nodes)
+		for i := range r.nodes {
+			r.nodes[i].in = true
 		}
-		r.ended[i] = make(chan struct{})
-		c.run(func() {
-			res := fn(r.ctx, i, c.nodes[i])
-			res.node = i
-			close(r.ended[i])
-			last := r.pending.Add(-1) == 0
-			if last {
-				close(r.done) // before the reply: a caller holding every reply finds it closed
-			}
-			r.ch <- res
-			if last {
-				r.cancel() // the last reply frees the deadline's timer
-			}
-		})
+	} else {
+		r.count = len(which)
+		for i := range r.nodes {
+			r.nodes[i].state.Store(callReturned)
+		}
+		for _, i := range which {
+			r.nodes[i].in = true
+			r.nodes[i].state.Store(callOut)
+		}
+	}
+	if ctx != context.Background() {
+		ctx = context.WithoutCancel(ctx)
+	}
+	r.ctx, r.cancel = context.WithDeadline(ctx, deadline)
+	r.replies = make(chan int, r.count)
+	r.pending.Store(int32(r.count))
+	if settle {
+		r.done = make(chan struct{})
 	}
 	return r
 }
 
+// send sends node i's call on a call goroutine.
+func (r *round) send(i int) { r.c.run(task{r: r, i: i}) }
+
+// sendAll sends the call to every node of the round.
+func (r *round) sendAll() {
+	for i := range r.nodes {
+		if r.nodes[i].in {
+			r.send(i)
+		}
+	}
+}
+
+// do makes node i's call on ctx and reports its return; then, if a drop
+// handed it that node's delete meanwhile, it sends the delete: only now can
+// the delete not overtake the call.
+func (r *round) do(ctx context.Context, i int) {
+	nd := &r.nodes[i]
+	nd.cmd = r.call.Send(ctx, r.c.nodes[i])
+	handed := !nd.state.CompareAndSwap(callOut, callReturned)
+	last := r.pending.Add(-1) == 0
+	if last && r.done != nil {
+		close(r.done) // before the reply: a caller holding every reply finds it closed
+	}
+	r.replies <- i
+	if r.tracked {
+		r.c.dels.Done()
+	}
+	if last {
+		r.cancel() // the last reply frees the deadline's timer
+	}
+	if handed && nd.state.CompareAndSwap(callHanded, callClaimed) { // else Close sent it
+		r.c.unhand(r)
+		nd.drop.sendLate(i)
+	}
+}
+
+// sendLate sends node i's call of the drop d from a goroutine other than
+// its caller's, once the acquire call it waited for has returned: on d's
+// deadline while a node timeout of it is left, else (the call returned
+// late) bounded by a node timeout of its own.
+func (d *round) sendLate(i int) {
+	if time.Until(d.deadline) >= d.timeout {
+		d.do(d.ctx, i)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
+	defer cancel()
+	d.do(ctx, i)
+}
+
 // settled returns a channel closed once every call of the round has
-// returned: no write of it can land later.
+// returned: no write of it can land later. Only for a round made with
+// settle.
 func (r *round) settled() <-chan struct{} { return r.done }
 
-// callEnded reports whether node i's call has returned (true for a nil
-// round or a node it did not call).
-func (r *round) callEnded(i int) bool {
-	if r == nil || r.ended[i] == nil {
-		return true
-	}
+// next returns the number of the next node to reply, or false once the
+// round's deadline has passed or ctx is done. Replies already in hand are
+// returned first.
+func (r *round) next(ctx context.Context) (int, bool) {
 	select {
-	case <-r.ended[i]:
-		return true
-	default:
-		return false
-	}
-}
-
-// waitCall blocks until node i's call has returned — not merely until the
-// round's deadline: a call that go-redis has not given up on may still
-// reach the node — or until bound has passed or stop is closed. It
-// reports whether the call returned.
-func (r *round) waitCall(i int, bound time.Duration, stop <-chan struct{}) bool {
-	if r.callEnded(i) {
-		return true
-	}
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case <-r.ended[i]:
-		return true
-	case <-t.C:
-	case <-stop:
-	}
-	return r.callEnded(i)
-}
-
-// next returns the next reply, or false once the round's deadline has
-// passed or ctx is done. Replies already in hand are returned first.
-func (r *round) next(ctx context.Context) (result, bool) {
-	select {
-	case res := <-r.ch:
-		return res, true
+	case i := <-r.replies:
+		return i, true
 	default:
 	}
 	select {
-	case res := <-r.ch:
-		return res, true
+	case i := <-r.replies:
+		return i, true
 	case <-r.ctx.Done():
 	case <-ctx.Done():
 	}
 	select {
-	case res := <-r.ch:
-		return res, true
+	case i := <-r.replies:
+		return i, true
 	default:
 	}
-	return result{}, false
+	return -1, false
 }
 
 // all collects every reply that arrives by the deadline, or until ctx is
-// done, indexed by node; a node that did not answer gets errNodeTimeout, or
-// context.Cause(ctx) when ctx ended the wait first.
-func (r *round) all(ctx context.Context, nodes int, which []int) []result {
-	out := make([]result, nodes)
-	got := make([]bool, nodes)
-	for range r.n {
-		res, ok := r.next(ctx)
+// done; result then reports each node's.
+func (r *round) all(ctx context.Context) {
+	for range r.count {
+		i, ok := r.next(ctx)
 		if !ok {
 			break
 		}
-		out[res.node], got[res.node] = res, true
+		r.nodes[i].got = true
 	}
-	missing := errNodeTimeout
-	if d, _ := r.ctx.Deadline(); ctx.Err() != nil && time.Now().Before(d) {
-		missing = context.Cause(ctx) // the wait ended before the deadline
+	r.missing = errNodeTimeout
+	if ctx.Err() != nil && time.Now().Before(r.deadline) {
+		r.missing = context.Cause(ctx) // the wait ended before the deadline
 	}
-	mark := func(i int) {
-		if !got[i] {
-			out[i] = result{node: i, err: missing}
-		}
+}
+
+// result returns node i's reply as all collected it: a node that did not
+// answer gets errNodeTimeout, or context.Cause(ctx) when ctx ended the wait
+// first.
+func (r *round) result(i int) (int64, error) {
+	if !r.nodes[i].got {
+		return 0, r.missing
 	}
-	if which == nil {
-		for i := range nodes {
-			mark(i)
-		}
-	} else {
-		for _, i := range which {
-			mark(i)
-		}
+	return r.nodes[i].cmd.Result()
+}
+
+// task is one job for a call goroutine: node i's call of round r, or fn.
+type task struct {
+	r  *round
+	i  int
+	fn func()
+}
+
+func (t task) run() {
+	if t.fn != nil {
+		t.fn()
+		return
 	}
-	return out
+	t.r.do(t.r.ctx, t.i)
 }
 
 // workerIdle is how long an idle call goroutine waits for more work.
 const workerIdle = time.Second
 
-// run executes task on an idle call goroutine, or a new one. Reusing
+// run executes t on an idle call goroutine, or a new one. Reusing
 // goroutines spares each call a fresh stack that go-redis's deep call path
 // would grow, copying, several times.
-func (c *Client) run(task func()) {
+func (c *Client) run(t task) {
 	select {
-	case c.work <- task:
+	case c.work <- t:
 	default:
-		go c.worker(task)
+		go c.worker(t)
 	}
 }
 
-// worker runs task, then waits for more until idle for workerIdle or the
+// worker runs t, then waits for more until idle for workerIdle or the
 // Client is closed.
-func (c *Client) worker(task func()) {
-	task()
+func (c *Client) worker(t task) {
+	t.run()
 	if c.eng.Closed() {
 		return
 	}
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
 	for {
 		select {
-		case task := <-c.work:
-			task()
+		case t := <-c.work:
+			t.run()
 			if c.eng.Closed() {
 				return
 			}
-			t.Reset(workerIdle)
-		case <-t.C:
+			idle.Reset(workerIdle)
+		case <-idle.C:
 			return
 		case <-c.eng.Context().Done():
 			return

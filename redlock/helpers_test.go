@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	lock "github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
@@ -77,6 +78,21 @@ func wantIs(t *testing.T, what string, err, target error) {
 }
 
 var isClosed = kindtest.IsClosed
+
+// wantLoss waits, at most 5s, for l's Lost channel and fails t unless
+// LostErr is a *lock.LostError with reason want.
+func wantLoss(t *testing.T, l *redlock.Lock, want lock.LossReason, what string) {
+	t.Helper()
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Lost() still open 5s after %s", what)
+	}
+	var le *lock.LostError
+	if !errors.As(l.LostErr(), &le) || le.Reason != want {
+		t.Fatalf("LostErr() after %s = %v, want a *LostError with reason %v", what, l.LostErr(), want)
+	}
+}
 
 // holders counts the nodes whose lock key holds token.
 func holders(t *testing.T, nodes []redis.UniversalClient, key, token string) int {

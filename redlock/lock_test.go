@@ -300,15 +300,7 @@ func TestLock_Lost_withoutWatchdog(t *testing.T) {
 	c := newClient(t, nodes, redlock.WithWatchdog(false), redlock.WithTTL(300*time.Millisecond))
 	l := c.NewLock(keyFor(t))
 	must(t, "Acquire()", l.Acquire(context.Background()))
-	select {
-	case <-l.Lost():
-	case <-time.After(5 * time.Second):
-		t.Fatalf("Lost() not closed after the validity ran out")
-	}
-	var le *lock.LostError
-	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossExpired {
-		t.Fatalf("LostErr() = %v, want a *LostError with LossExpired", l.LostErr())
-	}
+	wantLoss(t, l, lock.LossExpired, "the validity ran out")
 }
 
 func TestLock_Lost_keysGone(t *testing.T) {

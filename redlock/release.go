@@ -2,21 +2,17 @@ package redlock
 
 import (
 	"context"
-	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock/internal/lease"
 	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // drop deletes token on the nodes in which (every node when nil) with
-// release.lua (1 released, 0 gone, -1 someone else's) and returns the
-// replies that arrived by deadline, by node; a node without one gets
-// errNodeTimeout. The calls do not depend on any caller's ctx: a release or
-// an undo must happen even when its caller gave up, and what they did is
-// reported.
+// release.lua (1 released, 0 gone, -1 someone else's) and counts the
+// replies that arrive by deadline, or until ctx is done; a node without one
+// counts as failed. The calls do not depend on ctx: a release or an undo
+// must happen even when its caller gave up, and what they did is reported.
 //
 // With acq, the acquire round that sent token, each node's delete is sent
 // only once that node's acquire call has returned. Acquire returns at
@@ -24,74 +20,87 @@ import (
 // still be on its way to the node (go-redis has not given up on it, or a
 // stopped node holds it): a delete sent on another connection could
 // overtake it, and the acquire would then leave our key there for its
-// whole TTL. A node whose acquire is still out gets its delete from a
-// goroutine of the Client when the acquire returns — at most a TTL later,
-// and at once when Close begins — and is reported as a node timeout unless
-// that happens by deadline. A call that returned without a reply may
-// still land after its delete (see Lock.TryAcquire): its grant then lasts
-// its TTL on that node.
-func (l *Lock) drop(token string, which []int, acq *round, deadline time.Time) []result {
+// whole TTL. A node whose acquire is still out gets its delete from the
+// goroutine of that call, when the call returns (bounded by its node
+// timeout, or go-redis's read timeout on clients without
+// ContextTimeoutEnabled; a call that never returns leaves a grant that
+// ends with its TTL), and at once when Close begins; it is reported as a
+// node timeout unless that happens by deadline. Close waits for every
+// delete still out. A call that returned without a reply may still land
+// after its delete (see Lock.TryAcquire): its grant then lasts its TTL on
+// that node.
+func (l *Lock) drop(ctx context.Context, token string, which []int, acq *round, deadline time.Time) tally {
 	c := l.cfg.c
-	n := len(c.nodes)
-	if which == nil {
-		which = make([]int, n)
-		for i := range which {
-			which[i] = i
+	call := luascripts.NewPrebuilt(luascripts.ReleaseBoxed, true, l.hd.Keys.ReleaseKeys(), token, "0")
+	d := c.newRound(context.Background(), call, deadline, l.cfg.callTimeout, which, false)
+	c.handOver(acq, d)
+	for i := range d.nodes {
+		if nd := &d.nodes[i]; nd.in && !nd.handed {
+			d.send(i)
 		}
 	}
-	ch := make(chan result, len(which)) // late replies never block
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel() // by then every call on ctx has replied or passed deadline
-	call := func(ctx context.Context, i int) {
-		v, err := luascripts.RunOnce(ctx, c.nodes[i], luascripts.Release, l.hd.Keys.ReleaseKeys(), token, "0").Int64()
-		ch <- result{node: i, code: v, err: err}
+	d.all(ctx)
+	return d.tally()
+}
+
+// handOver makes Close wait for the deletes of the drop d, and hands each
+// node's delete whose call in acq (if not nil) is still out to that call,
+// which sends it when it returns (see round.do). Once Close has begun it
+// does neither: d's deletes then go at once.
+func (c *Client) handOver(acq, d *round) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return
 	}
-	for _, i := range which {
-		if acq.callEnded(i) {
-			c.run(func() { call(ctx, i) })
+	d.tracked = true
+	c.dels.Add(d.count)
+	if acq == nil {
+		return
+	}
+	for i := range d.nodes {
+		a := &acq.nodes[i]
+		if !d.nodes[i].in || a.state.Load() != callOut {
 			continue
 		}
-		later := func() {
-			acq.waitCall(i, l.cfg.ttl, c.eng.Context().Done())
-			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.callTimeout)
-			defer cancel()
-			// The call runs on a call goroutine and this one, which Close
-			// waits for, stops waiting at the node timeout: a client
-			// without ContextTimeoutEnabled may not end the call by then.
-			sent := make(chan struct{})
-			c.run(func() {
-				call(ctx, i)
-				close(sent)
-			})
-			select {
-			case <-sent:
-			case <-ctx.Done():
+		a.drop = d
+		if a.state.CompareAndSwap(callOut, callHanded) {
+			d.nodes[i].handed = true
+			acq.handed++
+			c.handed[acq] = struct{}{}
+		}
+	}
+}
+
+// unhand notes that one delete handed to a call of acq was claimed.
+func (c *Client) unhand(acq *round) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if acq.handed--; acq.handed == 0 {
+		delete(c.handed, acq)
+	}
+}
+
+// stopDrops runs as Close begins: it sends at once the deletes handed to
+// acquire calls still out, and waits for every delete still out, up to
+// lease.BackgroundWait (each is bounded by a node timeout).
+func (c *Client) stopDrops() {
+	c.mu.Lock()
+	c.closing = true
+	acqs := make([]*round, 0, len(c.handed))
+	for acq := range c.handed {
+		acqs = append(acqs, acq)
+	}
+	c.mu.Unlock()
+	for _, acq := range acqs {
+		for i := range acq.nodes {
+			if nd := &acq.nodes[i]; nd.state.CompareAndSwap(callHanded, callClaimed) {
+				c.unhand(acq)
+				go nd.drop.sendLate(i)
 			}
 		}
-		if !c.eng.Go(later) {
-			c.run(later) // Close has begun: later does not wait
-		}
 	}
-
-	out := make([]result, n)
-	got := make([]bool, n)
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-collect:
-	for range which {
-		select {
-		case res := <-ch:
-			out[res.node], got[res.node] = res, true
-		case <-t.C:
-			break collect
-		}
-	}
-	for _, i := range which {
-		if !got[i] {
-			out[i] = result{node: i, err: errNodeTimeout}
-		}
-	}
-	return out
+	lease.WaitFor(&c.dels, lease.BackgroundWait)
 }
 
 // dropDeadline is how long a release or undo of a hold acquired by acq
@@ -100,32 +109,36 @@ collect:
 // before its node's delete is sent).
 func (l *Lock) dropDeadline(acq *round) time.Time {
 	now := time.Now()
-	if acq != nil {
-		if d, _ := acq.ctx.Deadline(); d.After(now) {
-			return d.Add(l.cfg.callTimeout)
-		}
+	if acq != nil && acq.deadline.After(now) {
+		return acq.deadline.Add(l.cfg.callTimeout)
 	}
 	return now.Add(l.cfg.callTimeout)
 }
 
 // tally is what one extend or release round found across the nodes.
 type tally struct {
+	n      int     // nodes
 	ok     int     // nodes that confirmed (extended, released)
 	gone   int     // nodes without the key
 	stolen int     // nodes holding someone else's token
-	errs   []error // by node; nil where the node answered
+	errs   []error // by node; nil where the node confirmed (nil while every node did)
 	failed int     // nodes that failed or did not answer
 }
 
 // add counts one node's reply: the script's code (1 done, 0 gone, -1
 // someone else's), or the call's error.
 func (t *tally) add(i int, code int64, err error) {
+	if err == nil && code == 1 {
+		t.ok++
+		return
+	}
+	if t.errs == nil {
+		t.errs = make([]error, t.n)
+	}
 	switch {
 	case err != nil:
 		t.errs[i] = err
 		t.failed++
-	case code == 1:
-		t.ok++
 	case code == 0:
 		t.gone++
 		t.errs[i] = errNotOurs
@@ -135,10 +148,14 @@ func (t *tally) add(i int, code int64, err error) {
 	}
 }
 
-func count(results []result) tally {
-	t := tally{errs: make([]error, len(results))}
-	for i, res := range results {
-		t.add(i, res.code, res.err)
+// tally counts the replies all collected from the nodes of r.
+func (r *round) tally() tally {
+	t := tally{n: len(r.nodes)}
+	for i := range r.nodes {
+		if r.nodes[i].in {
+			v, err := r.result(i)
+			t.add(i, v, err)
+		}
 	}
 	return t
 }
@@ -154,7 +171,11 @@ func (t *tally) lost() lease.Status {
 
 // quorumError describes a round that fell short of quorum.
 func (t *tally) quorumError(quorum int) *QuorumError {
-	return &QuorumError{Reached: t.ok, Needed: quorum, Errs: t.errs}
+	errs := t.errs
+	if errs == nil {
+		errs = make([]error, t.n)
+	}
+	return &QuorumError{Reached: t.ok, Needed: quorum, Errs: errs}
 }
 
 // Release gives the lock up on every node: it stops the hold's renewal,
@@ -179,7 +200,7 @@ func (l *Lock) Release(ctx context.Context) error { return l.handle().Release(ct
 func (k *kind) Release(_ context.Context, h *lease.Hold, _ bool) lease.Outcome {
 	l := (*Lock)(k)
 	acq := l.acq.Load()
-	t := count(l.drop(h.Token(), nil, acq, l.dropDeadline(acq)))
+	t := l.drop(context.Background(), h.Token(), nil, acq, l.dropDeadline(acq))
 	switch {
 	case t.ok > 0:
 		return lease.Outcome{Status: lease.Confirmed}
@@ -193,16 +214,16 @@ func (k *kind) Release(_ context.Context, h *lease.Hold, _ bool) lease.Outcome {
 // ending by deadline, and counts the replies that arrive by then. settled
 // closes once every node's call has returned.
 func (l *Lock) extendRound(h *lease.Hold, ttl time.Duration, deadline time.Time) (t tally, settled <-chan struct{}) {
-	ttlArg := l.cfg.ttlArg
+	ttlArg := l.cfg.ttlBox
 	if ttl != l.cfg.ttl {
-		ttlArg = strconv.FormatInt(ttl.Milliseconds(), 10)
+		ttlArg = ttl.Milliseconds()
 	}
 	c := l.cfg.c
-	r := c.fan(context.Background(), deadline, nil, func(ctx context.Context, _ int, rdb redis.UniversalClient) result {
-		v, err := luascripts.Extend.Run(ctx, rdb, l.hd.Keys.LockKeys(), h.Token(), ttlArg, "0").Int64()
-		return result{code: v, err: err}
-	})
-	return count(r.all(context.Background(), len(c.nodes), nil)), r.settled()
+	call := luascripts.NewPrebuilt(luascripts.ExtendBoxed, false, l.hd.Keys.LockKeys(), h.Token(), ttlArg, "0")
+	r := c.newRound(context.Background(), call, deadline, l.cfg.callTimeout, nil, true)
+	r.sendAll()
+	r.all(context.Background())
+	return r.tally(), r.settled()
 }
 
 // Extend sets the hold's TTL to ttl on every node, counted from now; later

@@ -322,3 +322,41 @@ func TestLock_Extend_racingReleaseKeepsLostOpen(t *testing.T) {
 	}
 	wantIs(t, "Extend() racing Release", err, lock.ErrNotHeld)
 }
+
+// A Release that finds a node's acquire call still out leaves that node's
+// delete to the call, which sends it once it has returned: the delete
+// cannot overtake the acquire.
+func TestLock_Release_deleteFollowsStragglingAcquire(t *testing.T) {
+	nodes, key, late, dels, _ := releasedWithStraggler(t)
+	late.open() // node 2's acquire lands now, after Release returned
+	late.await(t, late.passed, "node 2's acquire")
+	waitKeysGone(t, nodes, key, "node 2's late acquire released")
+	if n := dels.calls.Load(); n != 1 {
+		t.Fatalf("deletes sent to node 2 = %d, want 1", n)
+	}
+}
+
+// releasedWithStraggler acquires a lock on three nodes whose acquire call
+// to node 2 is held (late), and releases it: node 2's delete, counted by
+// dels, is left to that call. It returns the nodes, the key, the hooks and
+// the Client, which t.Cleanup closes.
+func releasedWithStraggler(t *testing.T) (nodes []redis.UniversalClient, key string, late, dels *scriptHook, c *redlock.Client) {
+	t.Helper()
+	_, nodes = hookableNodes(t, 3)
+	ctx := context.Background()
+	key = keyFor(t)
+	late = hookScript(t, nodes[2], luascripts.Acquire, false, first(1))
+	dels = hookScript(t, nodes[2], luascripts.Release, false, first(0)) // counts only
+	c = newClient(t, nodes, loadTolerant)
+	l := c.NewLock(key)
+	ok, err := l.TryAcquire(ctx)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire(node 2 late) = %v, %v; want true, nil", ok, err)
+	}
+	late.await(t, late.arrived, "node 2's acquire")
+	must(t, "Release()", l.Release(ctx))
+	if n := dels.calls.Load(); n != 0 {
+		t.Fatalf("deletes sent to node 2 while its acquire is still out = %d, want 0", n)
+	}
+	return nodes, key, late, dels, c
+}

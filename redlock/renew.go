@@ -50,14 +50,14 @@ func (g renewGroup) Renew(ctx context.Context, hs []*lease.Hold, ttls []time.Dur
 	var wg sync.WaitGroup
 	for i, rdb := range c.nodes {
 		wg.Add(1)
-		c.run(func() {
+		c.run(task{fn: func() {
 			defer wg.Done()
 			replies[i] = luascripts.ExtendAll(ctx, rdb, items, false)
-		})
+		}})
 	}
 	wg.Wait()
 	for j := range hs {
-		t := tally{errs: make([]error, n)}
+		t := tally{n: n}
 		for i := range n {
 			v, err := replies[i][j].Int64()
 			t.add(i, v, err)

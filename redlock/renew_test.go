@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/redlock"
 )
 
@@ -41,4 +43,18 @@ func TestClient_renewsHoldsInOneLoop(t *testing.T) {
 	for _, l := range locks {
 		must(t, "Release()", l.Release(ctx))
 	}
+}
+
+// A hold whose renewals are run by every node but whose replies are held
+// back past its validity is reported lost as unanswered: no connection
+// failed.
+func TestLock_Lost_renewalUnanswered(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	c := newClient(t, nodes)
+	l := c.NewLock(keyFor(t), redlock.WithTTL(600*time.Millisecond))
+	must(t, "Acquire()", l.Acquire(context.Background()))
+	for _, rdb := range nodes {
+		hookScript(t, rdb, luascripts.Extend, true, every)
+	}
+	wantLoss(t, l, lock.LossUnanswered, "the renewals' replies were held (TTL 600ms)")
 }

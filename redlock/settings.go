@@ -16,14 +16,14 @@ type settings struct {
 	c           *Client
 	quorum      int
 	callTimeout time.Duration // the node timeout for the configured TTL
-	ttlArg      string        // the TTL in ms, as a script argument
+	ttlBox      any           // the TTL in ms, as a script argument, boxed once
 	pol         lease.Policy
 }
 
 // settings returns the settings of cfg, which is valid for c's nodes.
 func (c *Client) settings(cfg config) *settings {
 	s := &settings{config: cfg, c: c, quorum: cfg.quorumOf(len(c.nodes)),
-		callTimeout: effectiveNodeTimeout(&cfg), ttlArg: strconv.FormatInt(cfg.ttl.Milliseconds(), 10)}
+		callTimeout: effectiveNodeTimeout(&cfg), ttlBox: strconv.FormatInt(cfg.ttl.Milliseconds(), 10)}
 	s.pol = lease.Policy{
 		Engine:     &c.eng,
 		Pkg:        "redlock",

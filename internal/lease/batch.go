@@ -90,7 +90,7 @@ func (e *Engine) watch(hs []*Hold, dl int64, lowered <-chan struct{}, done <-cha
 // the channel that reports the next one brought forward.
 func (e *Engine) expireInFlight(hs []*Hold) (next int64, lowered <-chan struct{}, ok bool) {
 	now := monoNow()
-	var lost []*Hold
+	var lost []lossNote
 	e.mu.Lock()
 	lowered = e.lowered
 	for _, h := range hs {
@@ -99,7 +99,7 @@ func (e *Engine) expireInFlight(hs []*Hold) (next int64, lowered <-chan struct{}
 		}
 		if now >= h.deadline {
 			h.registered = false
-			lost = append(lost, h)
+			lost = append(lost, lossNote{h, failedReason(h.lastErr), ErrRenewalTimeout})
 			continue
 		}
 		if !ok || h.deadline < next {
@@ -107,8 +107,8 @@ func (e *Engine) expireInFlight(hs []*Hold) (next int64, lowered <-chan struct{}
 		}
 	}
 	e.mu.Unlock()
-	for _, h := range lost {
-		h.markLost(LossUnreachable, ErrRenewalTimeout)
+	for _, n := range lost {
+		n.h.markLost(n.reason, n.err)
 	}
 	return next, lowered, ok
 }
@@ -170,11 +170,11 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 			h.next = h.deadline
 			e.requeue(h, &left)
 		default:
-			h.lastErr = o.Err
+			h.lastErr = lastFailure(h.lastErr, o.Err)
 			failed = append(failed, i)
 			if now >= h.deadline-int64(time.Millisecond) {
 				h.registered = false
-				lost = append(lost, lossNote{h, LossUnreachable, o.Err})
+				lost = append(lost, lossNote{h, failedReason(h.lastErr), h.lastErr})
 				continue
 			}
 			h.next = nextFor(h, min(later(now, retryInterval(h.capped(h.ttl))), h.deadline))

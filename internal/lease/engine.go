@@ -133,6 +133,9 @@ func (e *Engine) Close(stop func()) bool {
 	return true
 }
 
+// WaitFor waits until wg's count is zero, at most d.
+func WaitFor(wg *sync.WaitGroup, d time.Duration) { waitFor(wg, d) }
+
 // waitFor waits until wg's count is zero, at most d.
 func waitFor(wg *sync.WaitGroup, d time.Duration) {
 	done := make(chan struct{})

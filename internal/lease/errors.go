@@ -116,6 +116,7 @@ const (
 	LossForceReleased
 	LossUnreachable
 	LossMaxHold
+	LossUnanswered
 )
 
 var reasonNames = [...]string{
@@ -124,6 +125,7 @@ var reasonNames = [...]string{
 	LossForceReleased: "force-released",
 	LossUnreachable:   "unreachable",
 	LossMaxHold:       "max hold reached",
+	LossUnanswered:    "unanswered",
 }
 
 // Name returns the reason in a word or two, as used in messages; "" for a

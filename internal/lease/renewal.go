@@ -283,7 +283,7 @@ func (e *Engine) tick() {
 			h.registered = false
 			reason := LossExpired
 			if h.lastErr != nil {
-				reason = LossUnreachable
+				reason = failedReason(h.lastErr)
 			}
 			lost = append(lost, lossNote{h, reason, h.lastErr})
 		case now >= h.capAt:
