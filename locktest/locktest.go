@@ -176,12 +176,20 @@ func (c *Controller) Expire(key string) error {
 	return c.drop("expire", key, false)
 }
 
-// ForceRelease removes the hold on key and wakes its waiters, as an
-// operator's forced release does: the holder's Lost() closes at its next
-// renewal, reason [lock.LossForceReleased]. It returns an error wrapping
-// [lock.ErrNotHeld] when nobody holds key.
+// ForceRelease is an operator's forced release ([lock.Client.ForceRelease]):
+// it removes every hold on key, of any kind, and tells the holder's
+// process, whose Lost() closes at once with reason
+// [lock.LossForceReleased] (at its next renewal if the message is missed);
+// waiters wake. It returns an error wrapping [lock.ErrNotHeld] when nobody
+// holds key.
 func (c *Controller) ForceRelease(key string) error {
-	return c.drop("force-release", key, true)
+	if c.zero() {
+		return errZero
+	}
+	if err := c.ops.ForceRelease(context.Background(), key); err != nil {
+		return fmt.Errorf("locktest: force-release %q: %w", key, err)
+	}
+	return nil
 }
 
 func (c *Controller) drop(op, key string, wake bool) error {
@@ -235,7 +243,7 @@ func (c *Controller) Steal(key string) error {
 // or the end of its context. Other calls pass, unless the client sends one
 // in the same pipeline as such a call. A hold whose renewal
 // is held back is declared lost at its safety deadline (about 0.9 TTL after
-// its last confirmed renewal), reason [lock.LossUnreachable], while its key
+// its last confirmed renewal), reason [lock.LossUnanswered], while its key
 // stays in Redis until its TTL runs out. Pausing twice is pausing once.
 func (c *Controller) PauseRenewals() {
 	if !c.zero() {
@@ -266,7 +274,7 @@ func (c *Controller) Unreachable() {
 // also ends [Controller.Unreachable]: Redis answers again, late. Replies
 // already waiting follow the change at once. A renewal whose reply comes
 // after its hold's safety deadline loses the hold, reason
-// [lock.LossUnreachable].
+// [lock.LossUnanswered].
 func (c *Controller) Slow(d time.Duration) {
 	if !c.zero() {
 		c.p.set(false, max(d, 0))

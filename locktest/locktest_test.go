@@ -65,6 +65,15 @@ var faults = []fault{
 		heal:   (*locktest.Controller).Restore},
 }
 
+// matches reports whether a loss with reason got is what f causes. A fault
+// that keeps renewals from being confirmed (reason LossUnreachable) may
+// also show as LossUnanswered: the core says unreachable only when a
+// connection error reached it before the safety deadline, and go-redis's
+// own retries, or a reply held back, can keep every error from it.
+func (f fault) matches(got lock.LossReason) bool {
+	return got == f.reason || f.reason == lock.LossUnreachable && got == lock.LossUnanswered
+}
+
 // reasonOf returns the loss reason err carries, or 0.
 func reasonOf(err error) lock.LossReason {
 	var le *lock.LostError
@@ -116,7 +125,7 @@ func testFaultsLost(t *testing.T, newClient func(*testing.T, ...lock.Option) (*l
 				}
 				f.inject(t, ctl, key)
 				waitLost(t, l)
-				if got := reasonOf(l.LostErr()); got != f.reason {
+				if got := reasonOf(l.LostErr()); !f.matches(got) {
 					t.Errorf("LostErr() = %v, want reason %v", l.LostErr(), f.reason)
 				}
 				if f.heal != nil {
@@ -148,7 +157,7 @@ func TestController_faults_WithLock(t *testing.T) {
 			if !errors.Is(err, lock.ErrLockLost) {
 				t.Errorf("WithLock() error = %v, want %v", err, lock.ErrLockLost)
 			}
-			if got := reasonOf(cause); got != f.reason {
+			if got := reasonOf(cause); !f.matches(got) {
 				t.Errorf("context.Cause = %v, want reason %v", cause, f.reason)
 			}
 		})
@@ -179,8 +188,8 @@ func TestController_Steal_keepsKeyWithAnotherToken(t *testing.T) {
 	}
 }
 
-// ForceRelease publishes the wake-up a release sends, on the channel
-// waiters listen to; Expire publishes nothing: the first message after it
+// ForceRelease publishes a force-release message (its holder's token),
+// which also wakes waiters, on the channel waiters listen to; Expire publishes nothing: the first message after it
 // is one the test publishes once Expire has returned, so a message of
 // Expire's would have come first.
 func TestController_ForceRelease_wakesWaiters_Expire_doesNot(t *testing.T) {
@@ -189,7 +198,7 @@ func TestController_ForceRelease_wakesWaiters_Expire_doesNot(t *testing.T) {
 		fault func(*locktest.Controller, string) error
 		want  string
 	}{
-		{"ForceRelease", (*locktest.Controller).ForceRelease, lease.MsgReleased},
+		{"ForceRelease", (*locktest.Controller).ForceRelease, lease.MsgForce}, // "force:" and the hold's token
 		{"Expire", (*locktest.Controller).Expire, "marker"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,7 +220,7 @@ func TestController_ForceRelease_wakesWaiters_Expire_doesNot(t *testing.T) {
 			}
 			m.Publish("lock:{k}:notify", "marker")
 			msg, err := sub.ReceiveMessage(t.Context())
-			if err != nil || msg.Payload != tc.want {
+			if err != nil || !strings.HasPrefix(msg.Payload, tc.want) {
 				t.Errorf("first message after %s = %v, %v; want payload %q", tc.name, msg, err, tc.want)
 			}
 		})
