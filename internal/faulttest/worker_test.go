@@ -34,6 +34,8 @@ func TestWorkerProcess(t *testing.T) {
 		err = mutexWorker()
 	case "hold":
 		err = holdWorker()
+	case "once":
+		err = onceWorker()
 	default:
 		err = fmt.Errorf("unknown worker mode %q", mode)
 	}
