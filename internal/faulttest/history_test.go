@@ -2,6 +2,7 @@ package faulttest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	lock "github.com/agentlock/lock"
 )
 
 // A history is what the holders of a fault scenario did, as operations with
@@ -347,4 +350,35 @@ func porcupineOps(ops []histOp) []porcupine.Operation {
 		pops = append(pops, porcupine.Operation{ClientId: id, Input: o, Call: o.Call, Return: o.Ret})
 	}
 	return pops
+}
+
+// workerClient names a worker process's holder in a history.
+func workerClient(pid int) string { return "w" + strconv.Itoa(pid) }
+
+// acquire runs l.Acquire for client and records the hold.
+func (h *history) acquire(ctx context.Context, l *lock.Lock, key, client string, mode byte) error {
+	call := now()
+	if err := l.Acquire(ctx); err != nil {
+		return err
+	}
+	h.add(histOp{Op: 'A', Key: key, Client: client, Mode: mode, Fence: l.Fence(), Call: call, Ret: now()})
+	return nil
+}
+
+// write offers client's write with fence to the referee and records it.
+func (h *history) write(rc *refClient, key, client string, fence int64) (bool, error) {
+	call := now()
+	ok, err := rc.write(key, fence)
+	if err == nil {
+		h.add(histOp{Op: 'W', Key: key, Client: client, Fence: fence, OK: ok, Call: call, Ret: now()})
+	}
+	return ok, err
+}
+
+// release runs l.Release for client and records the hold's end.
+func (h *history) release(ctx context.Context, l *lock.Lock, key, client string) error {
+	call := now()
+	err := l.Release(ctx)
+	h.add(histOp{Op: 'R', Key: key, Client: client, Call: call, Ret: now()})
+	return err
 }
