@@ -40,6 +40,9 @@ func TestHistory_modelRejectsBrokenHistories(t *testing.T) {
 		}, porcupine.Illegal},
 		// a paused holder's hold ends somewhere in [stop, Lost()]; the new
 		// holder's write lands first, the late one is rejected: Ok.
+		{"acquiresOutOfFenceOrder", 1, []histOp{
+			acq("a", x, 3, 0, 1), rel("a", 2, 3), acq("b", x, 2, 4, 5), rel("b", 6, 7),
+		}, porcupine.Illegal},
 		{"staleWriteRejected", 1, []histOp{
 			acq("a", x, 1, 0, 1), rel("a", 2, 20),
 			acq("b", x, 2, 3, 4), write("b", 2, true, 5, 6),
@@ -80,7 +83,7 @@ func TestHistory_modelRejectsBrokenHistories(t *testing.T) {
 		}, porcupine.Illegal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := porcupine.CheckOperationsTimeout(lockModel(tc.n), porcupineOps(tc.ops), 10*time.Second)
+			got := porcupine.CheckOperationsTimeout(lockModel(tc.n, tc.ops), porcupineOps(tc.ops), 10*time.Second)
 			if got != tc.want {
 				t.Errorf("porcupine = %s, want %s", got, tc.want)
 			}

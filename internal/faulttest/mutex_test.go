@@ -48,6 +48,7 @@ func recordKey(key string) string { return "ft:record:" + key }
 func TestMutex_multiProcess(t *testing.T) {
 	s := redistest.Start(t, redistest.Config{})
 	ref := startReferee(t)
+	hist := newHistory(t)
 	rdb := s.Client(t)
 	ctx := context.Background()
 
@@ -55,7 +56,7 @@ func TestMutex_multiProcess(t *testing.T) {
 	workers := make([]*worker, mutexProcs)
 	for i := range workers {
 		workers[i] = startWorker(t, "mutex",
-			"FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(),
+			"FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(), hist.workerEnv(),
 			"FT_GOROUTINES="+strconv.Itoa(mutexGoroutines),
 			"FT_KEYS="+strconv.Itoa(mutexKeys), "FT_ITERS="+strconv.Itoa(mutexIters),
 			"FT_SEED="+strconv.Itoa(i))
@@ -91,11 +92,13 @@ func TestMutex_multiProcess(t *testing.T) {
 		lost += total.PerKey[key] - got
 	}
 	st := ref.stats()
+	nops, took := checkLinearizable(t, hist.all(t), 1)
 	figure(t, "mutex", "procs", mutexProcs, "goroutines", mutexGoroutines, "keys", mutexKeys,
 		"acquisitions", total.Acquired, "elapsed_ms", elapsed.Milliseconds(),
 		"acq_per_s", int(float64(total.Acquired)/elapsed.Seconds()),
 		"overlaps", st.Overlaps, "lost_updates", lost, "stale_presented", st.StalePresented,
-		"stale_accepted", st.StaleAccepted, "fenced_rejected", st.Rejected, "errors", total.Errors)
+		"stale_accepted", st.StaleAccepted, "fenced_rejected", st.Rejected, "errors", total.Errors,
+		"history_ops", nops, "porcupine_ms", took.Milliseconds())
 
 	if want := mutexProcs * mutexGoroutines * mutexIters; total.Acquired != want {
 		t.Errorf("acquisitions = %d, want %d (errors %d, first: %s)", total.Acquired, want, total.Errors, total.FirstError)
@@ -153,12 +156,22 @@ func mutexWorker() error {
 				return
 			}
 			defer ref.close()
+			me := workerClient(os.Getpid()) + "g" + strconv.Itoa(g)
+			var ops []histOp
+			defer func() {
+				if err := appendHistory(os.Getenv(histEnv), ops...); err != nil {
+					mu.Lock()
+					res.Errors++
+					res.FirstError = err.Error()
+					mu.Unlock()
+				}
+			}()
 			perKey := map[string]int{}
 			var n, overlaps, rejected, errs int
 			var first error
 			for range iters {
 				key := mutexKey(rng.IntN(keys))
-				ok, ov, rej, err := mutexSection(ctx, c, rdb, ref, key)
+				ok, ov, rej, err := mutexSection(ctx, c, rdb, ref, key, me, &ops)
 				if ok {
 					n++
 					perKey[key]++
@@ -198,14 +211,21 @@ func mutexWorker() error {
 
 // mutexSection takes key, does the read-modify-write on its record and the
 // fenced write, and releases. ok reports that the record was incremented
-// under the lock.
-func mutexSection(ctx context.Context, c *lock.Client, rdb *redis.Client, ref *refClient, key string) (ok bool, overlaps, rejected int, err error) {
+// under the lock. The hold, its fenced write and its release are appended
+// to ops as client's.
+func mutexSection(ctx context.Context, c *lock.Client, rdb *redis.Client, ref *refClient, key, client string,
+	ops *[]histOp) (ok bool, overlaps, rejected int, err error) {
 	l := c.NewLock(key)
+	call := now()
 	if err := l.Acquire(ctx); err != nil {
 		return false, 0, 0, err
 	}
+	*ops = append(*ops, histOp{Op: 'A', Key: key, Client: client, Mode: holdExclusive, Fence: l.Fence(), Call: call, Ret: now()})
 	defer func() {
-		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+		call := now()
+		rerr := l.Release(context.WithoutCancel(ctx))
+		*ops = append(*ops, histOp{Op: 'R', Key: key, Client: client, Call: call, Ret: now()})
+		if rerr != nil && err == nil {
 			err = fmt.Errorf("release: %w", rerr)
 		}
 	}()
@@ -223,10 +243,12 @@ func mutexSection(ctx context.Context, c *lock.Client, rdb *redis.Client, ref *r
 	if err := rdb.Set(ctx, recordKey(key), v+1, 0).Err(); err != nil {
 		return false, overlaps, 0, err
 	}
+	call = now()
 	accepted, err := ref.write(key, l.Fence())
 	if err != nil {
 		return false, overlaps, 0, err
 	}
+	*ops = append(*ops, histOp{Op: 'W', Key: key, Client: client, Fence: l.Fence(), OK: accepted, Call: call, Ret: now()})
 	if !accepted {
 		rejected++
 	}
