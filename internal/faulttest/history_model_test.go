@@ -2,7 +2,6 @@ package faulttest
 
 import (
 	"testing"
-	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -83,7 +82,7 @@ func TestHistory_modelRejectsBrokenHistories(t *testing.T) {
 		}, porcupine.Illegal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := porcupine.CheckOperationsTimeout(lockModel(tc.n, tc.ops), porcupineOps(tc.ops), 10*time.Second)
+			got := linearizable(tc.ops, tc.n)
 			if got != tc.want {
 				t.Errorf("porcupine = %s, want %s", got, tc.want)
 			}

@@ -364,6 +364,12 @@ func checkLinearizable(t *testing.T, ops []histOp, n int) (int, time.Duration) {
 	return len(ops), took
 }
 
+// linearizable is porcupine's verdict on ops against lockModel(n), without
+// a visualization.
+func linearizable(ops []histOp, n int) porcupine.CheckResult {
+	return porcupine.CheckOperationsTimeout(lockModel(n, ops), porcupineOps(ops), time.Minute)
+}
+
 // porcupineOps turns a history into porcupine's operations, one client id
 // per holder.
 func porcupineOps(ops []histOp) []porcupine.Operation {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
@@ -266,6 +267,7 @@ func mutexSection(ctx context.Context, c *lock.Client, rdb *redis.Client, ref *r
 func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 	s := redistest.Start(t, redistest.Config{})
 	ref := startReferee(t)
+	hist := newHistory(t)
 	rdb := s.Client(t)
 	locks := lock.NewClient(rdb, lock.WithTTL(lock.MinTTL), lock.WithWatchdog(false))
 	defer locks.Close()
@@ -274,8 +276,9 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 	const section = lock.MinTTL + 20*time.Millisecond
 	var wg sync.WaitGroup
 	var done atomic.Int64
-	for range goroutines {
+	for g := range goroutines {
 		wg.Go(func() {
+			me := "g" + strconv.Itoa(g)
 			rc, err := dialReferee(ref.addr())
 			if err != nil {
 				return
@@ -283,7 +286,7 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 			defer rc.close()
 			for range iters {
 				l := locks.NewLock("broken")
-				if l.Acquire(ctx) != nil {
+				if hist.acquire(ctx, l, "broken", me, holdExclusive) != nil {
 					continue
 				}
 				if _, err := rc.enter("broken", l.Fence()); err != nil {
@@ -292,9 +295,9 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 				v, _ := rdb.Get(ctx, recordKey("broken")).Int()
 				time.Sleep(section)
 				rdb.Set(ctx, recordKey("broken"), v+1, 0)
-				_, _ = rc.write("broken", l.Fence())
+				_, _ = hist.write(rc, "broken", me, l.Fence())
 				_ = rc.exit("broken")
-				_ = l.Release(ctx)
+				_ = hist.release(ctx, l, "broken", me)
 				done.Add(1)
 			}
 		})
@@ -303,9 +306,14 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 	got, _ := rdb.Get(ctx, recordKey("broken")).Int()
 	st := ref.stats()
 	lost := int(done.Load()) - got
+	// Each holder's view runs to its Release, past its 5ms lease.
+	verdict := linearizable(hist.all(t), 1)
 	figure(t, "mutex_control_broken_lock", "sections", done.Load(), "overlaps", st.Overlaps,
 		"lost_updates", lost, "stale_presented", st.StalePresented, "fenced_rejected", st.Rejected,
-		"stale_accepted", st.StaleAccepted)
+		"stale_accepted", st.StaleAccepted, "porcupine", verdict)
+	if verdict != porcupine.Illegal {
+		t.Errorf("porcupine on the broken lock's history = %s, want %s", verdict, porcupine.Illegal)
+	}
 	if st.Overlaps == 0 || lost == 0 || st.StalePresented == 0 {
 		t.Errorf("a %v lease over %v sections: overlaps %d, lost updates %d, stale writes %d; want all above 0",
 			lock.MinTTL, section, st.Overlaps, lost, st.StalePresented)

@@ -3,11 +3,13 @@ package faulttest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
@@ -192,8 +194,15 @@ func holderPaused(t *testing.T, scenario string, semN int) {
 		t.Errorf("new holder Release() error = %v", err)
 	}
 	// The paused hold ended somewhere between the SIGSTOP and its Lost().
-	ops := widenEnd(hist.all(t), key, workerClient(w.pid()), stopped.UnixNano(), now())
+	raw := hist.all(t)
+	ops := widenEnd(slices.Clone(raw), key, workerClient(w.pid()), stopped.UnixNano(), now())
 	nops, took := checkLinearizable(t, ops, max(semN, 1))
+	// Control on the same real history: taken at its word (its hold lasting
+	// until its Lost() closed, after the resume), the paused holder overlaps
+	// the new one, and porcupine must say so.
+	if res := linearizable(raw, max(semN, 1)); res != porcupine.Illegal {
+		t.Errorf("porcupine on the paused holder's own view = %s, want %s (it overlaps the new holder)", res, porcupine.Illegal)
+	}
 	st := ref.stats()
 	figure(t, scenario, "ttl_ms", ttl.Milliseconds(), "paused_ms", paused.Milliseconds(),
 		"new_holder_after_ms", newHeld.Milliseconds(), "old_fence", held.Fence, "new_fence", l.Fence(),
