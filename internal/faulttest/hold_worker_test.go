@@ -55,17 +55,22 @@ func holdWorker() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l := c.NewLock(key)
+	l, mode := c.NewLock(key), byte(holdExclusive)
 	switch os.Getenv("FT_RW") { // a read-write lock's hold instead (rwlock_test.go)
 	case "read":
-		l = c.NewRWLock(key).ReadLock()
+		l, mode = c.NewRWLock(key).ReadLock(), holdRead
 	case "write":
 		l = c.NewRWLock(key).WriteLock()
 	}
 	if n := envInt("FT_SEM_N", 0); n > 0 {
-		l = c.NewSemaphore(key, n).Permit() // a permit of a semaphore of n
+		l, mode = c.NewSemaphore(key, n).Permit(), holdPermit // a permit of a semaphore of n
 	}
+	hist, me := os.Getenv(histEnv), workerClient(os.Getpid())
+	call := now()
 	if err := l.Acquire(ctx); err != nil {
+		return err
+	}
+	if err := appendHistory(hist, histOp{Op: 'A', Key: key, Client: me, Mode: mode, Fence: l.Fence(), Call: call, Ret: now()}); err != nil {
 		return err
 	}
 	lostAt := make(chan time.Time, 1)
@@ -90,8 +95,12 @@ func holdWorker() error {
 			lostBefore = true
 		default:
 		}
+		call := now()
 		ok, err := ref.write(key, l.Fence())
 		if err != nil {
+			return err
+		}
+		if err := appendHistory(hist, histOp{Op: 'W', Key: key, Client: me, Fence: l.Fence(), OK: ok, Call: call, Ret: now()}); err != nil {
 			return err
 		}
 		report("wrote", wroteReport{Accepted: ok, LostBefore: lostBefore})
@@ -99,6 +108,12 @@ func holdWorker() error {
 		select {
 		case at := <-lostAt:
 			lr.Fired, lr.AfterMS = true, at.Sub(got).Milliseconds()
+			// The hold ended when Lost() closed; the Release below only
+			// tidies up.
+			end := histOp{Op: 'R', Key: key, Client: me, Call: at.UnixNano(), Ret: at.UnixNano()}
+			if err := appendHistory(hist, end); err != nil {
+				return err
+			}
 			var le *lock.LostError
 			if errors.As(l.LostErr(), &le) {
 				lr.Reason = le.Reason.String()
@@ -107,9 +122,13 @@ func holdWorker() error {
 		}
 		report("lost", lr)
 		_ = ref.exit(key)
+		call = now()
 		err = l.Release(context.Background())
 		if err != nil && !errors.Is(err, lock.ErrNotHeld) {
 			return fmt.Errorf("release: %w", err)
+		}
+		if !lr.Fired {
+			return appendHistory(hist, histOp{Op: 'R', Key: key, Client: me, Call: call, Ret: now()})
 		}
 		return nil
 	}

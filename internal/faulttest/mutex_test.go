@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
@@ -48,6 +49,7 @@ func recordKey(key string) string { return "ft:record:" + key }
 func TestMutex_multiProcess(t *testing.T) {
 	s := redistest.Start(t, redistest.Config{})
 	ref := startReferee(t)
+	hist := newHistory(t)
 	rdb := s.Client(t)
 	ctx := context.Background()
 
@@ -55,7 +57,7 @@ func TestMutex_multiProcess(t *testing.T) {
 	workers := make([]*worker, mutexProcs)
 	for i := range workers {
 		workers[i] = startWorker(t, "mutex",
-			"FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(),
+			"FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(), hist.workerEnv(),
 			"FT_GOROUTINES="+strconv.Itoa(mutexGoroutines),
 			"FT_KEYS="+strconv.Itoa(mutexKeys), "FT_ITERS="+strconv.Itoa(mutexIters),
 			"FT_SEED="+strconv.Itoa(i))
@@ -91,11 +93,13 @@ func TestMutex_multiProcess(t *testing.T) {
 		lost += total.PerKey[key] - got
 	}
 	st := ref.stats()
+	nops, took := checkLinearizable(t, hist.all(t), 1)
 	figure(t, "mutex", "procs", mutexProcs, "goroutines", mutexGoroutines, "keys", mutexKeys,
 		"acquisitions", total.Acquired, "elapsed_ms", elapsed.Milliseconds(),
 		"acq_per_s", int(float64(total.Acquired)/elapsed.Seconds()),
 		"overlaps", st.Overlaps, "lost_updates", lost, "stale_presented", st.StalePresented,
-		"stale_accepted", st.StaleAccepted, "fenced_rejected", st.Rejected, "errors", total.Errors)
+		"stale_accepted", st.StaleAccepted, "fenced_rejected", st.Rejected, "errors", total.Errors,
+		"history_ops", nops, "porcupine_ms", took.Milliseconds())
 
 	if want := mutexProcs * mutexGoroutines * mutexIters; total.Acquired != want {
 		t.Errorf("acquisitions = %d, want %d (errors %d, first: %s)", total.Acquired, want, total.Errors, total.FirstError)
@@ -153,12 +157,22 @@ func mutexWorker() error {
 				return
 			}
 			defer ref.close()
+			me := workerClient(os.Getpid()) + "g" + strconv.Itoa(g)
+			var ops []histOp
+			defer func() {
+				if err := appendHistory(os.Getenv(histEnv), ops...); err != nil {
+					mu.Lock()
+					res.Errors++
+					res.FirstError = err.Error()
+					mu.Unlock()
+				}
+			}()
 			perKey := map[string]int{}
 			var n, overlaps, rejected, errs int
 			var first error
 			for range iters {
 				key := mutexKey(rng.IntN(keys))
-				ok, ov, rej, err := mutexSection(ctx, c, rdb, ref, key)
+				ok, ov, rej, err := mutexSection(ctx, c, rdb, ref, key, me, &ops)
 				if ok {
 					n++
 					perKey[key]++
@@ -198,14 +212,21 @@ func mutexWorker() error {
 
 // mutexSection takes key, does the read-modify-write on its record and the
 // fenced write, and releases. ok reports that the record was incremented
-// under the lock.
-func mutexSection(ctx context.Context, c *lock.Client, rdb *redis.Client, ref *refClient, key string) (ok bool, overlaps, rejected int, err error) {
+// under the lock. The hold, its fenced write and its release are appended
+// to ops as client's.
+func mutexSection(ctx context.Context, c *lock.Client, rdb *redis.Client, ref *refClient, key, client string,
+	ops *[]histOp) (ok bool, overlaps, rejected int, err error) {
 	l := c.NewLock(key)
+	call := now()
 	if err := l.Acquire(ctx); err != nil {
 		return false, 0, 0, err
 	}
+	*ops = append(*ops, histOp{Op: 'A', Key: key, Client: client, Mode: holdExclusive, Fence: l.Fence(), Call: call, Ret: now()})
 	defer func() {
-		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+		call := now()
+		rerr := l.Release(context.WithoutCancel(ctx))
+		*ops = append(*ops, histOp{Op: 'R', Key: key, Client: client, Call: call, Ret: now()})
+		if rerr != nil && err == nil {
 			err = fmt.Errorf("release: %w", rerr)
 		}
 	}()
@@ -223,10 +244,12 @@ func mutexSection(ctx context.Context, c *lock.Client, rdb *redis.Client, ref *r
 	if err := rdb.Set(ctx, recordKey(key), v+1, 0).Err(); err != nil {
 		return false, overlaps, 0, err
 	}
+	call = now()
 	accepted, err := ref.write(key, l.Fence())
 	if err != nil {
 		return false, overlaps, 0, err
 	}
+	*ops = append(*ops, histOp{Op: 'W', Key: key, Client: client, Fence: l.Fence(), OK: accepted, Call: call, Ret: now()})
 	if !accepted {
 		rejected++
 	}
@@ -244,6 +267,7 @@ func mutexSection(ctx context.Context, c *lock.Client, rdb *redis.Client, ref *r
 func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 	s := redistest.Start(t, redistest.Config{})
 	ref := startReferee(t)
+	hist := newHistory(t)
 	rdb := s.Client(t)
 	locks := lock.NewClient(rdb, lock.WithTTL(lock.MinTTL), lock.WithWatchdog(false))
 	defer locks.Close()
@@ -252,8 +276,9 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 	const section = lock.MinTTL + 20*time.Millisecond
 	var wg sync.WaitGroup
 	var done atomic.Int64
-	for range goroutines {
+	for g := range goroutines {
 		wg.Go(func() {
+			me := "g" + strconv.Itoa(g)
 			rc, err := dialReferee(ref.addr())
 			if err != nil {
 				return
@@ -261,7 +286,7 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 			defer rc.close()
 			for range iters {
 				l := locks.NewLock("broken")
-				if l.Acquire(ctx) != nil {
+				if hist.acquire(ctx, l, "broken", me, holdExclusive) != nil {
 					continue
 				}
 				if _, err := rc.enter("broken", l.Fence()); err != nil {
@@ -270,9 +295,9 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 				v, _ := rdb.Get(ctx, recordKey("broken")).Int()
 				time.Sleep(section)
 				rdb.Set(ctx, recordKey("broken"), v+1, 0)
-				_, _ = rc.write("broken", l.Fence())
+				_, _ = hist.write(rc, "broken", me, l.Fence())
 				_ = rc.exit("broken")
-				_ = l.Release(ctx)
+				_ = hist.release(ctx, l, "broken", me)
 				done.Add(1)
 			}
 		})
@@ -281,9 +306,14 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 	got, _ := rdb.Get(ctx, recordKey("broken")).Int()
 	st := ref.stats()
 	lost := int(done.Load()) - got
+	// Each holder's view runs to its Release, past its 5ms lease.
+	verdict := linearizable(hist.all(t), 1)
 	figure(t, "mutex_control_broken_lock", "sections", done.Load(), "overlaps", st.Overlaps,
 		"lost_updates", lost, "stale_presented", st.StalePresented, "fenced_rejected", st.Rejected,
-		"stale_accepted", st.StaleAccepted)
+		"stale_accepted", st.StaleAccepted, "porcupine", verdict)
+	if verdict != porcupine.Illegal {
+		t.Errorf("porcupine on the broken lock's history = %s, want %s", verdict, porcupine.Illegal)
+	}
 	if st.Overlaps == 0 || lost == 0 || st.StalePresented == 0 {
 		t.Errorf("a %v lease over %v sections: overlaps %d, lost updates %d, stale writes %d; want all above 0",
 			lock.MinTTL, section, st.Overlaps, lost, st.StalePresented)

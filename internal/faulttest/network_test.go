@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,6 +39,8 @@ type contention struct {
 	others  []error              // errors of class "other"
 	late    int                  // Acquire returned nil with Lost() already closed
 	lostAt  map[string]time.Time // by token: when EventLost was observed
+	hist    *history             // every hold, its fenced write and its end
+	store   *referee             // the fenced store, called in process
 }
 
 // Observe records when each hold's loss was signalled.
@@ -73,10 +76,13 @@ func (c *contention) run(ctx context.Context, wg *sync.WaitGroup, who string, lo
 	for g := range goroutines {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(len(who)), uint64(g)))
+			client := who + strconv.Itoa(g)
 			for ctx.Err() == nil {
 				l := locks.NewLock(c.key)
 				actx, cancel := context.WithTimeout(ctx, 2*c.ttl)
+				call := now()
 				err := l.Acquire(actx)
+				ret := now()
 				cancel()
 				if ctx.Err() != nil && err != nil {
 					return
@@ -87,6 +93,7 @@ func (c *contention) run(ctx context.Context, wg *sync.WaitGroup, who string, lo
 					continue
 				}
 				iv := interval{start: time.Now(), who: who, fence: l.Fence()}
+				c.hist.add(histOp{Op: 'A', Key: c.key, Client: client, Mode: holdExclusive, Fence: l.Fence(), Call: call, Ret: ret})
 				select {
 				case <-l.Lost():
 					c.mu.Lock()
@@ -94,7 +101,9 @@ func (c *contention) run(ctx context.Context, wg *sync.WaitGroup, who string, lo
 					c.mu.Unlock()
 					iv.lost = true
 				default:
+					c.write(client, l.Fence())
 				}
+				entered := !iv.lost
 				if holding != nil {
 					holding.Store(true)
 				}
@@ -123,12 +132,31 @@ func (c *contention) run(ctx context.Context, wg *sync.WaitGroup, who string, lo
 				c.mu.Lock()
 				c.holds = append(c.holds, iv)
 				c.mu.Unlock()
+				if entered {
+					c.store.apply("X", c.key, 0)
+				}
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.ttl)
-				c.note("release", l.Release(rctx))
+				if iv.lost {
+					// The hold ended when its loss was signalled: the
+					// library promises nobody else held it before.
+					c.hist.add(histOp{Op: 'R', Key: c.key, Client: client, Call: iv.end.UnixNano(), Ret: iv.end.UnixNano()})
+					c.note("release", l.Release(rctx))
+				} else {
+					c.note("release", c.hist.release(rctx, l, c.key, client))
+				}
 				rcancel()
 			}
 		})
 	}
+}
+
+// write enters the fenced store's section and offers client's write with
+// fence, in the history.
+func (c *contention) write(client string, fence int64) {
+	c.store.apply("E", c.key, fence)
+	call := now()
+	ok := c.store.apply("W", c.key, fence) == 1
+	c.hist.add(histOp{Op: 'W', Key: c.key, Client: client, Fence: fence, OK: ok, Call: call, Ret: now()})
 }
 
 // overlaps returns the pairs of holds that overlap in time, sorted by
@@ -216,7 +244,8 @@ func TestNetwork_faults(t *testing.T) {
 			faulty := redis.NewClient(o)
 			defer faulty.Close()
 			direct := s.Client(t)
-			c := &contention{key: "net-" + tc.name, ttl: ttl, classes: map[string]int{}}
+			c := &contention{key: "net-" + tc.name, ttl: ttl, classes: map[string]int{},
+				hist: newHistory(t), store: startReferee(t)}
 			cf := lock.NewClient(faulty, lock.WithTTL(ttl), lock.WithObserver(c))
 			defer cf.Close()
 			cd := lock.NewClient(direct, lock.WithTTL(ttl), lock.WithObserver(c))
@@ -250,11 +279,13 @@ func TestNetwork_faults(t *testing.T) {
 			wg.Wait()
 
 			bad := c.overlaps()
+			nops, took := checkLinearizable(t, c.hist.all(t), 1)
 			fh, fl := c.count("faulty")
 			dh, dl := c.count("direct")
 			figure(t, "network_"+tc.name, "ttl_ms", ttl.Milliseconds(), "fault_ms", healedAt.Sub(faultAt).Milliseconds(),
 				"holds_faulty", fh, "lost_faulty", fl, "holds_direct", dh, "lost_direct", dl,
-				"overlaps", len(bad), "late_grants", c.late, "errors", fmtCounts(c.classes))
+				"overlaps", len(bad), "late_grants", c.late, "errors", fmtCounts(c.classes),
+				"stale_accepted", c.store.stats().StaleAccepted, "history_ops", nops, "porcupine_ms", took.Milliseconds())
 			for _, b := range bad {
 				t.Errorf("overlap: %s fence %d [%v +%v] and %s fence %d [%v +%v]",
 					b[0].who, b[0].fence, b[0].start.Format("15:04:05.000"), b[0].end.Sub(b[0].start),

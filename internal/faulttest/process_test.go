@@ -3,11 +3,13 @@ package faulttest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
@@ -45,8 +47,9 @@ func TestProcess_holderKilled(t *testing.T) {
 	const ttl = 2 * time.Second
 	s := redistest.Start(t, redistest.Config{})
 	ref := startReferee(t)
+	hist := newHistory(t)
 	key := "killed"
-	w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(),
+	w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(), hist.workerEnv(),
 		"FT_KEY="+key, "FT_TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())))
 	var held heldReport
 	w.expect("held", &held, 20*time.Second)
@@ -64,7 +67,7 @@ func TestProcess_holderKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*ttl)
 	defer cancel()
 	go func() {
-		err := waiter.Acquire(ctx)
+		err := hist.acquire(ctx, waiter, key, "waiter", holdExclusive)
 		got <- result{time.Now(), err}
 	}()
 	time.Sleep(50 * time.Millisecond) // the waiter is waiting
@@ -78,13 +81,26 @@ func TestProcess_holderKilled(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("waiter Acquire() error = %v, want nil", r.err)
 	}
-	defer waiter.Release(context.Background())
+	rc, err := dialReferee(ref.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.close()
+	if ok, err := hist.write(rc, key, "waiter", waiter.Fence()); err != nil || !ok {
+		t.Errorf("waiter's write (fence %d): accepted %v, %v; want accepted", waiter.Fence(), ok, err)
+	}
+	if err := hist.release(context.Background(), waiter, key, "waiter"); err != nil {
+		t.Errorf("waiter Release() error = %v", err)
+	}
 	_ = w.wait(5 * time.Second)
+	// The killed hold ended somewhere after the kill (at its TTL, on the
+	// server); it has no end of its own in the history.
+	nops, took := checkLinearizable(t, widenEnd(hist.all(t), key, workerClient(w.pid()), killed.UnixNano(), now()), 1)
 
 	free, acquired := freeAt.Sub(killed), r.at.Sub(killed)
 	figure(t, "holder_killed", "ttl_ms", ttl.Milliseconds(), "free_after_ms", free.Milliseconds(),
 		"waiter_held_after_ms", acquired.Milliseconds(), "backoff_max_ms", lock.DefaultBackoffMax.Milliseconds(),
-		"old_fence", held.Fence, "new_fence", waiter.Fence())
+		"old_fence", held.Fence, "new_fence", waiter.Fence(), "history_ops", nops, "porcupine_ms", took.Milliseconds())
 	// The key's TTL was last set before the kill, so it is gone within the
 	// TTL; polling and a loaded machine add a little.
 	if slack := 250 * time.Millisecond; free > ttl+slack {
@@ -114,8 +130,9 @@ func holderPaused(t *testing.T, scenario string, semN int) {
 	const ttl = time.Second
 	s := redistest.Start(t, redistest.Config{})
 	ref := startReferee(t)
+	hist := newHistory(t)
 	key := "paused"
-	w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(),
+	w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(), hist.workerEnv(),
 		"FT_KEY="+key, "FT_TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())), "FT_SEM_N="+strconv.Itoa(semN))
 	var held heldReport
 	w.expect("held", &held, 20*time.Second)
@@ -133,13 +150,13 @@ func holderPaused(t *testing.T, scenario string, semN int) {
 
 	locks := lock.NewClient(s.Client(t), lock.WithTTL(ttl))
 	defer locks.Close()
-	l := locks.NewLock(key)
+	l, mode := locks.NewLock(key), byte(holdExclusive)
 	if semN > 0 {
-		l = locks.NewSemaphore(key, semN).Permit()
+		l, mode = locks.NewSemaphore(key, semN).Permit(), holdPermit
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*ttl)
 	defer cancel()
-	if err := l.Acquire(ctx); err != nil {
+	if err := hist.acquire(ctx, l, key, "here", mode); err != nil {
 		t.Fatalf("Acquire() while the holder is paused: %v", err)
 	}
 	newHeld := time.Since(stopped)
@@ -151,7 +168,7 @@ func holderPaused(t *testing.T, scenario string, semN int) {
 	if _, err := rc.enter(key, l.Fence()); err != nil {
 		t.Fatal(err)
 	}
-	ok, err := rc.write(key, l.Fence())
+	ok, err := hist.write(rc, key, "here", l.Fence())
 	if err != nil || !ok {
 		t.Fatalf("new holder's write (fence %d): accepted %v, %v; want accepted", l.Fence(), ok, err)
 	}
@@ -173,15 +190,26 @@ func holderPaused(t *testing.T, scenario string, semN int) {
 		t.Errorf("worker: %v", err)
 	}
 	_ = rc.exit(key)
-	if err := l.Release(context.Background()); err != nil {
+	if err := hist.release(context.Background(), l, key, "here"); err != nil {
 		t.Errorf("new holder Release() error = %v", err)
+	}
+	// The paused hold ended somewhere between the SIGSTOP and its Lost().
+	raw := hist.all(t)
+	ops := widenEnd(slices.Clone(raw), key, workerClient(w.pid()), stopped.UnixNano(), now())
+	nops, took := checkLinearizable(t, ops, max(semN, 1))
+	// Control on the same real history: taken at its word (its hold lasting
+	// until its Lost() closed, after the resume), the paused holder overlaps
+	// the new one, and porcupine must say so.
+	if res := linearizable(raw, max(semN, 1)); res != porcupine.Illegal {
+		t.Errorf("porcupine on the paused holder's own view = %s, want %s (it overlaps the new holder)", res, porcupine.Illegal)
 	}
 	st := ref.stats()
 	figure(t, scenario, "ttl_ms", ttl.Milliseconds(), "paused_ms", paused.Milliseconds(),
 		"new_holder_after_ms", newHeld.Milliseconds(), "old_fence", held.Fence, "new_fence", l.Fence(),
 		"late_write_accepted", wrote.Accepted, "lost_fired", lost.Fired, "lost_reason", quoteSpace(lost.Reason),
 		"lost_after_resume_ms", lost.AfterMS, "lost_before_late_write", wrote.LostBefore,
-		"overlaps", st.Overlaps, "stale_presented", st.StalePresented, "stale_accepted", st.StaleAccepted)
+		"overlaps", st.Overlaps, "stale_presented", st.StalePresented, "stale_accepted", st.StaleAccepted,
+		"history_ops", nops, "porcupine_ms", took.Milliseconds())
 
 	if l.Fence() <= held.Fence {
 		t.Errorf("new fence %d, want above the paused holder's %d", l.Fence(), held.Fence)

@@ -22,8 +22,9 @@ func TestProcess_rwHolderPaused(t *testing.T) {
 			const ttl = time.Second
 			s := redistest.Start(t, redistest.Config{})
 			ref := startReferee(t)
+			hist := newHistory(t)
 			key := "rw-paused-" + side
-			w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(),
+			w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(), hist.workerEnv(),
 				"FT_KEY="+key, "FT_TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())), "FT_RW="+side)
 			var held heldReport
 			w.expect("held", &held, 20*time.Second)
@@ -43,7 +44,7 @@ func TestProcess_rwHolderPaused(t *testing.T) {
 			l := locks.NewRWLock(key).WriteLock()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*ttl)
 			defer cancel()
-			if err := l.Acquire(ctx); err != nil {
+			if err := hist.acquire(ctx, l, key, "here", holdExclusive); err != nil {
 				t.Fatalf("writer Acquire() while the holder is paused: %v", err)
 			}
 			newHeld := time.Since(stopped)
@@ -55,7 +56,7 @@ func TestProcess_rwHolderPaused(t *testing.T) {
 			if _, err := rc.enter(key, l.Fence()); err != nil {
 				t.Fatal(err)
 			}
-			if ok, err := rc.write(key, l.Fence()); err != nil || !ok {
+			if ok, err := hist.write(rc, key, "here", l.Fence()); err != nil || !ok {
 				t.Fatalf("writer's write (fence %d): accepted %v, %v; want accepted", l.Fence(), ok, err)
 			}
 
@@ -75,14 +76,17 @@ func TestProcess_rwHolderPaused(t *testing.T) {
 				t.Errorf("worker: %v", err)
 			}
 			_ = rc.exit(key)
-			if err := l.Release(context.Background()); err != nil {
+			if err := hist.release(context.Background(), l, key, "here"); err != nil {
 				t.Errorf("writer Release() error = %v", err)
 			}
+			// The paused hold ended somewhere between the SIGSTOP and its Lost().
+			ops := widenEnd(hist.all(t), key, workerClient(w.pid()), stopped.UnixNano(), now())
+			nops, took := checkLinearizable(t, ops, 1)
 			st := ref.stats()
 			figure(t, "rw_holder_paused_"+side, "ttl_ms", ttl.Milliseconds(),
 				"writer_after_ms", newHeld.Milliseconds(), "old_fence", held.Fence, "new_fence", l.Fence(),
 				"late_write_accepted", wrote.Accepted, "lost_fired", lost.Fired, "lost_reason", quoteSpace(lost.Reason),
-				"stale_accepted", st.StaleAccepted)
+				"stale_accepted", st.StaleAccepted, "history_ops", nops, "porcupine_ms", took.Milliseconds())
 			if l.Fence() <= held.Fence {
 				t.Errorf("writer fence %d, want above the paused %s hold's %d", l.Fence(), side, held.Fence)
 			}
