@@ -25,6 +25,12 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 		return lease.Outcome{}, false
 	}
 	wp := w.Handle().Policy()
+	if wp.Tag != nil {
+		// Another kind's waiter on the key (a semaphore's: see NewSemaphore):
+		// a mutex hold is not what it waits for. It tries for itself.
+		n.Settle(w, lease.Gift{Retry: true})
+		return lease.Outcome{}, false
+	}
 	sent := time.Now()
 	v, err := sb.run(ctx, scriptHandoff, l.hd.Keys.AcquireKeys(),
 		h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)).Int64()
