@@ -128,3 +128,47 @@ func TestSemaphore_twoReleasesWakeTwo(t *testing.T) {
 	must(t, "Release() of W1", w1.Release(ctx))
 	must(t, "Release() of W2", w2.Release(ctx))
 }
+
+// TestSemaphore_handoffToWaiterThatLeft: a release hands its permit to a
+// waiter whose wait ends while the handoff call is out (its reply held
+// back by a hook after Redis moved the permit to the waiter's token). The
+// waiter's Acquire fails, and the permit it never took must not stay out:
+// the release undoes it, so the semaphore is free again.
+func TestSemaphore_handoffToWaiterThatLeft(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	rdb := tg.newRDB(t)
+	hook := newHoldReply(luascripts.SemSources[4], luascripts.SemHandoff.Hash())
+	rdb.AddHook(hook)
+	c := newClient(t, rdb, lock.WithTTL(time.Hour), lock.WithBackoff(time.Hour, time.Hour))
+	sem := c.NewSemaphore(key, 1)
+	holder, w := sem.Permit(), sem.Permit()
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() { got <- w.Acquire(wctx) }()
+	waitUntil(t, "an idle waiter", func() bool { return lock.IdleWaiters(c, key) == 1 })
+
+	hook.armed.Store(true)
+	released := make(chan error, 1)
+	go func() { released <- holder.Release(ctx) }()
+	waitClosed(t, hook.held, 10*time.Second, "the handoff's reply held")
+	if m := tg.rdb.ZRange(ctx, lockKey(key), 0, -1).Val(); len(m) != 1 || m[0] == holder.Token() {
+		t.Fatalf("members during the handoff %v, want one: the waiter's (the holder's was %q)", m, holder.Token())
+	}
+	cancel()
+	select {
+	case err := <-got:
+		wantErr(t, "waiter Acquire()", err, lock.ErrNotAcquired)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter's Acquire did not end with its ctx")
+	}
+	close(hook.let)
+	must(t, "holder Release()", <-released)
+	waitUntil(t, "the handed-over permit undone", func() bool { return tg.rdb.Exists(ctx, lockKey(key)).Val() == 0 })
+	if n, err := sem.Available(ctx); err != nil || n != 1 {
+		t.Fatalf("Available() = %d, %v; want 1", n, err)
+	}
+}
