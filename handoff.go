@@ -9,8 +9,9 @@ import (
 
 // handoff tries to pass h straight to a waiter of this Client on the same
 // key (the engine's Notifier picks the longest-waiting one that can take
-// it), in the release's one round trip. It reports whether it found one;
-// then o is the outcome of the release.
+// it), in the release's one round trip. It reports whether it claimed
+// one; then o is the outcome of the release. Another kind's waiter is
+// only woken, after the release.
 func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, found bool) {
 	if b, ok := l.cfg.be.(semBackend); ok {
 		return l.semHandoff(ctx, h, b)
@@ -25,6 +26,14 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 		return lease.Outcome{}, false
 	}
 	wp := w.Handle().Policy()
+	if wp.Tag != nil {
+		// Another kind's waiter on the key (a semaphore's: see NewSemaphore):
+		// a mutex hold is not what it waits for. It tries for itself, told
+		// once the key is free (claimed meanwhile, it sends nothing).
+		o = outcome(l.cfg.be.release(ctx, &l.hd.Keys, h.Token()))
+		n.Settle(w, lease.Gift{Retry: true})
+		return o, true
+	}
 	sent := time.Now()
 	var v int64
 	var err error

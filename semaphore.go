@@ -104,6 +104,7 @@ func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
 	sb := c.backend(backendKind{mode: ReleaseScript, fencing: cfg.fencing, coalesce: cfg.coalesce}).(*scriptBackend)
 	set.be = semBackend{sb: sb, rdb: c.rdb, n: n}
 	set.pol.Handoff = true // to waiters of the same settings only: see semHandoff
+	set.pol.Tag = semTag{} // so a mutex's release hands it nothing (handoff)
 	set.pol.Group = set.semGroup
 	if shared {
 		c.beMu.Lock()
@@ -118,6 +119,9 @@ func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
 	}
 	return set
 }
+
+// semTag marks the policies of semaphores (lease.Policy.Tag).
+type semTag struct{}
 
 // errZeroSemaphore is what a zero or nil Semaphore reports.
 var errZeroSemaphore = invalidf("zero Semaphore: make semaphores with Client.NewSemaphore")

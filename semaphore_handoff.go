@@ -9,10 +9,10 @@ import (
 
 // semHandoff passes h, a permit, straight to the longest-waiting Acquire of
 // the same settings in this Client (see handoff for the mutex's), in the
-// release's one round trip. It reports whether it found such a waiter;
-// then o is the outcome of the release. A waiter with other settings (a
+// release's one round trip. It reports whether it claimed a waiter; then
+// o is the outcome of the release. A waiter with other settings (a
 // Semaphore of another n, or made with options of its own, or a mutex
-// waiting on the key) is left to try for itself.
+// waiting on the key) is left to try for itself, after the release.
 func (l *Lock) semHandoff(ctx context.Context, h *lease.Hold, b semBackend) (o lease.Outcome, found bool) {
 	n := &l.cfg.c.eng.Notifier
 	if l.cfg.c.eng.Closed() {
@@ -24,8 +24,12 @@ func (l *Lock) semHandoff(ctx context.Context, h *lease.Hold, b semBackend) (o l
 	}
 	wp := w.Handle().Policy()
 	if wp != &l.cfg.pol {
+		// It tries for itself, told once our permit is free: woken before,
+		// its attempt could beat the release and be wasted (claimed
+		// meanwhile, it sends nothing).
+		o = outcome(b.release(ctx, &l.hd.Keys, h.Token()))
 		n.Settle(w, lease.Gift{Retry: true})
-		return lease.Outcome{}, false
+		return o, true
 	}
 	k := &l.hd.Keys
 	sent := time.Now()

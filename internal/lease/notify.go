@@ -292,10 +292,16 @@ func signal(w *Waiter) {
 	}
 }
 
-// signalHead wakes the longest-waiting waiter. Callers hold n.mu.
+// signalHead wakes the longest-waiting waiter not owed a wake-up already:
+// one that is owed one will look again by itself, and a second message for
+// it (two permits of a semaphore released back to back) would be lost.
+// Callers hold n.mu.
 func (cs *channelState) signalHead() {
-	if len(cs.waiters) > 0 {
-		signal(cs.waiters[0])
+	for _, w := range cs.waiters {
+		if !w.owed {
+			signal(w)
+			return
+		}
 	}
 }
 
