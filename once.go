@@ -6,12 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock/internal/lease"
 	"github.com/agentlock/lock/internal/luascripts"
@@ -360,11 +357,10 @@ func (k *onceKind) Try(ctx context.Context, token string) lease.Attempt {
 	start := time.Now()
 	sb := k.cfg.be.(*scriptBackend)
 	v, err := sb.onceAcquire(ctx, k.keys, token, k.cfg.ttl)
-	var rerr redis.Error
-	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "KIND ") {
-		// The acquire found another kind of lock at P{K} (see the shared
-		// decision on mixing kinds): bad input, not a Redis failure.
-		return lease.Attempt{Err: invalidf("key %q is a %s, not a mutex", k.hd.Keys.User, strings.TrimPrefix(rerr.Error(), "KIND ")), Final: true}
+	if kerr := kindReply(k.hd.Keys.User, err, "mutex"); kerr != nil {
+		// The acquire found another kind of lock at P{K}: bad input, not a
+		// Redis failure.
+		return lease.Attempt{Err: kerr, Final: true}
 	}
 	if err != nil {
 		return lease.Attempt{Err: err, Unknown: sent(err), Final: !retryable(err)}
