@@ -83,16 +83,18 @@ func cmdInspect(ctx context.Context, g *globals, args []string, stdout, stderr i
 		return err
 	}
 	if g.json {
+		// A free key too: {"key":…,"kind":"","holders":[]}, and exit 1.
 		if err := writeJSON(stdout, infoJSON(&info)); err != nil {
 			return err
 		}
-	} else if err := printInfo(stdout, &info); err != nil {
-		return err
 	}
 	if info.Kind == "" {
-		return fmt.Errorf("%q: %w", pos[0], lock.ErrNotHeld)
+		return fmt.Errorf("%q: %w", pos[0], errNotFound)
 	}
-	return nil
+	if g.json {
+		return nil
+	}
+	return printInfo(stdout, &info)
 }
 
 // cmdRelease force-releases a key, or one hold of it.

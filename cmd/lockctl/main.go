@@ -85,8 +85,8 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
 
-// errNotFound is exit 1 without more to say than the message printed.
-var errNotFound = errors.New("not found")
+// errNotFound is a free key: exit 1.
+var errNotFound = errors.New("not held")
 
 // run runs lockctl with args and returns its exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {

@@ -92,10 +92,6 @@ func infoJSON(info *lock.Info) jsonInfo {
 
 // printInfo prints one lock for people.
 func printInfo(w io.Writer, info *lock.Info) error {
-	if info.Kind == "" {
-		_, err := fmt.Fprintf(w, "%s: not held\n", info.Key)
-		return err
-	}
 	fmt.Fprintf(w, "key:      %s\nkind:     %s\nfence:    %d\nwaiters:  %d\nholders:  %d\n",
 		info.Key, info.Kind, info.Fence, info.Waiters, len(info.Holders))
 	if len(info.Holders) == 0 {
