@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/keyglob"
 )
 
 // scanCount is the COUNT hint of fences' SCAN calls.
@@ -82,7 +84,7 @@ func masters(ctx context.Context, rdb redis.UniversalClient) ([]redis.Cmdable, e
 // scanNode counts one node's library keys into r: every key P{K} or
 // P{K}:name under prefix P.
 func scanNode(ctx context.Context, n redis.Cmdable, prefix string, r *fenceReport) error {
-	match := globEscape(prefix) + "{*"
+	match := keyglob.Escape(prefix) + "{*"
 	var cursor uint64
 	for {
 		keys, next, err := n.Scan(ctx, cursor, match, scanCount).Result()
@@ -133,16 +135,4 @@ func libraryKey(prefix, rk string) bool {
 	}
 	i := strings.LastIndex(rest, "}")
 	return i > 0 && (i == len(rest)-1 || (rest[i+1] == ':' && i+2 < len(rest)))
-}
-
-// globEscape quotes the glob characters of s for SCAN MATCH.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
