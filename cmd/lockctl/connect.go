@@ -88,12 +88,11 @@ func parseAddr(s string) (*redis.Options, error) {
 
 // open connects and returns a lock.Client over the connection, and a
 // function that closes both.
-func open(ctx context.Context, g *globals, opts ...lock.Option) (*lock.Client, redis.UniversalClient, func(), error) {
+func open(ctx context.Context, g *globals) (*lock.Client, func(), error) {
 	rdb, err := connect(ctx, g)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	opts = append([]lock.Option{lock.WithPrefix(g.prefix), lock.WithNotify(false)}, opts...)
-	c := lock.NewClient(rdb, opts...)
-	return c, rdb, func() { _ = c.Close(); _ = rdb.Close() }, nil
+	c := lock.NewClient(rdb, lock.WithPrefix(g.prefix), lock.WithNotify(false))
+	return c, func() { _ = c.Close(); _ = rdb.Close() }, nil
 }

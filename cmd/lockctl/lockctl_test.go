@@ -214,10 +214,11 @@ func TestExitCodes(t *testing.T) {
 
 func TestReleaseToken(t *testing.T) {
 	s := redistest.Start(t, redistest.Config{})
-	c := newLocks(t, s.Client(t), lock.WithTTL(time.Minute))
+	rdb := s.Client(t)
+	c := newLocks(t, rdb, lock.WithTTL(time.Minute), lock.WithAudit("lock:audit", 100))
 	sem := c.NewSemaphore("quota", 2)
 	p1, p2 := sem.Permit(), sem.Permit()
-	holdAll(t, p1, p2)
+	holdAll(t, p1, p2) // creates lock:audit: release records to it
 	r := ctl(t, s.Addr(), "--json", "release", "--force", "--token", p1.Token(), "quota")
 	var out struct {
 		Key, Token string
@@ -230,6 +231,22 @@ func TestReleaseToken(t *testing.T) {
 	info, err := c.Inspect(context.Background(), "quota")
 	if err != nil || len(info.Holders) != 1 || info.Holders[0].Token != p2.Token() {
 		t.Errorf("after release --token: %+v, %v", info, err)
+	}
+	xs, err := rdb.XRange(context.Background(), "lock:audit", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forced := 0
+	for _, x := range xs {
+		if x.Values["event"] == "force-released" {
+			forced++
+			if x.Values["key"] != "quota" || x.Values["token"] != p1.Token() {
+				t.Errorf("audit entry %v", x.Values)
+			}
+		}
+	}
+	if forced != 1 {
+		t.Errorf("%d force-released entries on lock:audit, want 1: %v", forced, xs)
 	}
 }
 

@@ -22,7 +22,7 @@ func cmdList(ctx context.Context, g *globals, args []string, stdout, stderr io.W
 	if len(pos) == 1 {
 		pattern = pos[0]
 	}
-	c, _, done, err := open(ctx, g)
+	c, done, err := open(ctx, g)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func cmdInspect(ctx context.Context, g *globals, args []string, stdout, stderr i
 	if err := wantArgs("inspect", pos, 1, 1, "KEY"); err != nil {
 		return err
 	}
-	c, _, done, err := open(ctx, g)
+	c, done, err := open(ctx, g)
 	if err != nil {
 		return err
 	}
@@ -113,16 +113,17 @@ func cmdRelease(ctx context.Context, g *globals, args []string, stdout, stderr i
 	if !*force {
 		return usagef("release refused without --force: it frees %q whoever holds it, and the holder loses it at once", pos[0])
 	}
-	c, rdb, done, err := open(ctx, g)
+	rdb, err := connect(ctx, g)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer rdb.Close()
+	opts := []lock.Option{lock.WithPrefix(g.prefix), lock.WithNotify(false)}
 	if name := auditStream(ctx, rdb, g, *stream); name != "" {
-		_ = c.Close()
-		c = lock.NewClient(rdb, lock.WithPrefix(g.prefix), lock.WithNotify(false), lock.WithAudit(name, auditMaxLen))
-		defer c.Close()
+		opts = append(opts, lock.WithAudit(name, auditMaxLen))
 	}
+	c := lock.NewClient(rdb, opts...)
+	defer c.Close()
 	if *token != "" {
 		err = c.ForceReleaseToken(ctx, pos[0], *token)
 	} else {
