@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentlock/lock/internal/keyglob"
 	"github.com/agentlock/lock/internal/lease"
 	"github.com/agentlock/lock/internal/luascripts"
 )
@@ -40,7 +41,7 @@ func (c *Client) List(ctx context.Context, pattern string) iter.Seq2[Info, error
 			pattern = "*"
 		}
 		prefix := c.cfg.prefix
-		match := globEscape(prefix) + "{" + pattern + "}"
+		match := keyglob.Escape(prefix) + "{" + pattern + "}"
 		seen := map[string]bool{}
 		for _, node := range c.scanNodes(ctx) {
 			var cursor uint64
@@ -118,16 +119,4 @@ func userKey(prefix, rk string) (string, bool) {
 		return "", false
 	}
 	return rest[:len(rest)-1], true
-}
-
-// globEscape quotes the glob characters of s for a SCAN MATCH pattern.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

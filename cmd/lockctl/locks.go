@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	lock "github.com/agentlock/lock"
+)
+
+// cmdList prints every lock matching the pattern.
+func cmdList(ctx context.Context, g *globals, args []string, stdout, stderr io.Writer) error {
+	pos, err := parse(flag.NewFlagSet("list", flag.ContinueOnError), g, args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("list", pos, 0, 1, "[PATTERN]"); err != nil {
+		return err
+	}
+	pattern := ""
+	if len(pos) == 1 {
+		pattern = pos[0]
+	}
+	c, done, err := open(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var tw *table
+	if !g.json {
+		tw = newTable(stdout, "KEY", "KIND", "HOLDERS", "WAITERS", "FENCE", "OWNER", "TTL")
+	}
+	var firstErr error
+	for info, err := range c.List(ctx, pattern) {
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			fmt.Fprintf(stderr, "lockctl: %v\n", err)
+			continue
+		}
+		if g.json {
+			if err := writeJSON(stdout, infoJSON(&info)); err != nil {
+				return err
+			}
+			continue
+		}
+		owner, ttl := "-", "-"
+		if len(info.Holders) > 0 {
+			h := info.Holders[0]
+			owner, ttl = orDash(h.Owner), fmtTTL(h.TTL)
+		}
+		tw.row(info.Key, info.Kind, len(info.Holders), info.Waiters, info.Fence, owner, ttl)
+	}
+	if tw != nil {
+		if err := tw.flush(); err != nil {
+			return err
+		}
+	}
+	if firstErr != nil {
+		return fmt.Errorf("list incomplete: %w", firstErr)
+	}
+	return nil
+}
+
+// cmdInspect prints one lock.
+func cmdInspect(ctx context.Context, g *globals, args []string, stdout, stderr io.Writer) error {
+	pos, err := parse(flag.NewFlagSet("inspect", flag.ContinueOnError), g, args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("inspect", pos, 1, 1, "KEY"); err != nil {
+		return err
+	}
+	c, done, err := open(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer done()
+	info, err := c.Inspect(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if g.json {
+		// A free key too: {"key":…,"kind":"","holders":[]}, and exit 1.
+		if err := writeJSON(stdout, infoJSON(&info)); err != nil {
+			return err
+		}
+	}
+	if info.Kind == "" {
+		return fmt.Errorf("%q: %w", pos[0], errNotFound)
+	}
+	if g.json {
+		return nil
+	}
+	return printInfo(stdout, &info)
+}
+
+// cmdRelease force-releases a key, or one hold of it.
+func cmdRelease(ctx context.Context, g *globals, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("release", flag.ContinueOnError)
+	force := fs.Bool("force", false, "really free the lock, whoever holds it")
+	token := fs.String("token", "", "remove only the hold with this token")
+	stream := fs.String("stream", "", "record the force-release on this audit stream (default PREFIX+\"audit\" when it exists)")
+	pos, err := parse(fs, g, args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("release", pos, 1, 1, "--force [--token T] KEY"); err != nil {
+		return err
+	}
+	if !*force {
+		return usagef("release refused without --force: it frees %q whoever holds it, and the holder loses it at once", pos[0])
+	}
+	rdb, err := connect(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	opts := []lock.Option{lock.WithPrefix(g.prefix), lock.WithNotify(false)}
+	if name := auditStream(ctx, rdb, g, *stream); name != "" {
+		opts = append(opts, lock.WithAudit(name, auditMaxLen))
+	}
+	c := lock.NewClient(rdb, opts...)
+	defer c.Close()
+	if *token != "" {
+		err = c.ForceReleaseToken(ctx, pos[0], *token)
+	} else {
+		err = c.ForceRelease(ctx, pos[0])
+	}
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return writeJSON(stdout, map[string]any{"key": pos[0], "token": *token, "released": true})
+	}
+	if *token != "" {
+		_, err = fmt.Fprintf(stdout, "released %s (token %s)\n", pos[0], *token)
+	} else {
+		_, err = fmt.Fprintf(stdout, "released %s\n", pos[0])
+	}
+	return err
+}
