@@ -81,6 +81,8 @@ type config struct {
 	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block
 	resultTTL  time.Duration // WithResultTTL: how long Once keeps a result
 	errorTTL   time.Duration // WithErrorTTL: how long Once keeps a failure; 0: not at all
+	fallback   Fallback      // WithFallback: what an Acquire does when Redis is unreachable
+	maxWaiters int           // WithMaxWaiters: Acquire calls that may wait at once per key; 0: no cap
 }
 
 func defaultConfig() config {
@@ -123,6 +125,10 @@ func (cfg *config) validate() error {
 		return invalidf("result TTL %v: must be at least 1ms", cfg.resultTTL)
 	case cfg.errorTTL != 0 && cfg.errorTTL < time.Millisecond:
 		return invalidf("error TTL %v: must be 0 or at least 1ms", cfg.errorTTL)
+	case cfg.fallback != FallbackNone && cfg.fallback != FallbackLocal:
+		return invalidf("fallback %d: unknown", int(cfg.fallback))
+	case cfg.maxWaiters < 0:
+		return invalidf("max waiters %d: must not be negative", cfg.maxWaiters)
 	}
 	return nil
 }

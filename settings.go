@@ -49,6 +49,7 @@ func (c *Client) settings(cfg config) *settings {
 	if cfg.observer != nil {
 		s.pol.Observe = observerFunc(cfg.observer)
 	}
+	s.pol.Admit = s.admit // the local gate and WithMaxWaiters (fallback.go, maxwaiters.go)
 	return s
 }
 

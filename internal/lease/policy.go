@@ -57,6 +57,11 @@ type Policy struct {
 	// reads: a Group that renews holds of several kinds in one call tells
 	// them apart by it. nil for the core's mutex.
 	Tag any
+	// Admit, when not nil, is asked before an Acquire makes its first
+	// attempt (after EventAcquireStart): an error ends the Acquire at once
+	// with that error; otherwise leave is called when the Acquire returns.
+	// The core's WithMaxWaiters counts waiters with it.
+	Admit func(hd *Handle) (leave func(), err error)
 }
 
 // EventKind says what an Event reports. The root package's EventKind
@@ -74,6 +79,7 @@ const (
 	EventAttemptFailed
 	EventRenewed
 	EventWithLock
+	EventFallback
 )
 
 // Event is one thing that happened to one lock; the root package's Event
