@@ -123,13 +123,28 @@ func (g *localGate) enterRedis(hd *lease.Handle) bool {
 	defer g.mu.Unlock()
 	e := g.entry(key)
 	if e.held != nil {
+		g.tidy(key, e)
 		return false
 	}
+	e.addRedis(hd)
+	return true
+}
+
+// register records hd as acquiring its key in Redis, whether or not a
+// degraded hold is live (its attempts are refused meanwhile): from the
+// start of an Acquire, so that a hold a release hands it without an
+// attempt of its own is never unknown to the gate.
+func (g *localGate) register(hd *lease.Handle) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.entry(hd.Keys.Lock()).addRedis(hd)
+}
+
+func (e *gateEntry) addRedis(hd *lease.Handle) {
 	if e.redis == nil {
 		e.redis = make(map[*lease.Handle]struct{})
 	}
 	e.redis[hd] = struct{}{}
-	return true
 }
 
 // leaveRedis unregisters hd, whose hold ended (or is being released);

@@ -36,17 +36,20 @@ func (g *localGate) admit(hd *lease.Handle, n int) (leave func(), err error) {
 	}, nil
 }
 
-// admit is the Policy.Admit of s: the waiter cap, and, when the Acquire
-// returns, the gate's record of the handle (settle).
+// admit is the Policy.Admit of s: the waiter cap, and the gate's record
+// of the handle: registered while the Acquire is under way, settled when
+// it returns.
 func (s *settings) admit(hd *lease.Handle) (func(), error) {
 	g := &s.c.local
 	if s.maxWaiters <= 0 {
+		g.register(hd)
 		return func() { g.settle(hd) }, nil
 	}
 	leave, err := g.admit(hd, s.maxWaiters)
 	if err != nil {
 		return nil, err
 	}
+	g.register(hd)
 	return func() {
 		leave()
 		g.settle(hd)

@@ -50,16 +50,15 @@ func (l *Lock) Release(ctx context.Context) error {
 // the key may be a waiter's by now, and a handoff would claim a waiter for
 // nothing), and otherwise deletes it.
 func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
+	if (*Lock)(k).gated() {
+		defer k.cfg.c.local.leaveRedis(&k.hd, true) // the hold is gone, or nobody's
+	}
 	if !ended {
 		if o, found := (*Lock)(k).handoff(ctx, h); found {
 			return o
 		}
 	}
-	o := outcome(k.cfg.be.release(ctx, &k.hd.Keys, h.Token()))
-	if (*Lock)(k).gated() {
-		k.cfg.c.local.leaveRedis(&k.hd, true)
-	}
-	return o
+	return outcome(k.cfg.be.release(ctx, &k.hd.Keys, h.Token()))
 }
 
 // Extend sets the hold's TTL to ttl, counted from now, if Redis still has
