@@ -3,13 +3,10 @@ package lock
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -246,14 +243,8 @@ func unreachable(err error) bool {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, redis.ErrClosed):
 		return false
-	case errors.Is(err, redis.ErrPoolTimeout),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.EPIPE):
-		return true
 	}
-	var ne net.Error
-	return errors.As(err, &ne)
+	return networkFailure(err)
 }
 
 // heldLocally returns the error of an acquisition on a handle whose
