@@ -21,7 +21,20 @@ import (
 // what it may have set is removed in the background, once the call has
 // returned, by a goroutine [Client.Close] waits for.
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
-	return l.handle().TryAcquire(ctx, l.tryKind())
+	if err := l.heldLocally(); err != nil {
+		return false, err
+	}
+	ok, err := l.handle().TryAcquire(ctx, l.tryKind())
+	if l.gated() {
+		l.cfg.c.local.settle(&l.hd)
+	}
+	if ok {
+		l.deg.Store(nil)
+	}
+	if err != nil && l.degradable() && unreachable(err) {
+		return l.acquireLocal(ctx, false, err)
+	}
+	return ok, err
 }
 
 // Acquire waits until the lock is held, ctx is done, or the wait timeout
@@ -49,10 +62,32 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 // Acquire leaves no hold behind: what an attempt of unknown outcome may have
 // set is removed in the background, as for TryAcquire. Acquire on a handle
 // that is held returns ErrInvalid.
-func (l *Lock) Acquire(ctx context.Context) error { return l.handle().Acquire(ctx, l.kind()) }
+//
+// With [WithFallback](FallbackLocal), an attempt that finds Redis
+// unreachable ends the Redis part at once and the call takes an in-process
+// lock instead ([Lock.Degraded]); with [WithMaxWaiters], a call beyond the
+// cap fails at once with [ErrContended].
+func (l *Lock) Acquire(ctx context.Context) error {
+	if err := l.heldLocally(); err != nil {
+		return err
+	}
+	err := l.handle().Acquire(ctx, l.kind())
+	if err == nil {
+		l.deg.Store(nil)
+		return nil
+	}
+	if l.degradable() && unreachable(err) {
+		_, err = l.acquireLocal(ctx, true, err)
+	}
+	return err
+}
 
 // Try sends one acquire.
 func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
+	if (*Lock)(k).gated() && !k.cfg.c.local.enterRedis(&k.hd) {
+		// A degraded hold of the key is live in this Client: held.
+		return lease.Attempt{}
+	}
 	start := time.Now()
 	var (
 		r   acquireResult
@@ -68,7 +103,8 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 		return lease.Attempt{Err: err, Spent: true, Final: !retryable(err)}
 	}
 	if err != nil {
-		return lease.Attempt{Err: err, Unknown: sent(err), Final: !retryable(err)}
+		final := !retryable(err) || ((*Lock)(k).degradable() && unreachable(err))
+		return lease.Attempt{Err: err, Unknown: sent(err), Final: final}
 	}
 	return lease.Attempt{OK: r.ok, Fence: r.fence, Sent: start, PTTL: r.pttl}
 }

@@ -27,6 +27,8 @@ type Client struct {
 	sems     map[int]*settings // NewSemaphore's without options, by n (see semSettings)
 
 	once onceState // Once's flights and policy (once.go)
+
+	local localGate // degraded holds and waiter counts by key (fallback.go)
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,

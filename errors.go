@@ -103,6 +103,11 @@ func (e *LostError) Unwrap() []error {
 // another call, and the error's text carries fn's.
 var ErrOnceFailed = errors.New("lock: once failed")
 
+// ErrContended is matched by the error [Lock.Acquire] and [Client.WithLock]
+// return at once, without waiting, when [WithMaxWaiters] callers already
+// wait for the key in this Client.
+var ErrContended = errors.New("lock: contended")
+
 func invalidf(format string, args ...any) error { return lease.Invalidf(format, args...) }
 
 // newLostError is the cause of a loss the engine reports.

@@ -3,6 +3,7 @@ package lock
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/agentlock/lock/internal/lease"
 	"github.com/agentlock/lock/internal/luascripts"
@@ -17,6 +18,8 @@ type Lock struct {
 	cfg *settings // the Client's own when NewLock had no options; nil on error
 	hd  lease.Handle
 	rw  *rwSide // a read-write lock's hold (rwlock.go); nil for the mutex
+
+	deg atomic.Pointer[localHold] // the current hold when degraded (fallback.go)
 }
 
 // kind returns the calls of l's kind of lock, as the engine sees them.
@@ -85,7 +88,15 @@ func (l *Lock) Key() string { return l.handle().Key() }
 // Token returns the token of the current or last hold: a random UUID v4, or
 // the owner id for a re-entrant lock ([WithOwner]). "" before the first
 // acquisition.
-func (l *Lock) Token() string { return l.handle().Token() }
+//
+// A degraded hold's token ([Lock.Degraded]) is a random UUID Redis never
+// sees.
+func (l *Lock) Token() string {
+	if d := l.degraded(); d != nil {
+		return d.token
+	}
+	return l.handle().Token()
+}
 
 // Fence returns the fencing token of the current or last hold: a number that
 // strictly increases with each acquisition of the key, to be passed to a
@@ -93,19 +104,36 @@ func (l *Lock) Token() string { return l.handle().Token() }
 // seen. Nested re-entrant holds ([WithOwner]) share their outermost hold's
 // fence. Fences are large (a counter starts from the server's clock in
 // microseconds) and leave gaps. 0 before the first acquisition, or with
-// [WithFencing](false).
-func (l *Lock) Fence() int64 { return l.handle().Fence() }
+// [WithFencing](false), and for a degraded hold ([Lock.Degraded]).
+func (l *Lock) Fence() int64 {
+	if l.degraded() != nil {
+		return 0
+	}
+	return l.handle().Fence()
+}
 
 // Lost returns a channel closed when the current hold ends involuntarily:
 // taken by someone else, expired, deleted, or not confirmed by renewal
 // before its safety deadline. A Release does not close it. Each hold has its
 // own channel; before the first acquisition Lost returns nil (a channel that
-// never closes). See [Lock.LostErr] for the reason.
-func (l *Lock) Lost() <-chan struct{} { return l.handle().Lost() }
+// never closes). See [Lock.LostErr] for the reason. A degraded hold's
+// channel ([Lock.Degraded]) never closes.
+func (l *Lock) Lost() <-chan struct{} {
+	if d := l.degraded(); d != nil {
+		return d.lost
+	}
+	return l.handle().Lost()
+}
 
 // LostErr returns the [*LostError] of the current hold once [Lock.Lost] has
-// closed, and nil before. It matches [ErrLockLost].
-func (l *Lock) LostErr() error { return l.handle().LostErr() }
+// closed, and nil before. It matches [ErrLockLost]. Always nil for a
+// degraded hold ([Lock.Degraded]).
+func (l *Lock) LostErr() error {
+	if l.degraded() != nil {
+		return nil
+	}
+	return l.handle().LostErr()
+}
 
 // errZeroClient is what the locks of a Client not made by NewClient report.
 var errZeroClient = invalidf("zero Client: make clients with NewClient")

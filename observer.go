@@ -69,6 +69,13 @@ const (
 	// error of its own when fn panicked), Fence and Held those of the
 	// hold, if the lock was acquired.
 	EventWithLock = EventKind(lease.EventWithLock)
+	// EventFallback: an Acquire or TryAcquire whose Redis attempt found
+	// Redis unreachable (its EventAcquire carries that error) fell back to
+	// an in-process lock ([WithFallback]). Err is nil when the local lock
+	// was taken: the hold is degraded, and Degraded is true; otherwise Err
+	// is why not (TryAcquire: [ErrNotAcquired] when the key is held in
+	// this process).
+	EventFallback = EventKind(lease.EventFallback)
 )
 
 var eventNames = map[EventKind]string{
@@ -81,6 +88,7 @@ var eventNames = map[EventKind]string{
 	EventAttemptFailed: "attempt_failed",
 	EventRenewed:       "renewed",
 	EventWithLock:      "with_lock",
+	EventFallback:      "fallback",
 }
 
 // String returns a short snake_case name, fit for a metric label.
@@ -112,6 +120,9 @@ type Event struct {
 	// Validity is, for EventRenewed, the time the hold had left before it
 	// would have expired when the renewal was confirmed.
 	Validity time.Duration
+	// Degraded is true for the events of a degraded hold ([Lock.Degraded]):
+	// the EventFallback that took it and its EventRelease.
+	Degraded bool
 }
 
 // observerFunc adapts o to the engine's events.

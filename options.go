@@ -88,6 +88,8 @@ type config struct {
 	auditSet   bool          // WithAudit
 	audit      string        // WithAudit: "" for none
 	auditMax   int64         // WithAudit: the stream's approximate cap
+	fallback   Fallback      // WithFallback: what an Acquire does when Redis is unreachable
+	maxWaiters int           // WithMaxWaiters: Acquire calls that may wait at once per key; 0: no cap
 }
 
 func defaultConfig() config {
@@ -132,6 +134,10 @@ func (cfg *config) validate() error {
 		return invalidf("error TTL %v: must be 0 or at least 1ms", cfg.errorTTL)
 	case cfg.auditSet && (cfg.audit == "" || cfg.auditMax <= 0):
 		return invalidf("audit stream %q, max length %d: need a name and a positive length", cfg.audit, cfg.auditMax)
+	case cfg.fallback != FallbackNone && cfg.fallback != FallbackLocal:
+		return invalidf("fallback %d: unknown", int(cfg.fallback))
+	case cfg.maxWaiters < 0:
+		return invalidf("max waiters %d: must not be negative", cfg.maxWaiters)
 	}
 	return cfg.validateFair()
 }

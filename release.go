@@ -35,13 +35,24 @@ import (
 // Release returns by ctx's deadline, give or take a goroutine's scheduling,
 // even when Redis does not answer: the outcome is then unknown, and the
 // call goes on in the background. Release works after [Client.Close].
-func (l *Lock) Release(ctx context.Context) error { return l.handle().Release(ctx, l.kind()) }
+//
+// Release of a degraded hold ([Lock.Degraded]) frees the in-process lock
+// without talking to Redis; a second one returns ErrNotHeld.
+func (l *Lock) Release(ctx context.Context) error {
+	if d := l.degraded(); d != nil {
+		return l.releaseLocal(ctx, d)
+	}
+	return l.handle().Release(ctx, l.kind())
+}
 
 // Release drops h: it hands the hold straight to a waiter of this Client
 // when it can (only a hold that has not ended: once released or lost here,
 // the key may be a waiter's by now, and a handoff would claim a waiter for
 // nothing), and otherwise deletes it.
 func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
+	if (*Lock)(k).gated() {
+		defer k.cfg.c.local.leaveRedis(&k.hd, true) // the hold is gone, or nobody's
+	}
 	if !ended {
 		if o, found := (*Lock)(k).handoff(ctx, h); found {
 			return o
@@ -72,7 +83,13 @@ func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Out
 // too when such a Release begins while its own call is out: that call may
 // still set ttl on what a failed Release left in Redis, which then lives at
 // most ttl and is nobody's hold. [Lock.TTL] follows the same rule.
+//
+// Extend of a degraded hold ([Lock.Degraded]) does nothing and returns nil
+// while it is held (ttl must still be valid), ErrNotHeld once released.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if d := l.degraded(); d != nil {
+		return l.extendLocal(d, ttl)
+	}
 	return l.handle().Extend(ctx, l.kind(), ttl)
 }
 
@@ -100,9 +117,15 @@ func (k *kind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (le
 // Release's outcome, and when such a Release begins while its call is
 // out: what a failed Release left in Redis is nobody's hold, and a time
 // left on it would read as one.
+//
+// A degraded hold ([Lock.Degraded]) has no key in Redis: TTL returns an
+// error wrapping ErrNotHeld that says so, without asking Redis.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.handle().Usable(); err != nil {
 		return 0, err
+	}
+	if l.deg.Load() != nil {
+		return 0, l.hd.Err("ttl", ErrNotHeld, errDegradedTTL)
 	}
 	h := l.hd.Hold()
 	if h == nil {

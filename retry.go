@@ -25,14 +25,7 @@ func retryable(err error) bool {
 		return false
 	case errors.Is(err, redis.ErrClosed):
 		return false
-	case errors.Is(err, redis.ErrPoolTimeout),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.EPIPE):
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
+	case networkFailure(err):
 		return true
 	}
 	for _, p := range transientPrefixes {
@@ -41,4 +34,19 @@ func retryable(err error) bool {
 		}
 	}
 	return false
+}
+
+// networkFailure reports whether err is a failure to reach Redis: a
+// network error (dial, reset, closed connection, timeout) or an empty
+// connection pool. The caller rules out context errors first.
+func networkFailure(err error) bool {
+	switch {
+	case errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
 }

@@ -23,5 +23,8 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Conte
 	if l.fair() {
 		return lease.WithLock(ctx, "lock", &l.hd, (*fairKind)(l), fn)
 	}
+	if l.degradable() {
+		return l.withLockFallback(ctx, fn)
+	}
 	return lease.WithLock(ctx, "lock", &l.hd, (*kind)(l), fn)
 }

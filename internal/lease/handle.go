@@ -162,6 +162,16 @@ func (hd *Handle) begin() error {
 	return nil
 }
 
+// Busy reports whether an Acquire or TryAcquire is under way on hd.
+func (hd *Handle) Busy() bool {
+	if hd == nil {
+		return false
+	}
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	return hd.busy
+}
+
 func (hd *Handle) done() {
 	hd.mu.Lock()
 	hd.busy = false

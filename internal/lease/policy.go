@@ -67,6 +67,11 @@ type Policy struct {
 	// that a force-release (MsgForce) reports them lost at once
 	// (force.go); "" for none.
 	Inbox string
+	// Admit, when not nil, is asked before an Acquire makes its first
+	// attempt (after EventAcquireStart): an error ends the Acquire at once
+	// with that error; otherwise leave is called when the Acquire returns.
+	// The core's WithMaxWaiters counts waiters with it.
+	Admit func(hd *Handle) (leave func(), err error)
 }
 
 // EventKind says what an Event reports. The root package's EventKind
@@ -84,6 +89,7 @@ const (
 	EventAttemptFailed
 	EventRenewed
 	EventWithLock
+	EventFallback
 )
 
 // Event is one thing that happened to one lock; the root package's Event

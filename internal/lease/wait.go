@@ -26,6 +26,14 @@ func (hd *Handle) Acquire(ctx context.Context, k Kind) error {
 	p := hd.pol
 	start := time.Now()
 	p.observe(hd.Keys.User, Event{Kind: EventAcquireStart, Ctx: ctx})
+	if p.Admit != nil {
+		leave, err := p.Admit(hd)
+		if err != nil {
+			p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Duration: time.Since(start), Err: err})
+			return err
+		}
+		defer leave()
+	}
 	attempts, h, token, err := hd.wait(ctx, k)
 	if err != nil {
 		p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Duration: time.Since(start), Attempts: attempts, Err: err})
