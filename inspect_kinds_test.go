@@ -132,6 +132,37 @@ func TestClient_ForceRelease_semaphore(t *testing.T) {
 	})
 }
 
+// TestClient_Inspect_perHolderTTL: a reader's and a permit's TTL left is
+// its own, not the key's (which lives as long as its longest hold).
+func TestClient_Inspect_perHolderTTL(t *testing.T) {
+	eachRealTarget(t, func(t *testing.T, newRDB func(t *testing.T) redis.UniversalClient) {
+		ctx := context.Background()
+		long := newClient(t, newRDB(t), lock.WithTTL(time.Hour))
+		short := newClient(t, newRDB(t), lock.WithTTL(time.Minute))
+		op := newClient(t, newRDB(t))
+		for _, kind := range []string{"rwlock", "semaphore"} {
+			key := keyFor(t) + ":" + kind
+			a, b := long.NewRWLock(key).ReadLock(), short.NewRWLock(key).ReadLock()
+			if kind == "semaphore" {
+				a, b = long.NewSemaphore(key, 2).Permit(), short.NewSemaphore(key, 2).Permit()
+			}
+			must(t, "long Acquire()", a.Acquire(ctx))
+			must(t, "short Acquire()", b.Acquire(ctx))
+			info := inspectHolders(t, op, key, kind, time.Hour, a.Token(), b.Token())
+			for _, h := range info.Holders {
+				if h.Token == b.Token() && h.TTL > time.Minute {
+					t.Fatalf("%s: the one-minute hold shows a TTL of %v", kind, h.TTL)
+				}
+				if h.Token == a.Token() && h.TTL <= time.Minute {
+					t.Fatalf("%s: the one-hour hold shows a TTL of %v", kind, h.TTL)
+				}
+			}
+			must(t, "long Release()", a.Release(ctx))
+			must(t, "short Release()", b.Release(ctx))
+		}
+	})
+}
+
 // TestClient_ForceRelease_fair: Inspect counts a fair lock's queued waiter;
 // ForceRelease frees the key and keeps the queue, so its head takes the
 // key next.
