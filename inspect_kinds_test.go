@@ -59,18 +59,7 @@ func TestClient_ForceRelease_rwlock(t *testing.T) {
 		key := keyFor(t)
 		rw := holder.NewRWLock(key)
 		r1, r2 := rw.ReadLock(), rw.ReadLock()
-		must(t, "r1.Acquire()", r1.Acquire(ctx))
-		must(t, "r2.Acquire()", r2.Acquire(ctx))
-		inspectHolders(t, op, key, "rwlock", time.Minute, r1.Token(), r2.Token())
-		waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
-
-		must(t, "ForceReleaseToken(r1)", op.ForceReleaseToken(ctx, key, r1.Token()))
-		waitClosed(t, r1.Lost(), 10*time.Second, "r1.Lost()")
-		wantForced(t, r1)
-		if isClosed(r2.Lost()) {
-			t.Fatal("r2.Lost() closed by a force-release of r1")
-		}
-		inspectHolders(t, op, key, "rwlock", time.Minute, r2.Token())
+		forceOneOfTwo(t, holder, op, key, "rwlock", r1, r2)
 		wantErr(t, "ForceReleaseToken(r1) again", op.ForceReleaseToken(ctx, key, r1.Token()), lock.ErrNotHeld)
 
 		must(t, "ForceRelease()", op.ForceRelease(ctx, key))
@@ -105,22 +94,13 @@ func TestClient_ForceRelease_semaphore(t *testing.T) {
 		key := keyFor(t)
 		s := holder.NewSemaphore(key, 2)
 		p1, p2 := s.Permit(), s.Permit()
-		must(t, "p1.Acquire()", p1.Acquire(ctx))
-		must(t, "p2.Acquire()", p2.Acquire(ctx))
-		inspectHolders(t, op, key, "semaphore", time.Minute, p1.Token(), p2.Token())
-		waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
-
-		must(t, "ForceReleaseToken(p1)", op.ForceReleaseToken(ctx, key, p1.Token()))
-		waitClosed(t, p1.Lost(), 10*time.Second, "p1.Lost()")
-		wantForced(t, p1)
-		if isClosed(p2.Lost()) {
-			t.Fatal("p2.Lost() closed by a force-release of p1")
-		}
-		inspectHolders(t, op, key, "semaphore", time.Minute, p2.Token())
+		forceOneOfTwo(t, holder, op, key, "semaphore", p1, p2)
 		// The freed place is taken at once; the semaphore is full again.
 		p3 := op.NewSemaphore(key, 2).Permit()
 		mustTry(t, "p3.TryAcquire()", p3, true)
 		mustTry(t, "a fourth TryAcquire()", op.NewSemaphore(key, 2).Permit(), false)
+		// p3 is op's first hold: its Client's inbox subscription is made now.
+		waitUntil(t, "op's inbox subscription", func() bool { return lock.InboxReady(op) })
 
 		must(t, "ForceRelease()", op.ForceRelease(ctx, key))
 		waitClosed(t, p2.Lost(), 10*time.Second, "p2.Lost()")
@@ -257,4 +237,24 @@ func mustTry(t *testing.T, call string, l *lock.Lock, ok bool) {
 	if got != ok {
 		t.Fatalf("%s = %v, want %v", call, got, ok)
 	}
+}
+
+// forceOneOfTwo acquires a and b of holder's lock of kind on key, checks
+// Inspect shows both, and force-releases a through op: a's Lost closes at
+// once, force-released, and b keeps holding.
+func forceOneOfTwo(t *testing.T, holder, op *lock.Client, key, kind string, a, b *lock.Lock) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, "a.Acquire()", a.Acquire(ctx))
+	must(t, "b.Acquire()", b.Acquire(ctx))
+	inspectHolders(t, op, key, kind, time.Minute, a.Token(), b.Token())
+	waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
+
+	must(t, "ForceReleaseToken(a)", op.ForceReleaseToken(ctx, key, a.Token()))
+	waitClosed(t, a.Lost(), 10*time.Second, "a.Lost()")
+	wantForced(t, a)
+	if isClosed(b.Lost()) {
+		t.Fatal("b.Lost() closed by a force-release of a")
+	}
+	inspectHolders(t, op, key, kind, time.Minute, b.Token())
 }
