@@ -26,7 +26,9 @@ import (
 // late write must be refused.
 //
 // It works for every kind, by the Redis type of the key (see
-// [Client.Inspect]); it uses the Client's prefix. It returns nil when it
+// [Client.Inspect]): every reader or writer of a [RWLock] and every permit
+// of a [Semaphore] is removed and told. A fair lock's ([WithFair]) queue is
+// kept, so its head takes the key next. It uses the Client's prefix. It returns nil when it
 // removed a hold; an error wrapping [ErrNotHeld] when the key was free;
 // [ErrInvalid] for an empty key, a zero Client or a key whose value is no
 // lock kind's; or the Redis error (the call is sent once, never resent:

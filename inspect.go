@@ -15,12 +15,22 @@ import (
 // in one script call, so its fields agree with each other.
 type Info struct {
 	Key string // the caller's key
-	// Kind is the kind of lock held at the key: "mutex" (also a fair lock,
-	// a MultiLock's member and Once's lock), "rwlock" or "semaphore"; ""
-	// for a free key.
-	Kind    string
-	Holders []Holder // one per hold (a re-entrant mutex: one per nested hold)
-	Waiters int      // waiters queued in Redis (a fair lock's queue); 0 for kinds without one
+	// Kind is the kind of lock held at the key, as its Redis value tells:
+	// "mutex" (also a fair lock, whose holder is a plain mutex hold, a
+	// MultiLock's member and Once's lock), "rwlock" (a [RWLock]: its
+	// readers, or its one writer) or "semaphore" (one holder per permit
+	// out); "" for a free key.
+	Kind string
+	// Holders has one entry per live hold: a re-entrant mutex one per nested
+	// hold, a read-write lock one per reader (or its writer), a semaphore
+	// one per permit, each with its own TTL left. Holds past their expiry
+	// that Redis has not dropped yet are not shown.
+	Holders []Holder
+	// Waiters counts the live entries of a fair lock's queue ([WithFair]):
+	// the Acquires waiting for the key, in every process, whose place has
+	// not expired. It is 0 for other kinds, whose waiters poll and leave no
+	// trace in Redis.
+	Waiters int
 	// Fence is the current fence: the holds' fence, else the key's fencing
 	// counter; 0 when there is none.
 	Fence int64
@@ -80,7 +90,8 @@ func (c *Client) usable() error {
 
 func (c *Client) inspect(ctx context.Context, k *luascripts.Keys) (Info, error) {
 	opErr := func(err error) error { return lease.NewOpError("lock", "inspect", k.User, err) }
-	v, err := luascripts.Inspect.Run(ctx, c.rdb, k.InfoAcquireKeys()).Slice()
+	keys := append(k.InfoAcquireKeys(), k.QueueTimes())
+	v, err := luascripts.Inspect.Run(ctx, c.rdb, keys).Slice()
 	if err != nil {
 		return Info{}, opErr(err)
 	}

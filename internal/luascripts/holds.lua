@@ -43,34 +43,58 @@ KINDS.hash = {
   fence = function(lock) return tonumber(redis.call('HGET', lock, '') or '0') end,
 }
 
--- The read-write lock (P{K} a hash with a field "mode"): every field but
--- "mode" is taken for a holder's token until the read-write lock's author
--- says otherwise.
+-- holds_now is the server's clock in ms, on which the read-write lock's and
+-- the semaphore's per-holder expiries run.
+local function holds_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The read-write lock (P{K} a hash, see rw.lua): the field "mode" says
+-- "read" or "write", every other field is a holder's token, its value the
+-- server time in ms at which that hold expires. A field past its time is no
+-- hold (the lock's scripts drop it lazily): it is not shown.
 local RWLOCK = {
   name = 'rwlock',
   tokens = function(lock)
     local out = {}
-    for _, f in ipairs(redis.call('HKEYS', lock)) do
-      if f ~= 'mode' then
-        out[#out + 1] = f
+    local now = holds_now()
+    local all = redis.call('HGETALL', lock)
+    for i = 1, #all, 2 do
+      if all[i] ~= 'mode' and (tonumber(all[i + 1]) or 0) > now then
+        out[#out + 1] = all[i]
       end
     end
     return out
   end,
+  ttl = function(lock, token)
+    return math.max((tonumber(redis.call('HGET', lock, token)) or 0) - holds_now(), 0)
+  end,
+  -- The key goes when no live holder is left (expired fields do not count).
   drop = function(lock, token)
     redis.call('HDEL', lock, token)
-    return redis.call('HLEN', lock) <= 1
+    local now = holds_now()
+    for _, v in ipairs(redis.call('HVALS', lock)) do
+      if (tonumber(v) or 0) > now then
+        return false
+      end
+    end
+    return true
   end,
 }
 
--- The semaphore (P{K} a sorted set): each member is taken for a permit's
--- token until the semaphore's author says otherwise.
+-- The semaphore (P{K} a sorted set, see sem_acquire.lua): member a permit's
+-- token, score its expiry in ms on the server's clock. An expired permit is
+-- not shown.
 KINDS.zset = {
   name = 'semaphore',
-  tokens = function(lock) return redis.call('ZRANGE', lock, 0, -1) end,
+  tokens = function(lock) return redis.call('ZRANGEBYSCORE', lock, '(' .. holds_now(), '+inf') end,
+  ttl = function(lock, token)
+    return math.max((tonumber(redis.call('ZSCORE', lock, token)) or 0) - holds_now(), 0)
+  end,
   drop = function(lock, token)
     redis.call('ZREM', lock, token)
-    return redis.call('ZCARD', lock) == 0
+    return redis.call('ZCOUNT', lock, '(' .. holds_now(), '+inf') == 0
   end,
 }
 

@@ -1,6 +1,7 @@
 -- inspect.lua: what a lock looks like now, for Inspect and List (holds.lua
 -- comes first).
--- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] holder-info hash.
+-- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] holder-info hash, KEYS[4]
+-- (may be absent) a fair lock's queue times P{K}:qtimes.
 -- Reply: an array {kind, pttl, fence, waiters, token1, info1, ttl1, token2,
 -- ...}: kind "" for a free key (and nothing else follows), or "?TYPE" for a
 -- key of a type no kind uses; pttl the key's time left in ms (-1 without
@@ -25,7 +26,14 @@ end
 if f == 0 then
   f = tonumber(redis.call('GET', fence) or '0') or 0
 end
-local out = { k.name, pttl, string.format('%.0f', f), 0 }
+local waiters = 0
+if KEYS[4] then
+  -- Live entries only: a waiter that died leaves at its entry's expiry.
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  waiters = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
+end
+local out = { k.name, pttl, string.format('%.0f', f), waiters }
 for _, tok in ipairs(k.tokens(lock)) do
   local left = pttl
   if k.ttl then
