@@ -27,6 +27,8 @@ type Client struct {
 	sems     map[int]*settings // NewSemaphore's without options, by n (see semSettings)
 
 	once onceState // Once's flights and policy (once.go)
+
+	pub shardedPub // sharded pub/sub or classic (shardedpub.go)
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,
@@ -55,6 +57,8 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		c.cluster = true
 		if v == nil {
 			c.err = invalidf("nil redis client")
+		} else {
+			c.pub.cc = v
 		}
 	case *redis.Ring:
 		if v == nil {
@@ -98,8 +102,12 @@ func (c *Client) Close() error {
 
 // sources returns the clients the messages of a notify channel arrive
 // through: on a Ring, the shard of the channel's hash tag (a Ring's shards
-// pass no messages between them); otherwise the Client's one client.
+// pass no messages between them); on a cluster with sharded pub/sub, the
+// channel's slot (see shardedPub); otherwise the Client's one client.
 func (c *Client) sources(channel string) []lease.Source {
+	if c.pub.sharded(c.eng.Context()) {
+		return c.pub.shardSources(channel)
+	}
 	if ring, ok := c.rdb.(*redis.Ring); ok {
 		shard, err := ring.GetShardClientForKey(channel)
 		if err != nil {
@@ -126,9 +134,9 @@ func (c *Client) backend(k backendKind) backend {
 	}
 	var b backend
 	if k.mode == ReleaseWatch {
-		b = &watchBackend{rdb: c.rdb, fencing: k.fencing}
+		b = &watchBackend{rdb: c.rdb, fencing: k.fencing, pub: &c.pub}
 	} else {
-		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing}
+		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing, pub: &c.pub}
 		if k.coalesce {
 			if c.co == nil {
 				c.co = newLanes(c.rdb)

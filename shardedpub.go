@@ -1,0 +1,113 @@
+package lock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lease"
+	"github.com/agentlock/lock/internal/luascripts"
+)
+
+// shardedPub decides, once per Client, whether wake-ups use sharded
+// pub/sub: on a *redis.ClusterClient whose masters all run Redis 7.0 or
+// later, scripts publish with SPUBLISH and waiters listen with SSUBSCRIBE
+// on the master of the channel's slot, so a release message is handled by
+// one shard instead of every node of the cluster. Anything else (one
+// node, Sentinel, Ring, an older server) keeps classic PUBLISH/SUBSCRIBE.
+//
+// The check (INFO server on every master) runs at the first call that
+// needs it. While it fails (a master unreachable) that call uses classic
+// pub/sub and the next one checks again: a message sent one way while the
+// waiter listens the other way is missed, and the waiter wakes by its
+// backoff instead, which costs time, never safety.
+type shardedPub struct {
+	cc    *redis.ClusterClient // nil: never sharded
+	state atomic.Int32         // pubUnknown, pubClassic, pubSharded
+	mu    sync.Mutex           // one check at a time
+}
+
+const (
+	pubUnknown = iota
+	pubClassic
+	pubSharded
+)
+
+// detectTimeout bounds the check when the caller's ctx has no nearer end.
+const detectTimeout = 2 * time.Second
+
+// sharded reports whether wake-ups use sharded pub/sub; see shardedPub.
+func (p *shardedPub) sharded(ctx context.Context) bool {
+	if p == nil || p.cc == nil {
+		return false
+	}
+	switch p.state.Load() {
+	case pubClassic:
+		return false
+	case pubSharded:
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.state.Load(); s != pubUnknown {
+		return s == pubSharded
+	}
+	ctx, cancel := context.WithTimeout(ctx, detectTimeout)
+	defer cancel()
+	var old atomic.Bool
+	err := p.cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		if !atLeast7(info) {
+			old.Store(true)
+		}
+		return nil
+	})
+	if err != nil {
+		return false // unknown: classic this time, checked again next time
+	}
+	if old.Load() {
+		p.state.Store(pubClassic)
+		return false
+	}
+	p.state.Store(pubSharded)
+	return true
+}
+
+// atLeast7 reports whether INFO server's text names Redis 7.0 or later.
+// An unreadable version counts as older.
+func atLeast7(info string) bool {
+	for line := range strings.Lines(info) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
+		if !ok {
+			continue
+		}
+		major, _, _ := strings.Cut(v, ".")
+		n, err := strconv.Atoi(major)
+		return err == nil && n >= 7
+	}
+	return false
+}
+
+// script returns s, or its sharded variant when wake-ups are sharded.
+func (p *shardedPub) script(ctx context.Context, s *redis.Script, src string) (*redis.Script, string) {
+	if p.sharded(ctx) {
+		return luascripts.Sharded(s), luascripts.ShardedText(src)
+	}
+	return s, src
+}
+
+// shardSources returns the Source of channel's slot: one subscription per
+// slot, since go-redis routes a sharded subscription (and its
+// resubscription after a reconnect) by its first channel's slot and one
+// SSUBSCRIBE must not mix slots.
+func (p *shardedPub) shardSources(channel string) []lease.Source {
+	return []lease.Source{lease.SlotSource{Client: p.cc, Slot: keySlot(channel)}}
+}
