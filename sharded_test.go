@@ -323,3 +323,97 @@ func flushBus(t *testing.T, cl *redistest.Cluster) {
 		}
 	}
 }
+
+// migrateSlot moves slot from node from to node to, keys and all, the way
+// redis-cli --cluster reshard does, and tells every node of nodes.
+func migrateSlot(t *testing.T, slot int, from, to *redistest.Server, nodes []*redistest.Server) {
+	t.Helper()
+	ctx := context.Background()
+	client := func(s *redistest.Server) *redis.Client {
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return rdb
+	}
+	src, dst := client(from), client(to)
+	srcID, err := src.Do(ctx, "cluster", "myid").Text()
+	must(t, "CLUSTER MYID", err)
+	dstID, err := dst.Do(ctx, "cluster", "myid").Text()
+	must(t, "CLUSTER MYID", err)
+	must(t, "SETSLOT IMPORTING", dst.Do(ctx, "cluster", "setslot", slot, "importing", srcID).Err())
+	must(t, "SETSLOT MIGRATING", src.Do(ctx, "cluster", "setslot", slot, "migrating", dstID).Err())
+	keys, err := src.ClusterGetKeysInSlot(ctx, slot, 1000).Result()
+	must(t, "GETKEYSINSLOT", err)
+	if len(keys) > 0 {
+		host, port, _ := strings.Cut(to.Addr(), ":")
+		args := []any{"migrate", host, port, "", 0, 5000, "keys"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		must(t, "MIGRATE", src.Do(ctx, args...).Err())
+	}
+	for _, n := range append([]*redistest.Server{to, from}, nodes...) {
+		must(t, "SETSLOT NODE", client(n).Do(ctx, "cluster", "setslot", slot, "node", dstID).Err())
+	}
+}
+
+// TestShardedPubSub_slotMigration: a waiter listens by SSUBSCRIBE on the
+// master of its key's slot; the slot moves to another master while the key
+// is held (the old master ends the subscription with SUNSUBSCRIBE). The
+// waiter's Client subscribes afresh on the new master, and the release
+// there wakes it by SPUBLISH, well before its one-minute backoff.
+func TestShardedPubSub_slotMigration(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	holders := newClient(t, cl.Client(t))
+	others := newClient(t, cl.Client(t))
+	key := keyFor(t)
+	from, err := cl.MasterForKey(ctx, lockKey(key))
+	must(t, "MasterForKey()", err)
+	var to *redistest.Server
+	for _, n := range cl.Nodes() {
+		if n != from {
+			to = n
+			break
+		}
+	}
+	rdb := cl.Client(t)
+	slot := int(rdb.ClusterKeySlot(ctx, lockKey(key)).Val())
+	channel := lockKey(key) + ":notify"
+
+	holder := holders.NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	w := others.NewLock(key, slow)
+	done := startAcquire(t, others, w, 1)
+	waitShardSubscribed(t, from, channel)
+
+	migrateSlot(t, slot, from, to, cl.Nodes())
+	waitShardSubscribed(t, to, channel)
+	waitIdle(t, others, key, 1)
+
+	before := readPubStats(t, cl)
+	must(t, "holder Release()", holder.Release(ctx))
+	must(t, "waiter Acquire()", recv(t, done, "waiter woken by SPUBLISH on the slot's new master"))
+	wantSharded(t, before, readPubStats(t, cl), to.Addr(), "after the migration")
+	must(t, "waiter Release()", w.Release(ctx))
+	closeWithin(t, holders)
+	closeWithin(t, others)
+}
+
+// waitShardSubscribed waits until node counts a sharded subscriber of
+// channel (PUBSUB SHARDNUMSUB).
+func waitShardSubscribed(t *testing.T, node *redistest.Server, channel string) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: node.Addr()})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := rdb.PubSubShardNumSub(context.Background(), channel).Result()
+		if err == nil && n[channel] > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no sharded subscriber of %s (%v, %v)", node.Addr(), channel, n, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
