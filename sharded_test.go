@@ -51,6 +51,9 @@ func readPubStats(t *testing.T, cl *redistest.Cluster) map[string]pubStats {
 	ctx := context.Background()
 	out := map[string]pubStats{}
 	for _, n := range cl.Nodes() {
+		if !n.Running() {
+			continue
+		}
 		var s pubStats
 		var err error
 		s.publish, err = n.CommandCalls(ctx, "publish")
@@ -416,4 +419,41 @@ func waitShardSubscribed(t *testing.T, node *redistest.Server, channel string) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestShardedPubSub_failover: the master a waiter listens on dies and its
+// replica takes over; the waiter's Client subscribes afresh on the new
+// master, and the release there wakes it by SPUBLISH, well before its
+// one-minute backoff. The holder's acquire was acknowledged by the replica
+// (WithReplicaAck), so the key survives the failover.
+func TestShardedPubSub_failover(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	ctx := context.Background()
+	holders := newClient(t, cl.Client(t))
+	others := newClient(t, cl.Client(t))
+	key := keyFor(t)
+	master, err := cl.MasterForKey(ctx, lockKey(key))
+	must(t, "MasterForKey()", err)
+	channel := lockKey(key) + ":notify"
+
+	holder := holders.NewLock(key, lock.WithReplicaAck(1, 5*time.Second))
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	w := others.NewLock(key, slow)
+	done := startAcquire(t, others, w, 1)
+	waitShardSubscribed(t, master, channel)
+
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	promoted, err := cl.KillMasterAndWaitFailover(fctx, master)
+	must(t, "KillMasterAndWaitFailover()", err)
+	waitShardSubscribed(t, promoted, channel)
+	waitIdle(t, others, key, 1)
+
+	before := readPubStats(t, cl)
+	must(t, "holder Release()", holder.Release(ctx))
+	must(t, "waiter Acquire()", recv(t, done, "waiter woken by SPUBLISH on the promoted replica"))
+	wantSharded(t, before, readPubStats(t, cl), promoted.Addr(), "after the failover")
+	must(t, "waiter Release()", w.Release(ctx))
+	closeWithin(t, holders)
+	closeWithin(t, others)
 }
