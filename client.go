@@ -58,7 +58,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		if v == nil {
 			c.err = invalidf("nil redis client")
 		} else {
-			c.pub.cc = v
+			c.pub.cc, c.pub.prefix = v, c.cfg.prefix
 		}
 	case *redis.Ring:
 		if v == nil {

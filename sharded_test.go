@@ -457,3 +457,38 @@ func TestShardedPubSub_failover(t *testing.T) {
 	closeWithin(t, holders)
 	closeWithin(t, others)
 }
+
+// TestShardedPubSub_deniedByACL: a user whose ACL refuses SPUBLISH keeps
+// classic pub/sub (a release script would fail on SPUBLISH), and its
+// waiters are still woken, by PUBLISH.
+func TestShardedPubSub_deniedByACL(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	for _, n := range cl.Nodes() {
+		rdb := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		err := rdb.Do(ctx, "acl", "setuser", "locker", "on", ">pw", "~*", "&*", "+@all", "-spublish").Err()
+		_ = rdb.Close()
+		must(t, "ACL SETUSER", err)
+	}
+	user := func() *redis.ClusterClient {
+		opt := cl.ClusterOptions()
+		opt.Username, opt.Password = "locker", "pw"
+		rdb := redis.NewClusterClient(opt)
+		t.Cleanup(func() { _ = rdb.Close() })
+		return rdb
+	}
+	holders, others := newClient(t, user()), newClient(t, user())
+	if lock.ShardedPubSub(holders) {
+		t.Fatal("sharded pub/sub for a user without SPUBLISH")
+	}
+	key := keyFor(t)
+	holder := holders.NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	w := others.NewLock(key, slow)
+	done := startAcquire(t, others, w, 1)
+	must(t, "holder Release()", holder.Release(ctx))
+	must(t, "waiter Acquire()", recv(t, done, "waiter woken by PUBLISH"))
+	must(t, "waiter Release()", w.Release(ctx))
+	closeWithin(t, holders)
+	closeWithin(t, others)
+}

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,13 +22,18 @@ import (
 // one shard instead of every node of the cluster. Anything else (one
 // node, Sentinel, Ring, an older server) keeps classic PUBLISH/SUBSCRIBE.
 //
-// The check (INFO server on every master) runs at the first call that
-// needs it. While it fails (a master unreachable) that call uses classic
-// pub/sub and the next one checks again: a message sent one way while the
-// waiter listens the other way is missed, and the waiter wakes by its
-// backoff instead, which costs time, never safety.
+// The check runs at the first call that needs it: INFO server on every
+// master, then one SPUBLISH on a probe channel under the Client's prefix
+// (so that a user whose ACL allows no SPUBLISH keeps classic pub/sub,
+// instead of releases whose script fails). A server's refusal (an old
+// version, NOPERM) settles it: classic. While the check cannot finish (a
+// master unreachable) that call uses classic pub/sub and the next one
+// checks again: a message sent one way while the waiter listens the other
+// way is missed, and the waiter wakes by its backoff instead, which costs
+// time, never safety.
 type shardedPub struct {
-	cc    *redis.ClusterClient // nil: never sharded
+	cc     *redis.ClusterClient // nil: never sharded
+	prefix string               // the Client's key prefix, for the probe
 	state atomic.Int32         // pubUnknown, pubClassic, pubSharded
 	mu    sync.Mutex           // one check at a time
 }
@@ -70,12 +76,18 @@ func (p *shardedPub) sharded(ctx context.Context) bool {
 		}
 		return nil
 	})
-	if err != nil {
-		return false // unknown: classic this time, checked again next time
+	if err == nil && !old.Load() {
+		k := luascripts.NewKeys(p.prefix, "agentlock:probe")
+		probe := k.Notify()
+		err = p.cc.SPublish(ctx, probe, "probe").Err()
 	}
-	if old.Load() {
+	var refused redis.Error
+	switch {
+	case errors.As(err, &refused) || old.Load():
 		p.state.Store(pubClassic)
 		return false
+	case err != nil:
+		return false // unknown: classic this time, checked again next time
 	}
 	p.state.Store(pubSharded)
 	return true
