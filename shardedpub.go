@@ -34,8 +34,8 @@ import (
 type shardedPub struct {
 	cc     *redis.ClusterClient // nil: never sharded
 	prefix string               // the Client's key prefix, for the probe
-	state atomic.Int32         // pubUnknown, pubClassic, pubSharded
-	mu    sync.Mutex           // one check at a time
+	state  atomic.Int32         // pubUnknown, pubClassic, pubSharded
+	mu     sync.Mutex           // one check at a time
 }
 
 const (
