@@ -105,8 +105,11 @@ func (c *Client) Close() error {
 // pass no messages between them); on a cluster with sharded pub/sub, the
 // channel's slot (see shardedPub); otherwise the Client's one client.
 func (c *Client) sources(channel string) []lease.Source {
-	if c.pub.sharded(c.eng.Context()) {
+	switch c.pub.mode(c.eng.Context()) {
+	case pubSharded:
 		return c.pub.shardSources(channel)
+	case pubUnknown:
+		return nil // not the wrong way for good: see shardedPub
 	}
 	if ring, ok := c.rdb.(*redis.Ring); ok {
 		shard, err := ring.GetShardClientForKey(channel)

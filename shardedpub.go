@@ -27,16 +27,26 @@ import (
 // (so that a user whose ACL allows no SPUBLISH keeps classic pub/sub,
 // instead of releases whose script fails). A server's refusal (an old
 // version, NOPERM) settles it: classic. While the check cannot finish (a
-// master unreachable) that call uses classic pub/sub and the next one
-// checks again: a message sent one way while the waiter listens the other
-// way is missed, and the waiter wakes by its backoff instead, which costs
-// time, never safety.
+// master unreachable) that call uses classic pub/sub, and so do the calls
+// of the next detectRetry and any call made while a check is under way
+// (none waits for it); a later call checks again. So at most one call per
+// detectRetry waits for a check, for at most detectTimeout (or its ctx). A
+// message sent one way while the waiter listens the other way is missed,
+// and the waiter wakes by its backoff instead, which costs time, never
+// safety. A waiter does not subscribe while the mode is unknown (it
+// would stay subscribed the wrong way): it relies on its backoff, and its
+// key's next waiter tries again.
 type shardedPub struct {
 	cc     *redis.ClusterClient // nil: never sharded
 	prefix string               // the Client's key prefix, for the probe
 	state  atomic.Int32         // pubUnknown, pubClassic, pubSharded
-	mu     sync.Mutex           // one check at a time
+	mu     sync.Mutex           // one check at a time; the others go classic meanwhile
+	retry  atomic.Int64         // after a failed check: no new one before this (unix ns)
 }
+
+// detectRetry is how long after a check that could not finish the next
+// one may run: calls meanwhile use classic pub/sub without waiting on it.
+const detectRetry = 5 * time.Second
 
 const (
 	pubUnknown = iota
@@ -48,20 +58,23 @@ const (
 const detectTimeout = 2 * time.Second
 
 // sharded reports whether wake-ups use sharded pub/sub; see shardedPub.
-func (p *shardedPub) sharded(ctx context.Context) bool {
+func (p *shardedPub) sharded(ctx context.Context) bool { return p.mode(ctx) == pubSharded }
+
+// mode returns pubClassic or pubSharded, checking first if need be, or
+// pubUnknown while no check has finished (see shardedPub).
+func (p *shardedPub) mode(ctx context.Context) int32 {
 	if p == nil || p.cc == nil {
-		return false
+		return pubClassic
 	}
-	switch p.state.Load() {
-	case pubClassic:
-		return false
-	case pubSharded:
-		return true
+	if s := p.state.Load(); s != pubUnknown {
+		return s
 	}
-	p.mu.Lock()
+	if time.Now().UnixNano() < p.retry.Load() || !p.mu.TryLock() {
+		return pubUnknown // a check failed lately, or one is under way
+	}
 	defer p.mu.Unlock()
 	if s := p.state.Load(); s != pubUnknown {
-		return s == pubSharded
+		return s
 	}
 	ctx, cancel := context.WithTimeout(ctx, detectTimeout)
 	defer cancel()
@@ -85,12 +98,13 @@ func (p *shardedPub) sharded(ctx context.Context) bool {
 	switch {
 	case errors.As(err, &refused) || old.Load():
 		p.state.Store(pubClassic)
-		return false
 	case err != nil:
-		return false // unknown: classic this time, checked again next time
+		// Unknown: classic until a check after detectRetry succeeds.
+		p.retry.Store(time.Now().Add(detectRetry).UnixNano())
+	default:
+		p.state.Store(pubSharded)
 	}
-	p.state.Store(pubSharded)
-	return true
+	return p.state.Load()
 }
 
 // atLeast7 reports whether INFO server's text names Redis 7.0 or later.
