@@ -105,7 +105,7 @@ func (c *Client) Close() error {
 // pass no messages between them); on a cluster with sharded pub/sub, the
 // channel's slot (see shardedPub); otherwise the Client's one client.
 func (c *Client) sources(channel string) []lease.Source {
-	switch c.pub.mode(c.eng.Context()) {
+	switch c.pub.mode(c.eng.Context(), true) {
 	case pubSharded:
 		return c.pub.shardSources(channel)
 	case pubUnknown:

@@ -33,8 +33,9 @@ import (
 // detectRetry waits for a check, for at most detectTimeout (or its ctx). A
 // message sent one way while the waiter listens the other way is missed,
 // and the waiter wakes by its backoff instead, which costs time, never
-// safety. A waiter does not subscribe while the mode is unknown (it
-// would stay subscribed the wrong way): it relies on its backoff, and its
+// safety. A subscription waits for the check (it runs on a goroutine of
+// its own) and does not subscribe when the check fails (it would stay
+// subscribed the wrong way): its waiter relies on its backoff, and its
 // key's next waiter tries again.
 type shardedPub struct {
 	cc     *redis.ClusterClient // nil: never sharded
@@ -58,18 +59,23 @@ const (
 const detectTimeout = 2 * time.Second
 
 // sharded reports whether wake-ups use sharded pub/sub; see shardedPub.
-func (p *shardedPub) sharded(ctx context.Context) bool { return p.mode(ctx) == pubSharded }
+func (p *shardedPub) sharded(ctx context.Context) bool { return p.mode(ctx, false) == pubSharded }
 
 // mode returns pubClassic or pubSharded, checking first if need be, or
-// pubUnknown while no check has finished (see shardedPub).
-func (p *shardedPub) mode(ctx context.Context) int32 {
+// pubUnknown while no check has finished (see shardedPub). With wait (a
+// subscription, on a goroutine of its own) it waits for a check under way
+// and checks even within detectRetry of a failed one.
+func (p *shardedPub) mode(ctx context.Context, wait bool) int32 {
 	if p == nil || p.cc == nil {
 		return pubClassic
 	}
 	if s := p.state.Load(); s != pubUnknown {
 		return s
 	}
-	if time.Now().UnixNano() < p.retry.Load() || !p.mu.TryLock() {
+	switch {
+	case wait:
+		p.mu.Lock()
+	case time.Now().UnixNano() < p.retry.Load() || !p.mu.TryLock():
 		return pubUnknown // a check failed lately, or one is under way
 	}
 	defer p.mu.Unlock()
