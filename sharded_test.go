@@ -390,14 +390,21 @@ func TestShardedPubSub_slotMigration(t *testing.T) {
 	waitShardSubscribed(t, from, channel)
 
 	migrateSlot(t, slot, from, to, cl.Nodes())
-	waitShardSubscribed(t, to, channel)
-	waitIdle(t, others, key, 1)
+	wakeOnNewMaster(t, cl, to, holders, others, holder, w, done, "after the migration")
+}
 
+// wakeOnNewMaster waits until w's Client listens on master, the key's new
+// master, then releases holder and wants w woken there by SPUBLISH.
+func wakeOnNewMaster(t *testing.T, cl *redistest.Cluster, master *redistest.Server, holders, others *lock.Client, holder, w *lock.Lock, done <-chan error, what string) {
+	t.Helper()
+	ctx := context.Background()
+	waitShardSubscribed(t, master, lockKey(w.Key())+":notify")
+	waitIdle(t, others, w.Key(), 1)
 	before := readPubStats(t, cl)
-	must(t, "holder Release()", holder.Release(ctx))
-	must(t, "waiter Acquire()", recv(t, done, "waiter woken by SPUBLISH on the slot's new master"))
-	wantSharded(t, before, readPubStats(t, cl), to.Addr(), "after the migration")
-	must(t, "waiter Release()", w.Release(ctx))
+	must(t, what+": holder Release()", holder.Release(ctx))
+	must(t, what+": waiter Acquire()", recv(t, done, what+": waiter woken by SPUBLISH on the new master"))
+	wantSharded(t, before, readPubStats(t, cl), master.Addr(), what)
+	must(t, what+": waiter Release()", w.Release(ctx))
 	closeWithin(t, holders)
 	closeWithin(t, others)
 }
@@ -446,16 +453,7 @@ func TestShardedPubSub_failover(t *testing.T) {
 	defer cancel()
 	promoted, err := cl.KillMasterAndWaitFailover(fctx, master)
 	must(t, "KillMasterAndWaitFailover()", err)
-	waitShardSubscribed(t, promoted, channel)
-	waitIdle(t, others, key, 1)
-
-	before := readPubStats(t, cl)
-	must(t, "holder Release()", holder.Release(ctx))
-	must(t, "waiter Acquire()", recv(t, done, "waiter woken by SPUBLISH on the promoted replica"))
-	wantSharded(t, before, readPubStats(t, cl), promoted.Addr(), "after the failover")
-	must(t, "waiter Release()", w.Release(ctx))
-	closeWithin(t, holders)
-	closeWithin(t, others)
+	wakeOnNewMaster(t, cl, promoted, holders, others, holder, w, done, "after the failover")
 }
 
 // TestShardedPubSub_deniedByACL: a user whose ACL refuses SPUBLISH keeps
