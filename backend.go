@@ -82,7 +82,8 @@ type scriptBackend struct {
 	co        *lanes // nil: every call is sent on its own (WithCoalescing(false))
 	reentrant bool
 	fencing   bool
-	info      bool // holder info: its calls carry the holder-info hash (holderinfo.go)
+	info      bool        // holder info: its calls carry the holder-info hash (holderinfo.go)
+	pub       *shardedPub // nil or classic: scripts publish with PUBLISH
 	// unanswered holds, by token, the pipelines still out with an acquire
 	// whose caller left before the reply (see coalescer.do); n counts them.
 	// A release of such a token waits for the pipeline first, so that the
@@ -125,6 +126,16 @@ var scriptText = func() (t [numScripts]struct{ src, sha any }) {
 	return t
 }()
 
+// shardedText is scriptText with the sharded variant (SPUBLISH) of each
+// script that publishes (see shardedPub).
+var shardedText = func() (t [numScripts]struct{ src, sha any }) {
+	for i, x := range scriptText {
+		t[i].src = luascripts.ShardedText(x.src.(string))
+		t[i].sha = luascripts.ShardedText(x.sha.(string))
+	}
+	return t
+}()
+
 // scriptCmd is a script call. Every script of ours replies with one
 // integer, which an IntCmd keeps without boxing it.
 type scriptCmd struct{ *redis.IntCmd }
@@ -157,6 +168,15 @@ func (b *scriptBackend) run(ctx context.Context, i int, keys []string, args ...a
 var leaves = [numScripts]bool{scriptAcquire: true, scriptRelease: true, scriptPTTL: true,
 	scriptSemAcquire: true, scriptSemRelease: true, scriptSemPTTL: true}
 
+// publishes marks the scripts that publish on the notify channel, whose
+// sharded variant replaces them when wake-ups are sharded.
+var publishes = func() (p [numScripts]bool) {
+	for i := range p {
+		p[i] = scriptText[i] != shardedText[i]
+	}
+	return p
+}()
+
 // sendOnce marks the scripts go-redis must not resend (luascripts.OnceCmd).
 var sendOnce = [numScripts]bool{scriptRelease: true, scriptHandoff: true, scriptSemRelease: true, scriptSemHandoff: true}
 
@@ -176,10 +196,14 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 	if n > cap(a) {
 		a = make([]any, 0, n)
 	}
+	text := &scriptText
+	if publishes[i] && b.pub.sharded(ctx) {
+		text = &shardedText
+	}
 	if eval {
-		a = append(a, "eval", scriptText[i].src)
+		a = append(a, "eval", text[i].src)
 	} else {
-		a = append(a, "evalsha", scriptText[i].sha)
+		a = append(a, "evalsha", text[i].sha)
 	}
 	a = append(a, len(keys))
 	for _, k := range keys {

@@ -17,6 +17,7 @@ import (
 type watchBackend struct {
 	rdb     redis.UniversalClient
 	fencing bool
+	pub     *shardedPub // nil or classic: PUBLISH
 }
 
 // watchRetries bounds the optimistic retries of one WATCH transaction. A
@@ -193,7 +194,11 @@ func (b *watchBackend) release(ctx context.Context, k *keys, token string) (exte
 		del := new(luascripts.OnceCmd)
 		del.Cmder = redis.NewIntCmd(ctx, append(del.Argv[:0], "del", k.Lock())...)
 		_ = p.Process(ctx, del)
-		p.Publish(ctx, k.Notify(), "released")
+		if b.pub.sharded(ctx) {
+			p.SPublish(ctx, k.Notify(), "released")
+		} else {
+			p.Publish(ctx, k.Notify(), "released")
+		}
 	})
 }
 

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,8 @@ type Client struct {
 	once onceState // Once's flights and policy (once.go)
 
 	local localGate // degraded holds and waiter counts by key (fallback.go)
+
+	pub shardedPub // sharded pub/sub or classic (shardedpub.go)
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,
@@ -57,6 +60,8 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		c.cluster = true
 		if v == nil {
 			c.err = invalidf("nil redis client")
+		} else {
+			c.pub.cc, c.pub.prefix = v, c.cfg.prefix
 		}
 	case *redis.Ring:
 		if v == nil {
@@ -100,8 +105,21 @@ func (c *Client) Close() error {
 
 // sources returns the clients the messages of a notify channel arrive
 // through: on a Ring, the shard of the channel's hash tag (a Ring's shards
-// pass no messages between them); otherwise the Client's one client.
+// pass no messages between them); on a cluster with sharded pub/sub, the
+// channel's slot (see shardedPub); otherwise the Client's one client.
 func (c *Client) sources(channel string) []lease.Source {
+	if !strings.Contains(channel, "{") {
+		// The per-prefix force-release inbox (holderinfo.go), the one
+		// channel that is no key's: forcerelease.lua publishes on it
+		// classically, so it is heard classically.
+		return []lease.Source{c.rdb}
+	}
+	switch c.pub.mode(c.eng.Context(), true) {
+	case pubSharded:
+		return c.pub.shardSources(channel)
+	case pubUnknown:
+		return nil // not the wrong way for good: see shardedPub
+	}
 	if ring, ok := c.rdb.(*redis.Ring); ok {
 		shard, err := ring.GetShardClientForKey(channel)
 		if err != nil {
@@ -129,9 +147,9 @@ func (c *Client) backend(k backendKind) backend {
 	}
 	var b backend
 	if k.mode == ReleaseWatch {
-		b = &watchBackend{rdb: c.rdb, fencing: k.fencing}
+		b = &watchBackend{rdb: c.rdb, fencing: k.fencing, pub: &c.pub}
 	} else {
-		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing, info: k.info}
+		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing, info: k.info, pub: &c.pub}
 		if k.coalesce {
 			if c.co == nil {
 				c.co = newLanes(c.rdb)

@@ -163,7 +163,8 @@ func (l *Lock) tryFair(ctx context.Context, token string, wait time.Duration) le
 // releaseFair runs fair_release.lua for token, once.
 func (l *Lock) releaseFair(ctx context.Context, token string) (extendStatus, error) {
 	k := &l.hd.Keys
-	n, err := luascripts.RunOnceSrc(ctx, l.cfg.c.rdb, luascripts.FairRelease, luascripts.FairReleaseSrc,
+	s, src := l.cfg.c.pub.script(ctx, luascripts.FairRelease, luascripts.FairReleaseSrc)
+	n, err := luascripts.RunOnceSrc(ctx, l.cfg.c.rdb, s, src,
 		[]string{k.Lock(), k.Fence(), k.Queue(), k.QueueTimes(), k.Notify()},
 		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing)).Int64()
 	return checkStatus("release", n, err)

@@ -299,12 +299,13 @@ func (k *multiKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration
 // pipeline, each call sent once. The worst status of the groups wins.
 func (m *MultiLock) release(ctx context.Context, token string) (extendStatus, error) {
 	calls := make([]luascripts.Call, len(m.groups))
+	s, src := m.cfg.c.pub.script(ctx, luascripts.MultiRelease, luascripts.MultiReleaseSrc)
 	for i, g := range m.groups {
 		keys := make([]string, 0, 2*len(g))
 		for j := range g {
 			keys = append(keys, g[j].ReleaseKeys()...)
 		}
-		calls[i] = luascripts.Call{Script: luascripts.MultiRelease, Src: luascripts.MultiReleaseSrc, Keys: keys, Args: []any{token}}
+		calls[i] = luascripts.Call{Script: s, Src: src, Keys: keys, Args: []any{token}}
 	}
 	return worst("release", luascripts.EvalAllOnce(ctx, m.cfg.c.rdb, calls))
 }

@@ -44,6 +44,7 @@ func (b *scriptBackend) onceStore(ctx context.Context, k *keys, result, token st
 // shared pipeline may leave it at the end of ctx, as an acquire or release
 // does (see leaves).
 func (b *scriptBackend) runOnceScript(ctx context.Context, s *redis.Script, src string, keys []string, noRetry bool, args ...any) *redis.Cmd {
+	s, src = b.pub.script(ctx, s, src)
 	cmd := b.sendOnceScript(ctx, "evalsha", s.Hash(), keys, noRetry, args)
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		cmd = b.sendOnceScript(ctx, "eval", src, keys, noRetry, args)

@@ -18,7 +18,7 @@ func (l *Lock) acquireAcked(ctx context.Context, token string) (acquireResult, e
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	be := &scriptBackend{rdb: conn, reentrant: l.cfg.ownerSet, fencing: l.cfg.fencing, info: l.cfg.info != nil}
+	be := &scriptBackend{rdb: conn, reentrant: l.cfg.ownerSet, fencing: l.cfg.fencing, info: l.cfg.info != nil, pub: &l.cfg.c.pub}
 	r, err := be.acquireInfo(ctx, &l.hd.Keys, token, l.cfg.ttl, l.cfg.info)
 	if err != nil || !r.ok {
 		return r, err

@@ -253,10 +253,11 @@ func (l *Lock) rwBackend() *scriptBackend { return l.cfg.be.(*scriptBackend) }
 // server lacks it, each command once when once is set (a release: see
 // luascripts.OnceCmd), and returns its integer reply.
 func rwRun(ctx context.Context, b *scriptBackend, s *redis.Script, i int, once bool, keys []string, args ...any) (int64, error) {
+	s, src := b.pub.script(ctx, s, luascripts.RWSources[i])
 	n, err := rwSend(ctx, b, "evalsha", s.Hash(), once, keys, args)
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The server ran nothing: sending the whole script is safe.
-		n, err = rwSend(ctx, b, "eval", luascripts.RWSources[i], once, keys, args)
+		n, err = rwSend(ctx, b, "eval", src, once, keys, args)
 	}
 	return n, err
 }

@@ -61,6 +61,9 @@ type subscription struct {
 	// as idle and joined again at once is subscribed after it was
 	// unsubscribed. It is taken before n.mu, never while n.mu is held.
 	order sync.Mutex
+	// slot is the source of a sharded subscription (SSUBSCRIBE); its
+	// Client is nil for a classic one.
+	slot SlotSource
 }
 
 type channelState struct {
@@ -174,7 +177,7 @@ func (n *Notifier) subscribe(cs *channelState) {
 			continue
 		}
 		s.order.Lock()
-		if s.ps.Subscribe(n.e.ctx, cs.name) == nil {
+		if s.subscribe(n.e.ctx, cs.name) == nil {
 			n.mu.Lock()
 			cs.subs = append(cs.subs, s)
 			n.mu.Unlock()
@@ -211,6 +214,7 @@ func (n *Notifier) subscription(src Source) *subscription {
 		return s
 	}
 	s = &subscription{ps: ps}
+	s.slot, _ = src.(SlotSource)
 	n.subs[src] = s
 	n.wg.Add(1) // under n.mu, so close either sees s or we saw closed
 	n.mu.Unlock()

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"time"
@@ -39,6 +40,10 @@ func (n *Notifier) run(s *subscription) {
 				n.drop(s)
 				return
 			}
+			if s.sharded() && redis.HasErrorPrefix(err, "MOVED") {
+				n.slotMoved(s) // the slot has another master now
+				return
+			}
 			// The connection is down: wait before go-redis redials.
 			failures++
 			pause.Reset(min(time.Duration(failures)*50*time.Millisecond, time.Second))
@@ -52,8 +57,15 @@ func (n *Notifier) run(s *subscription) {
 		failures = 0
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
 				n.confirmed(m.Channel)
+			case "sunsubscribe":
+				if n.listed(m.Channel, s) {
+					// Not ours: the server gave the slot away.
+					n.slotMoved(s)
+					return
+				}
 			}
 		case *redis.Message:
 			n.deliver(m.Channel, m.Payload)
@@ -100,7 +112,7 @@ func (n *Notifier) sweep(s *subscription) {
 	}
 	n.mu.Unlock()
 	if len(idle) > 0 {
-		_ = s.ps.Unsubscribe(n.e.ctx, idle...)
+		_ = s.unsubscribe(n.e.ctx, idle...)
 	}
 }
 
@@ -145,4 +157,32 @@ func (n *Notifier) close() {
 	}
 	n.mu.Unlock()
 	waitFor(&n.wg, closeWait)
+}
+
+// listed reports whether channel is subscribed on s by this Notifier's
+// account.
+func (n *Notifier) listed(channel string, s *subscription) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.chans[channel]
+	return cs != nil && slices.Contains(cs.subs, s)
+}
+
+// sharded reports whether s listens with SSUBSCRIBE.
+func (s *subscription) sharded() bool { return s.slot.Client != nil }
+
+// subscribe sends SUBSCRIBE, or SSUBSCRIBE on a sharded subscription.
+func (s *subscription) subscribe(ctx context.Context, channels ...string) error {
+	if s.sharded() {
+		return s.ps.SSubscribe(ctx, channels...)
+	}
+	return s.ps.Subscribe(ctx, channels...)
+}
+
+// unsubscribe sends UNSUBSCRIBE, or SUNSUBSCRIBE on a sharded subscription.
+func (s *subscription) unsubscribe(ctx context.Context, channels ...string) error {
+	if s.sharded() {
+		return s.ps.SUnsubscribe(ctx, channels...)
+	}
+	return s.ps.Unsubscribe(ctx, channels...)
 }
