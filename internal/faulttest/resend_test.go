@@ -61,6 +61,26 @@ func newCutRig(t *testing.T) *cutRig {
 	}
 	rdb.AddHook(r)
 	r.locks = lock.NewClient(rdb)
+	// A Client's first hold opens its force-release inbox subscription, a
+	// connection of its own through the proxy: open it now, before any
+	// test arms a cut, so a cut never lands on its bytes instead.
+	ctx := context.Background()
+	warm := r.locks.NewLock("cut-rig-warm-up")
+	if err := warm.Acquire(ctx); err != nil {
+		t.Fatalf("warm-up Acquire() error = %v", err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatalf("warm-up Release() error = %v", err)
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		n, err := r.admin.PubSubNumSub(ctx, "lock:force").Result()
+		if err == nil && n["lock:force"] == 1 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the Client's force-release inbox was not subscribed within 10s: %v, %v", n, err)
+		}
+	}
 	t.Cleanup(func() {
 		r.openGate()
 		r.locks.Close()
