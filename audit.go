@@ -55,6 +55,10 @@ type auditor struct {
 	owner    string
 	metadata string
 	logger   interface{ Warn(string, ...any) }
+	// s, when set, is the settings whose scripts write their own entries
+	// where the stream can share the key's slot (see settings.auditIn):
+	// the auditor leaves those events to them. nil: it writes every event.
+	s *settings
 }
 
 func (c *Client) auditor(cfg *config) *auditor {
@@ -94,6 +98,9 @@ func (a *auditor) observe(e lease.Event) {
 		}
 	default:
 		return
+	}
+	if event != "lost" && a.s != nil && a.s.auditIn(a.s.keysOf(e.Key)) != nil {
+		return // the operation's script wrote it (audit_script.go)
 	}
 	if e.Ctx == nil {
 		// A loss, seen by the renewal loop or a pub/sub message: not

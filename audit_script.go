@@ -1,0 +1,142 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lease"
+	"github.com/agentlock/lock/internal/luascripts"
+)
+
+// In-script audit: where the stream can live beside the lock's key, the
+// script that acquires, releases, extends, hands over or force-releases
+// writes the entry itself, atomically with its work and only when it
+// succeeded (the audited variants of internal/luascripts, audit.lua).
+// Elsewhere the auditor's separate XADD writes it (audit.go).
+
+// auditCall is the audit part of one audited script call: the stream and
+// what the caller knows of the entry.
+type auditCall struct {
+	stream string
+	e      luascripts.AuditEntry
+}
+
+// auditBeside reports whether a script on lockKey may write to stream: on
+// one node (a failover client is one too), always; on a Redis Cluster,
+// when both share a hash slot (a stream named with the key's {tag}); on a
+// Ring, or a client of another type, never.
+func (c *Client) auditBeside(stream, lockKey string) bool {
+	switch c.rdb.(type) {
+	case *redis.Client:
+		return true
+	case *redis.ClusterClient:
+		return keySlot(stream) == keySlot(lockKey)
+	}
+	return false
+}
+
+// auditScripted reports whether s's locks write their audit entries in
+// their scripts where the slot allows: a plain mutex (re-entrant or not)
+// or a Once in ReleaseScript mode. The other kinds (read-write lock,
+// semaphore, fair lock, multi-lock) and replica-acknowledged holds, whose
+// calls do not go through the mutex's scripts, keep the separate XADD.
+func (s *settings) auditScripted() bool {
+	_, script := s.be.(*scriptBackend)
+	return s.aud != nil && script && s.pol.Tag == nil && !s.fair && s.acks == 0
+}
+
+// auditIn returns s's auditor when the calls on k write their own entries,
+// nil when the separate XADD does (or there is no audit).
+func (s *settings) auditIn(k *keys) *auditor {
+	if !s.auditScripted() || !s.c.auditBeside(s.aud.stream, k.Lock()) {
+		return nil
+	}
+	return s.aud
+}
+
+// keysOf returns the keys of the lock on key under s.
+func (s *settings) keysOf(key string) *keys {
+	k := luascripts.NewKeys(s.prefix, key)
+	return &k
+}
+
+// call returns the audit part of a call on k whose hold has token (the
+// engine's: a re-entrant hold's id) and fence.
+func (a *auditor) call(k *keys, token string, fence int64) *auditCall {
+	if a.s.ownerSet {
+		token = a.s.owner // events show a re-entrant hold as its owner
+	}
+	host, pid := processHostPID()
+	return &auditCall{stream: a.stream, e: luascripts.AuditEntry{Max: a.max, Key: k.User, Token: token,
+		Fence: fence, Owner: a.owner, Host: host, PID: pid, Metadata: a.metadata}}
+}
+
+// observeSeparate is s's Observe for a kind built on s whose scripts write
+// no audit entry (a multi-lock): its audit writes every event itself.
+func (s *settings) observeSeparate() func(lease.Event) {
+	var next func(lease.Event)
+	if s.observer != nil {
+		next = observerFunc(s.observer)
+	}
+	a := *s.aud
+	a.s = nil
+	return a.chain(next)
+}
+
+// runAudit runs the audited variant of script i with keys and args, then
+// au's KEY and ARGVs, and extra ARGVs of the script's hook.
+func (b *scriptBackend) runAudit(ctx context.Context, i int, au *auditCall, keys []string, args []any, extra ...any) scriptCmd {
+	keys, args = luascripts.AuditArgs(keys, args, au.stream, &au.e, nil, extra...)
+	return b.run(ctx, auditScript(i), keys, args...)
+}
+
+// acquire sends one acquire of token with s's TTL through s's backend,
+// with s's holder info, auditing it in its script where it can.
+func (s *settings) acquire(ctx context.Context, k *keys, token string) (acquireResult, error) {
+	sb, script := s.be.(*scriptBackend)
+	a := s.auditIn(k)
+	switch {
+	case a != nil:
+		keys, args := k.AcquireKeys(), []any{token, ttlArg(s.ttl), flag(sb.reentrant), flag(sb.fencing)}
+		if s.info != nil {
+			keys, args = k.InfoAcquireKeys(), append(args, argEmpty, s.info)
+		}
+		n, err := sb.runAudit(ctx, scriptAcquire, a.call(k, token, 0), keys, args).Int64()
+		return sb.readAcquire(token, n, err)
+	case script && s.info != nil:
+		return sb.acquireInfo(ctx, k, token, s.ttl, s.info)
+	}
+	return s.be.acquire(ctx, k, token, s.ttl)
+}
+
+// release drops the hold of token (fence: its fence, 0 when unknown)
+// through s's backend, auditing it in its script where it can.
+func (s *settings) release(ctx context.Context, k *keys, token string, fence int64) (extendStatus, error) {
+	a := s.auditIn(k)
+	if a == nil {
+		return s.be.release(ctx, k, token)
+	}
+	sb := s.be.(*scriptBackend)
+	if err := sb.awaitAcquire(ctx, token); err != nil {
+		return 0, err
+	}
+	n, err := sb.runAudit(ctx, scriptRelease, a.call(k, token, fence), sb.releaseKeys(k),
+		[]any{token, flag(sb.reentrant)}).Int64()
+	return releaseStatus(n, err)
+}
+
+// extend sets the TTL of the hold of token (fence: its fence) through s's
+// backend, auditing it in its script where it can. Renewals do not come
+// here: they write no entry.
+func (s *settings) extend(ctx context.Context, k *keys, token string, fence int64, ttl time.Duration) (extendStatus, error) {
+	a := s.auditIn(k)
+	if a == nil {
+		return s.be.extend(ctx, k, token, ttl)
+	}
+	sb := s.be.(*scriptBackend)
+	n, err := sb.runAudit(ctx, scriptExtend, a.call(k, token, fence), sb.extendKeys(k),
+		[]any{token, ttlArg(ttl), flag(sb.reentrant)}).Int64()
+	return checkStatus("extend", n, err)
+}
