@@ -38,13 +38,22 @@ func (c *Client) auditBeside(stream, lockKey string) bool {
 }
 
 // auditScripted reports whether s's locks write their audit entries in
-// their scripts where the slot allows: a plain mutex (re-entrant or not)
-// or a Once in ReleaseScript mode. The other kinds (read-write lock,
-// semaphore, fair lock, multi-lock) and replica-acknowledged holds, whose
-// calls do not go through the mutex's scripts, keep the separate XADD.
+// their scripts where the slot allows: a mutex (re-entrant or not) or a
+// Once in ReleaseScript mode, a semaphore's permits. The fair lock, whose
+// release hands the key to its queue's head (maybe another process's
+// hold, unknown to the script), the multi-lock (see observeSeparate) and
+// replica-acknowledged holds keep the separate XADD.
 func (s *settings) auditScripted() bool {
-	_, script := s.be.(*scriptBackend)
-	return s.aud != nil && script && s.pol.Tag == nil && !s.fair && s.acks == 0
+	if s.aud == nil || s.fair || s.acks > 0 {
+		return false
+	}
+	switch s.be.(type) {
+	case *scriptBackend:
+		return s.pol.Tag == nil
+	case semBackend:
+		return true
+	}
+	return false
 }
 
 // auditIn returns s's auditor when the calls on k write their own entries,
@@ -95,17 +104,12 @@ func (b *scriptBackend) runAudit(ctx context.Context, i int, au *auditCall, keys
 // acquire sends one acquire of token with s's TTL through s's backend,
 // with s's holder info, auditing it in its script where it can.
 func (s *settings) acquire(ctx context.Context, k *keys, token string) (acquireResult, error) {
-	sb, script := s.be.(*scriptBackend)
-	a := s.auditIn(k)
-	switch {
-	case a != nil:
-		keys, args := k.AcquireKeys(), []any{token, ttlArg(s.ttl), flag(sb.reentrant), flag(sb.fencing)}
-		if s.info != nil {
-			keys, args = k.InfoAcquireKeys(), append(args, argEmpty, s.info)
+	if s.aud != nil {
+		if be := s.audited(k, token, 0); be != nil {
+			return be.acquire(ctx, k, token, s.ttl)
 		}
-		n, err := sb.runAudit(ctx, scriptAcquire, a.call(k, token, 0), keys, args).Int64()
-		return sb.readAcquire(token, n, err)
-	case script && s.info != nil:
+	}
+	if sb, ok := s.be.(*scriptBackend); ok && s.info != nil {
 		return sb.acquireInfo(ctx, k, token, s.ttl, s.info)
 	}
 	return s.be.acquire(ctx, k, token, s.ttl)
@@ -114,29 +118,82 @@ func (s *settings) acquire(ctx context.Context, k *keys, token string) (acquireR
 // release drops the hold of token (fence: its fence, 0 when unknown)
 // through s's backend, auditing it in its script where it can.
 func (s *settings) release(ctx context.Context, k *keys, token string, fence int64) (extendStatus, error) {
-	a := s.auditIn(k)
-	if a == nil {
-		return s.be.release(ctx, k, token)
+	if s.aud != nil {
+		if be := s.audited(k, token, fence); be != nil {
+			return be.release(ctx, k, token)
+		}
 	}
-	sb := s.be.(*scriptBackend)
-	if err := sb.awaitAcquire(ctx, token); err != nil {
-		return 0, err
-	}
-	n, err := sb.runAudit(ctx, scriptRelease, a.call(k, token, fence), sb.releaseKeys(k),
-		[]any{token, flag(sb.reentrant)}).Int64()
-	return releaseStatus(n, err)
+	return s.be.release(ctx, k, token)
 }
 
 // extend sets the TTL of the hold of token (fence: its fence) through s's
 // backend, auditing it in its script where it can. Renewals do not come
 // here: they write no entry.
 func (s *settings) extend(ctx context.Context, k *keys, token string, fence int64, ttl time.Duration) (extendStatus, error) {
+	if s.aud != nil {
+		if be := s.audited(k, token, fence); be != nil {
+			return be.extend(ctx, k, token, ttl)
+		}
+	}
+	return s.be.extend(ctx, k, token, ttl)
+}
+
+// audited returns a backend whose next call on k, for the hold of token
+// with fence, writes its audit entry in its script; nil when the separate
+// XADD writes it.
+func (s *settings) audited(k *keys, token string, fence int64) backend {
 	a := s.auditIn(k)
 	if a == nil {
-		return s.be.extend(ctx, k, token, ttl)
+		return nil
 	}
-	sb := s.be.(*scriptBackend)
-	n, err := sb.runAudit(ctx, scriptExtend, a.call(k, token, fence), sb.extendKeys(k),
-		[]any{token, ttlArg(ttl), flag(sb.reentrant)}).Int64()
+	au := a.call(k, token, fence)
+	if b, ok := s.be.(semBackend); ok {
+		b.au = au
+		return b
+	}
+	return auditedBackend{s.be.(*scriptBackend), au, s.info}
+}
+
+// auditedBackend is a mutex's script backend for one call that writes its
+// audit entry (the audited variant of its script).
+type auditedBackend struct {
+	*scriptBackend
+	au   *auditCall
+	info any // the holder info an acquire writes; nil for none
+}
+
+func (b auditedBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
+	keys, args := k.AcquireKeys(), []any{token, ttlArg(ttl), flag(b.reentrant), flag(b.fencing)}
+	if b.info != nil {
+		keys, args = k.InfoAcquireKeys(), append(args, argEmpty, b.info)
+	}
+	n, err := b.runAudit(ctx, scriptAcquire, b.au, keys, args).Int64()
+	return b.readAcquire(token, n, err)
+}
+
+func (b auditedBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
+	if err := b.awaitAcquire(ctx, token); err != nil {
+		return 0, err
+	}
+	n, err := b.runAudit(ctx, scriptRelease, b.au, b.releaseKeys(k), []any{token, flag(b.reentrant)}).Int64()
+	return releaseStatus(n, err)
+}
+
+func (b auditedBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
+	n, err := b.runAudit(ctx, scriptExtend, b.au, b.extendKeys(k), []any{token, ttlArg(ttl), flag(b.reentrant)}).Int64()
 	return checkStatus("extend", n, err)
+}
+
+// run sends script i, or with b.au its audited variant. A handoff's
+// waiter has b's settings (see semHandoff): its entry shows b's owner and
+// metadata.
+func (b semBackend) run(ctx context.Context, i int, keys []string, args ...any) scriptCmd {
+	if b.au == nil {
+		return b.sb.run(ctx, i, keys, args...)
+	}
+	var extra []any
+	if i == scriptSemHandoff {
+		extra = []any{args[1], b.au.e.Owner, b.au.e.Metadata}
+	}
+	return b.sb.runAudit(ctx, i, b.au, keys, args, extra...)
 }

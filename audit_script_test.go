@@ -389,3 +389,60 @@ func TestAudit_cluster(t *testing.T) {
 		}
 	}
 }
+
+// TestAudit_inScript_semaphore: a semaphore's permits write their entries
+// from their scripts, a handoff to a waiter of the same semaphore both the
+// releaser's and the waiter's; a permit refused (all taken) writes none.
+func TestAudit_inScript_semaphore(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		key, stream := keyFor(t), keyFor(t)+":audit"
+		h := &xadds{}
+		rdb := tg.newRDB(t)
+		rdb.AddHook(h)
+		c := newClient(t, rdb, lock.WithAudit(stream, 1000), lock.WithBackoff(time.Minute, time.Minute))
+		s := c.NewSemaphore(key, 1)
+		p1, p2 := s.Permit(), s.Permit()
+		must(t, "Acquire()", p1.Acquire(ctx))
+		if ok, err := s.Permit().TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("TryAcquire() of a full semaphore = %v, %v; want false, nil", ok, err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- p2.Acquire(ctx) }()
+		waitIdle(t, c, key, 1)
+		must(t, "Release()", p1.Release(ctx))
+		must(t, "waiter Acquire()", <-done)
+		must(t, "Extend()", p2.Extend(ctx, time.Minute))
+		must(t, "Release()", p2.Release(ctx))
+		xs := auditEntries(t, tg.rdb, stream)
+		wantEvents(t, xs, "acquired", "released", "acquired", "extended", "released")
+		for i, p := range []*lock.Lock{p1, p1, p2, p2, p2} {
+			wantEntry(t, xs[i], xs[i].Values["event"].(string), key, p.Token(), p.Fence(), "", "")
+		}
+		if n := h.n.Load(); n != 0 {
+			t.Fatalf("the client sent %d XADDs, want none", n)
+		}
+	})
+}
+
+// TestAudit_handoffOtherAudit: a waiter whose settings audit elsewhere (here
+// not at all) is not handed the hold by an audited release: it takes the
+// key itself, so each side's entries follow its own settings.
+func TestAudit_handoffOtherAudit(t *testing.T) {
+	ctx := context.Background()
+	tg := realTarget(t)
+	key, stream := keyFor(t), keyFor(t)+":audit"
+	c := newClient(t, tg.rdb)
+	first := c.NewLock(key, lock.WithAudit(stream, 1000))
+	must(t, "Acquire()", first.Acquire(ctx))
+	next := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+	done := make(chan error, 1)
+	go func() { done <- next.Acquire(ctx) }()
+	waitIdle(t, c, key, 1)
+	must(t, "Release()", first.Release(ctx))
+	must(t, "waiter Acquire()", <-done)
+	must(t, "Release()", next.Release(ctx))
+	xs := auditEntries(t, tg.rdb, stream)
+	wantEvents(t, xs, "acquired", "released")
+	wantEntry(t, xs[1], "released", key, first.Token(), first.Fence(), "", "")
+}

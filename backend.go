@@ -123,14 +123,14 @@ const (
 func auditScript(i int) int { return numScripts + i }
 
 // scriptText holds each script's source (for EVAL) and SHA1 (for EVALSHA),
-// boxed once: converting a string to an interface allocates. Then the
-// audited variants of All's ("" for none).
+// boxed once: converting a string to an interface allocates. Then their
+// audited variants (none for a TTL).
 var scriptText = func() (t [numTexts]struct{ src, sha any }) {
 	srcs := slices.Concat(luascripts.Sources, luascripts.SemSources)
 	for i, s := range slices.Concat(luascripts.All, luascripts.SemAll) {
 		t[i].src, t[i].sha = srcs[i], s.Hash()
 	}
-	for i, s := range luascripts.All {
+	for i, s := range slices.Concat(luascripts.All, luascripts.SemAll) {
 		if a, src := luascripts.Audited(s); a != nil {
 			t[auditScript(i)].src, t[auditScript(i)].sha = src, a.Hash()
 		}

@@ -14,6 +14,11 @@ import (
 // only woken, after the release.
 func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, found bool) {
 	if b, ok := l.cfg.be.(semBackend); ok {
+		if l.cfg.aud != nil {
+			if ab, ok := l.cfg.audited(&l.hd.Keys, h.Token(), h.Fence()).(semBackend); ok {
+				b = ab // its release or handoff writes the entries
+			}
+		}
 		return l.semHandoff(ctx, h, b)
 	}
 	sb, ok := l.cfg.be.(*scriptBackend)

@@ -34,40 +34,43 @@ var auditOnceStoreHook string
 //go:embed audit_force.lua
 var auditForceHook string
 
-// audit builds the audited text of the script prelude+body: the prelude
-// (shared helpers, left outside so the hook may use them), audit.lua, the
-// body as the local function audit_body, then hook.
+// audit builds the audited text of a script whose text is prelude+body:
+// the prelude (helpers the hook uses, left outside), audit.lua, the body
+// as the local function audit_body, then hook. Most scripts pass their
+// whole text as body: local functions inside audit_body work as at the
+// top level.
 func audit(prelude, body, hook string) string {
 	return prelude + auditLib + "local function audit_body()\n" + body + "\nend\n" + hook
 }
 
-// Audited texts of the scripts that have one.
+// AuditSources and SemAuditSources hold the audited text of each script of
+// All and SemAll, in the same order; "" for a script that writes no entry
+// (a TTL).
 var (
-	auditAcquireSrc     = audit(fenceSrc+otherKindSrc, acquireBody, auditAcquireHook)
-	auditReleaseSrc     = audit("", releaseSrc, auditReleaseHook)
-	auditExtendSrc      = audit("", extendSrc, auditExtendHook)
-	auditHandoffSrc     = audit(fenceSrc, handoffBody, auditHandoffHook)
-	auditOnceAcquireSrc = audit(fenceSrc+otherKindSrc, onceAcquireHead+acquireBody, auditAcquireHook)
-	auditOnceStoreSrc   = audit("", OnceStoreSrc, auditOnceStoreHook)
-	auditForceSrc       = audit(holdsSrc, forceReleaseBody, auditForceHook)
+	AuditSources = []string{audit("", acquireSrc, auditAcquireHook), audit("", releaseSrc, auditReleaseHook),
+		audit("", extendSrc, auditExtendHook), "", audit("", handoffSrc, auditHandoffHook)}
+	SemAuditSources = []string{audit("", semAcquireSrc, auditAcquireHook), audit("", semReleaseSrc, auditReleaseHook),
+		audit("", semExtendSrc, auditExtendHook), "", audit("", semHandoffSrc, auditHandoffHook)}
 )
-
-// AuditSources holds the audited text of each script of All, in the same
-// order; "" for a script that writes no entry (PTTL).
-var AuditSources = []string{auditAcquireSrc, auditReleaseSrc, auditExtendSrc, "", auditHandoffSrc}
 
 // audited maps each script that has an audited variant to it, with its
 // text.
 var audited = func() map[*redis.Script]scriptText {
-	m := map[*redis.Script]scriptText{
-		OnceAcquire:  {redis.NewScript(auditOnceAcquireSrc), auditOnceAcquireSrc},
-		OnceStore:    {redis.NewScript(auditOnceStoreSrc), auditOnceStoreSrc},
-		ForceRelease: {redis.NewScript(auditForceSrc), auditForceSrc},
-	}
-	for i, src := range AuditSources {
+	m := map[*redis.Script]scriptText{}
+	add := func(s *redis.Script, src string) {
 		if src != "" {
-			m[All[i]] = scriptText{redis.NewScript(src), src}
+			m[s] = scriptText{redis.NewScript(src), src}
 		}
+	}
+	add(OnceAcquire, audit("", OnceAcquireSrc, auditAcquireHook))
+	add(OnceStore, audit("", OnceStoreSrc, auditOnceStoreHook))
+	// holds.lua stays outside: the hook lists the holds with it.
+	add(ForceRelease, audit(holdsSrc, forceReleaseBody, auditForceHook))
+	for i, src := range AuditSources {
+		add(All[i], src)
+	}
+	for i, src := range SemAuditSources {
+		add(SemAll[i], src)
 	}
 	return m
 }()

@@ -1,8 +1,9 @@
 -- audit.lua: the audit entries a script writes itself (WithAudit), for the
--- audited variant of a script: luascripts builds it as the script's
--- prelude, this file, the script's body wrapped in the local function
--- audit_body, then the script's hook (audit_<name>.lua), which calls
--- audit_body and writes the entries its reply calls for.
+-- audited variant of a script: luascripts builds it (audit.go) as this
+-- file, the script wrapped whole in the local function audit_body (for
+-- forcerelease.lua, its body only, holds.lua coming first), then the
+-- script's hook (audit_<name>.lua), which calls audit_body and writes the
+-- entries its reply calls for.
 -- The call carries, after the script's own KEYS and ARGV (which the body
 -- sees exactly as without audit): the hook's extra KEYS (if any), then the
 -- stream, last in KEYS; the audit's ARGVs, then their count, last in ARGV.
@@ -61,15 +62,17 @@ local function audit_add(event, token, f, owner, host, pid, metadata)
 end
 
 -- audit_holds reports whether token holds lock already: the lock's token,
--- or one field of a re-entrant hold's hash. A hold confirmed again (a
--- resent acquire, a resent store) is no new event.
+-- a field of a hash (a re-entrant hold, a read-write hold) or a member of
+-- a sorted set (a permit). A hold confirmed again (a resent acquire, a
+-- resent store) is no new event.
 local function audit_holds(lock, token)
   local t = redis.call('TYPE', lock)['ok']
   if t == 'string' then
     return redis.call('GET', lock) == token
-  end
-  if t == 'hash' then
+  elseif t == 'hash' then
     return redis.call('HEXISTS', lock, token) == 1
+  elseif t == 'zset' then
+    return redis.call('ZSCORE', lock, token) ~= false
   end
   return false
 end
