@@ -39,7 +39,8 @@ func (c *Client) auditBeside(stream, lockKey string) bool {
 
 // auditScripted reports whether s's locks write their audit entries in
 // their scripts where the slot allows: a mutex (re-entrant or not) or a
-// Once in ReleaseScript mode, a semaphore's permits. The fair lock, whose
+// Once in ReleaseScript mode, a read-write lock's holds, a semaphore's
+// permits. The fair lock, whose
 // release hands the key to its queue's head (maybe another process's
 // hold, unknown to the script), the multi-lock (see observeSeparate) and
 // replica-acknowledged holds keep the separate XADD.
@@ -49,7 +50,8 @@ func (s *settings) auditScripted() bool {
 	}
 	switch s.be.(type) {
 	case *scriptBackend:
-		return s.pol.Tag == nil
+		_, rw := s.pol.Tag.(rwTag)
+		return s.pol.Tag == nil || rw
 	case semBackend:
 		return true
 	}
@@ -152,6 +154,19 @@ func (s *settings) audited(k *keys, token string, fence int64) backend {
 		return b
 	}
 	return auditedBackend{s.be.(*scriptBackend), au, s.info}
+}
+
+// rwAudit returns the audit part of a read-write lock's call on k for the
+// hold of token with fence (see rwRun); nil when the separate XADD writes
+// its entry.
+func (s *settings) rwAudit(k *keys, token string, fence int64) *auditCall {
+	if s.aud == nil {
+		return nil
+	}
+	if a := s.auditIn(k); a != nil {
+		return a.call(k, token, fence)
+	}
+	return nil
 }
 
 // auditedBackend is a mutex's script backend for one call that writes its

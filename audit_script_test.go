@@ -446,3 +446,37 @@ func TestAudit_handoffOtherAudit(t *testing.T) {
 	wantEvents(t, xs, "acquired", "released")
 	wantEntry(t, xs[1], "released", key, first.Token(), first.Fence(), "", "")
 }
+
+// TestAudit_inScript_rwlock: a read-write lock's readers and writer write
+// their entries from their scripts; a writer refused while readers hold
+// writes none.
+func TestAudit_inScript_rwlock(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		key, stream := keyFor(t), keyFor(t)+":audit"
+		h := &xadds{}
+		rdb := tg.newRDB(t)
+		rdb.AddHook(h)
+		c := newClient(t, rdb, lock.WithAudit(stream, 1000))
+		rw := c.NewRWLock(key)
+		r1, r2, w := rw.ReadLock(), rw.ReadLock(), rw.WriteLock()
+		must(t, "reader Acquire()", r1.Acquire(ctx))
+		must(t, "reader Acquire()", r2.Acquire(ctx))
+		if ok, err := w.TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("writer TryAcquire() under readers = %v, %v; want false, nil", ok, err)
+		}
+		must(t, "reader Extend()", r1.Extend(ctx, time.Minute))
+		must(t, "reader Release()", r1.Release(ctx))
+		must(t, "reader Release()", r2.Release(ctx))
+		must(t, "writer Acquire()", w.Acquire(ctx))
+		must(t, "writer Release()", w.Release(ctx))
+		xs := auditEntries(t, tg.rdb, stream)
+		wantEvents(t, xs, "acquired", "acquired", "extended", "released", "released", "acquired", "released")
+		for i, l := range []*lock.Lock{r1, r2, r1, r1, r2, w, w} {
+			wantEntry(t, xs[i], xs[i].Values["event"].(string), key, l.Token(), l.Fence(), "", "")
+		}
+		if n := h.n.Load(); n != 0 {
+			t.Fatalf("the client sent %d XADDs, want none", n)
+		}
+	})
+}

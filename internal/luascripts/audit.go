@@ -43,14 +43,16 @@ func audit(prelude, body, hook string) string {
 	return prelude + auditLib + "local function audit_body()\n" + body + "\nend\n" + hook
 }
 
-// AuditSources and SemAuditSources hold the audited text of each script of
-// All and SemAll, in the same order; "" for a script that writes no entry
-// (a TTL).
+// AuditSources, SemAuditSources and rwAuditSources hold the audited text
+// of each script of All, SemAll and RWAll, in the same order; "" for a
+// script that writes no entry (a TTL).
 var (
 	AuditSources = []string{audit("", acquireSrc, auditAcquireHook), audit("", releaseSrc, auditReleaseHook),
 		audit("", extendSrc, auditExtendHook), "", audit("", handoffSrc, auditHandoffHook)}
 	SemAuditSources = []string{audit("", semAcquireSrc, auditAcquireHook), audit("", semReleaseSrc, auditReleaseHook),
 		audit("", semExtendSrc, auditExtendHook), "", audit("", semHandoffSrc, auditHandoffHook)}
+	rwAuditSources = []string{audit("", rwAcquireSrc, auditAcquireHook), audit("", rwReleaseSrc, auditReleaseHook),
+		audit("", rwExtendSrc, auditExtendHook), ""}
 )
 
 // audited maps each script that has an audited variant to it, with its
@@ -71,6 +73,9 @@ var audited = func() map[*redis.Script]scriptText {
 	}
 	for i, src := range SemAuditSources {
 		add(SemAll[i], src)
+	}
+	for i, src := range rwAuditSources {
+		add(RWAll[i], src)
 	}
 	return m
 }()

@@ -1,5 +1,5 @@
 -- audit_acquire.lua: the hook of the audited acquire.lua,
--- once_acquire.lua and sem_acquire.lua (see audit.lua). An "acquired" entry when the reply is a
+-- once_acquire.lua, sem_acquire.lua and rw_acquire.lua (see audit.lua). An "acquired" entry when the reply is a
 -- fence (>= 0) and ARGV[1] did not hold the lock before: a resent acquire
 -- confirming its hold writes none, nor does a Once's stored result.
 local audit_before = audit_holds(KEYS[1], ARGV[1])

@@ -1,5 +1,5 @@
--- audit_release.lua: the hook of the audited release.lua and
--- sem_release.lua (see audit.lua).
+-- audit_release.lua: the hook of the audited release.lua,
+-- sem_release.lua and rw_release.lua (see audit.lua).
 -- A "released" entry when the hold was dropped (reply 1, or 2 for one
 -- re-entrant level).
 local audit_reply = audit_body()
