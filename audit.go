@@ -23,30 +23,32 @@ import (
 //     lock's key: always on one node (a failover/Sentinel client too); on a
 //     Redis Cluster when the stream's hash slot is the key's, which a
 //     stream named with the key's tag gives ("audit:{session:42}" for key
-//     "session:42": one stream per hash tag). The mutex's acquire (plain
-//     or re-entrant), release, [Lock.Extend] and handoff (the releaser's
-//     "released" and the waiter's "acquired"), a [Client.Once] lock's
-//     acquire and release, and [Client.ForceRelease] of any kind (one entry
-//     per hold removed, with that hold's token, fence and, when it wrote
-//     holder info, its owner, host, pid and metadata) write their entry in
-//     the same script, atomically with the operation and only when it
-//     succeeded: a failed acquire, or the release of a lost hold, writes
-//     none, and an operation whose reply was lost has its entry iff it took
-//     effect. The stream's order is then the order of the operations on
-//     that key. time is the Redis server's clock (TIME), in UTC with
-//     microseconds.
+//     "session:42": one stream per hash tag). The acquire, release and
+//     [Lock.Extend] of a mutex (plain or re-entrant), of a read-write
+//     lock's readers and writer and of a semaphore's permits, a handoff
+//     (the releaser's "released" and the waiter's "acquired", in one
+//     script), a [Client.Once] lock's acquire and release, and
+//     [Client.ForceRelease] of any kind (one entry per hold removed, with
+//     that hold's token, fence and, when it wrote holder info, its owner,
+//     host, pid and metadata) write their entry in the same script,
+//     atomically with the operation and only when it succeeded: a failed
+//     acquire, or the release of a lost hold, writes none, and an
+//     operation whose reply was lost has its entry iff it took effect. The
+//     stream's order is then the order of the operations on that key. time
+//     is the Redis server's clock (TIME), in UTC with microseconds.
 //   - Otherwise, by a separate XADD the process sends after the operation:
 //     on a Cluster with the stream in another slot, on a Ring, and for the
-//     read-write lock, the semaphore, the fair lock ([WithFair]), the
-//     multi-lock and replica-acknowledged holds ([WithReplicaAck]), whose
-//     scripts do not write entries (a fair release hands the key to the
-//     queue's head, maybe another process's hold the script knows nothing
-//     of; a multi-lock's hold spans several slot groups). The caller's
-//     goroutine sends it before the verb returns, so one process's entries
-//     of one hold are in order; entries of different processes are in the
-//     order they reached the stream's server, not the order of the
-//     operations. time is the process's clock. A failed XADD is logged
-//     ([WithLogger]) and dropped: the audit never fails a lock operation.
+//     fair lock ([WithFair]), the multi-lock and replica-acknowledged holds
+//     ([WithReplicaAck]) wherever the stream is (a fair release hands the
+//     key to the queue's head, maybe another process's hold, whose owner
+//     the script does not know; a multi-lock's hold is one event over keys
+//     that its scripts take per slot group; a replica-acknowledged acquire
+//     may be undone after its script). The caller's goroutine sends it
+//     before the verb returns, so one process's entries of one hold are in
+//     order; entries of different processes are in the order they reached
+//     the stream's server, not the order of the operations. time is the
+//     process's clock. A failed XADD is logged ([WithLogger]) and dropped:
+//     the audit never fails a lock operation.
 //
 // Losses are seen only by the holder's process: a "lost" entry is always a
 // separate XADD, sent in the background (bounded by a second). Renewals
@@ -73,9 +75,10 @@ const auditTimeout = time.Second
 // atomically with it and only if it succeeded, and the stream's order is
 // the order of the operations on that key; time is then the Redis
 // server's clock. This covers the mutex (plain and re-entrant, its Extend
-// and handoffs), [Client.Once]'s lock and ForceRelease of any kind.
-// Otherwise — the stream in another slot, a Ring, the other kinds, and
-// every loss — the process sends the entry as one more XADD after the
+// and handoffs), read-write locks, semaphores, [Client.Once]'s lock and
+// ForceRelease of any kind. Otherwise — the stream in another slot, a
+// Ring, fair locks, multi-locks, [WithReplicaAck] holds, and every loss —
+// the process sends the entry as one more XADD after the
 // operation (the caller's round trip, for its own verbs): in order per
 // process per hold, time on the process's clock, and a failed XADD is
 // logged and dropped. Default: none, at no cost: the scripts and their
