@@ -44,6 +44,38 @@ func (h *xadds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	}
 }
 
+// auditedClient returns a Client auditing to stream over a connection of
+// its own to tg, and the hook counting that connection's XADDs.
+func auditedClient(t *testing.T, tg *target, stream string, opts ...lock.Option) (*lock.Client, *xadds) {
+	t.Helper()
+	h := &xadds{}
+	rdb := tg.newRDB(t)
+	rdb.AddHook(h)
+	return newClient(t, rdb, append([]lock.Option{lock.WithAudit(stream, 1000)}, opts...)...), h
+}
+
+// wantNone fails if the client sent more than most XADDs.
+func (h *xadds) wantNone(t *testing.T, most int32) {
+	t.Helper()
+	if n := h.n.Load(); n > most {
+		t.Fatalf("the client sent %d XADDs, want at most %d: the scripts write the entries", n, most)
+	}
+}
+
+// handOver takes the key with first, makes next wait for it, releases
+// first while next waits (a release that can hand the hold over) and
+// returns once next holds it.
+func handOver(t *testing.T, c *lock.Client, key string, first, next *lock.Lock) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, "Acquire()", first.Acquire(ctx))
+	done := make(chan error, 1)
+	go func() { done <- next.Acquire(ctx) }()
+	waitIdle(t, c, key, 1)
+	must(t, "Release()", first.Release(ctx))
+	must(t, "waiter Acquire()", <-done)
+}
+
 // auditEntries returns the entries of stream, failing the test on error.
 func auditEntries(t *testing.T, rdb redis.Cmdable, stream string) []redis.XMessage {
 	t.Helper()
@@ -91,10 +123,7 @@ func TestAudit_inScript(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key, stream := keyFor(t), keyFor(t)+":audit"
-		h := &xadds{}
-		rdb := tg.newRDB(t)
-		rdb.AddHook(h)
-		c := newClient(t, rdb, lock.WithAudit(stream, 1000), lock.WithMetadata("job-1"))
+		c, h := auditedClient(t, tg, stream, lock.WithMetadata("job-1"))
 		l := c.NewLock(key)
 		must(t, "Acquire()", l.Acquire(ctx))
 		if ok, err := c.NewLock(key).TryAcquire(ctx); ok || err != nil {
@@ -117,9 +146,7 @@ func TestAudit_inScript(t *testing.T) {
 			wantEntry(t, xs[i], ev, key, token, fence, "", "job-1")
 		}
 		wantEntry(t, xs[3], "acquired", key, l.Token(), l.Fence(), "", "job-1")
-		if n := h.n.Load(); n > 1 {
-			t.Fatalf("the client sent %d XADDs, want none but the loss's: the scripts write the others", n)
-		}
+		h.wantNone(t, 1) // the loss's, sent by the process
 	})
 }
 
@@ -149,26 +176,15 @@ func TestAudit_inScript_handoff(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key, stream := keyFor(t), keyFor(t)+":audit"
-		h := &xadds{}
-		rdb := tg.newRDB(t)
-		rdb.AddHook(h)
-		c := newClient(t, rdb, lock.WithAudit(stream, 1000))
-		first := c.NewLock(key)
-		must(t, "Acquire()", first.Acquire(ctx))
-		next := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
-		done := make(chan error, 1)
-		go func() { done <- next.Acquire(ctx) }()
-		waitIdle(t, c, key, 1)
-		must(t, "Release()", first.Release(ctx))
-		must(t, "waiter Acquire()", <-done)
+		c, h := auditedClient(t, tg, stream)
+		first, next := c.NewLock(key), c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+		handOver(t, c, key, first, next)
 		xs := auditEntries(t, tg.rdb, stream)
 		wantEvents(t, xs, "acquired", "released", "acquired")
 		wantEntry(t, xs[1], "released", key, first.Token(), first.Fence(), "", "")
 		wantEntry(t, xs[2], "acquired", key, next.Token(), next.Fence(), "", "")
 		must(t, "Release()", next.Release(ctx))
-		if n := h.n.Load(); n != 0 {
-			t.Fatalf("the client sent %d XADDs, want none", n)
-		}
+		h.wantNone(t, 0)
 	})
 }
 
@@ -244,10 +260,7 @@ func TestAudit_inScript_once(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key, stream := keyFor(t), keyFor(t)+":audit"
-		h := &xadds{}
-		rdb := tg.newRDB(t)
-		rdb.AddHook(h)
-		c := newClient(t, rdb, lock.WithAudit(stream, 1000))
+		c, h := auditedClient(t, tg, stream)
 		fn := func(context.Context) ([]byte, error) { return []byte("done"), nil }
 		for range 2 {
 			if _, _, err := c.Once(ctx, key, fn); err != nil {
@@ -259,9 +272,7 @@ func TestAudit_inScript_once(t *testing.T) {
 		if xs[0].Values["token"] != xs[1].Values["token"] || xs[0].Values["fence"] != xs[1].Values["fence"] {
 			t.Fatalf("entries %v and %v, want one hold's", xs[0].Values, xs[1].Values)
 		}
-		if n := h.n.Load(); n != 0 {
-			t.Fatalf("the client sent %d XADDs, want none", n)
-		}
+		h.wantNone(t, 0)
 	})
 }
 
@@ -397,21 +408,13 @@ func TestAudit_inScript_semaphore(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key, stream := keyFor(t), keyFor(t)+":audit"
-		h := &xadds{}
-		rdb := tg.newRDB(t)
-		rdb.AddHook(h)
-		c := newClient(t, rdb, lock.WithAudit(stream, 1000), lock.WithBackoff(time.Minute, time.Minute))
+		c, h := auditedClient(t, tg, stream, lock.WithBackoff(time.Minute, time.Minute))
 		s := c.NewSemaphore(key, 1)
 		p1, p2 := s.Permit(), s.Permit()
-		must(t, "Acquire()", p1.Acquire(ctx))
+		handOver(t, c, key, p1, p2)
 		if ok, err := s.Permit().TryAcquire(ctx); ok || err != nil {
 			t.Fatalf("TryAcquire() of a full semaphore = %v, %v; want false, nil", ok, err)
 		}
-		done := make(chan error, 1)
-		go func() { done <- p2.Acquire(ctx) }()
-		waitIdle(t, c, key, 1)
-		must(t, "Release()", p1.Release(ctx))
-		must(t, "waiter Acquire()", <-done)
 		must(t, "Extend()", p2.Extend(ctx, time.Minute))
 		must(t, "Release()", p2.Release(ctx))
 		xs := auditEntries(t, tg.rdb, stream)
@@ -419,9 +422,7 @@ func TestAudit_inScript_semaphore(t *testing.T) {
 		for i, p := range []*lock.Lock{p1, p1, p2, p2, p2} {
 			wantEntry(t, xs[i], xs[i].Values["event"].(string), key, p.Token(), p.Fence(), "", "")
 		}
-		if n := h.n.Load(); n != 0 {
-			t.Fatalf("the client sent %d XADDs, want none", n)
-		}
+		h.wantNone(t, 0)
 	})
 }
 
@@ -433,14 +434,8 @@ func TestAudit_handoffOtherAudit(t *testing.T) {
 	tg := realTarget(t)
 	key, stream := keyFor(t), keyFor(t)+":audit"
 	c := newClient(t, tg.rdb)
-	first := c.NewLock(key, lock.WithAudit(stream, 1000))
-	must(t, "Acquire()", first.Acquire(ctx))
-	next := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
-	done := make(chan error, 1)
-	go func() { done <- next.Acquire(ctx) }()
-	waitIdle(t, c, key, 1)
-	must(t, "Release()", first.Release(ctx))
-	must(t, "waiter Acquire()", <-done)
+	first, next := c.NewLock(key, lock.WithAudit(stream, 1000)), c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+	handOver(t, c, key, first, next)
 	must(t, "Release()", next.Release(ctx))
 	xs := auditEntries(t, tg.rdb, stream)
 	wantEvents(t, xs, "acquired", "released")
@@ -454,10 +449,7 @@ func TestAudit_inScript_rwlock(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key, stream := keyFor(t), keyFor(t)+":audit"
-		h := &xadds{}
-		rdb := tg.newRDB(t)
-		rdb.AddHook(h)
-		c := newClient(t, rdb, lock.WithAudit(stream, 1000))
+		c, h := auditedClient(t, tg, stream)
 		rw := c.NewRWLock(key)
 		r1, r2, w := rw.ReadLock(), rw.ReadLock(), rw.WriteLock()
 		must(t, "reader Acquire()", r1.Acquire(ctx))
@@ -475,8 +467,6 @@ func TestAudit_inScript_rwlock(t *testing.T) {
 		for i, l := range []*lock.Lock{r1, r2, r1, r1, r2, w, w} {
 			wantEntry(t, xs[i], xs[i].Values["event"].(string), key, l.Token(), l.Fence(), "", "")
 		}
-		if n := h.n.Load(); n != 0 {
-			t.Fatalf("the client sent %d XADDs, want none", n)
-		}
+		h.wantNone(t, 0)
 	})
 }
