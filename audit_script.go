@@ -40,10 +40,10 @@ func (c *Client) auditBeside(stream, lockKey string) bool {
 // auditScripted reports whether s's locks write their audit entries in
 // their scripts where the slot allows: a mutex (re-entrant or not) or a
 // Once in ReleaseScript mode, a read-write lock's holds, a semaphore's
-// permits. The fair lock, whose
-// release hands the key to its queue's head (maybe another process's
-// hold, unknown to the script), the multi-lock (see observeSeparate) and
-// replica-acknowledged holds keep the separate XADD.
+// permits. The fair lock, whose release hands the key to its queue's head
+// (maybe another process's hold, unknown to the script), the multi-lock
+// (see observeSeparate) and replica-acknowledged holds (an acquire undone
+// when too few replicas acknowledge it) keep the separate XADD.
 func (s *settings) auditScripted() bool {
 	if s.aud == nil || s.fair || s.acks > 0 {
 		return false
