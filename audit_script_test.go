@@ -328,42 +328,59 @@ func (h *cutOff) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 	}
 }
 
-// TestAudit_inScript_atomic: the entry of an acquire is written by its
-// script, not by the client after the reply: when the process is cut off
-// right after its acquire ran (the reply lost, nothing sent after), the
-// lock is held and its "acquired" entry is there; when it is cut off just
-// before, neither is.
+// TestAudit_inScript_atomic: the entry of an acquire or a release is
+// written by its script, not by the client after the reply: when the
+// process is cut off right after the call ran (the reply lost, nothing sent
+// after), the operation took effect and its entry is there; when it is cut
+// off just before, neither.
 func TestAudit_inScript_atomic(t *testing.T) {
-	for _, before := range []bool{false, true} {
-		t.Run("before="+strconv.FormatBool(before), func(t *testing.T) {
-			ctx := context.Background()
-			tg := realTarget(t)
-			key, stream := keyFor(t), keyFor(t)+":audit"
-			h := &cutOff{}
-			rdb := tg.newRDB(t)
-			rdb.AddHook(h)
-			c := newClient(t, rdb, lock.WithAudit(stream, 1000), lock.WithCoalescing(false))
-			l := c.NewLock(key)
-			h.mu.Lock()
-			h.armed, h.before = true, before
-			h.mu.Unlock()
-			ok, err := l.TryAcquire(ctx)
-			if ok || !errors.Is(err, io.ErrUnexpectedEOF) {
-				t.Fatalf("TryAcquire() = %v, %v; want false and the lost reply", ok, err)
-			}
-			held := tg.rdb.Exists(ctx, lockKey(key)).Val() == 1
-			xs := auditEntries(t, tg.rdb, stream)
-			if held == before || len(xs) != map[bool]int{true: 1}[held] {
-				t.Fatalf("cut off %s the acquire: lock held %v with %d entries; want held iff not before, one entry iff held",
-					map[bool]string{true: "before", false: "after"}[before], held, len(xs))
-			}
-			if held {
-				wantEvents(t, xs, "acquired")
-				if v := xs[0].Values; v["token"] != tg.rdb.Get(ctx, lockKey(key)).Val() {
-					t.Fatalf("entry %v, want the token the lock holds", v)
+	for _, op := range []string{"acquired", "released"} {
+		for _, before := range []bool{false, true} {
+			t.Run(op+"/before="+strconv.FormatBool(before), func(t *testing.T) {
+				ctx := context.Background()
+				tg := realTarget(t)
+				key, stream := keyFor(t), keyFor(t)+":audit"
+				h := &cutOff{}
+				rdb := tg.newRDB(t)
+				rdb.AddHook(h)
+				c := newClient(t, rdb, lock.WithAudit(stream, 1000), lock.WithCoalescing(false))
+				l := c.NewLock(key)
+				token := "" // the token the entry must show: the hold's
+				if op == "released" {
+					must(t, "Acquire()", l.Acquire(ctx))
+					token = l.Token()
 				}
-			}
-		})
+				h.mu.Lock()
+				h.armed, h.before = true, before
+				h.mu.Unlock()
+				var err error
+				if op == "acquired" {
+					_, err = l.TryAcquire(ctx)
+				} else {
+					err = l.Release(ctx)
+				}
+				if !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("call error = %v, want the lost reply", err)
+				}
+				held := tg.rdb.Exists(ctx, lockKey(key)).Val() == 1
+				if op == "acquired" {
+					token = tg.rdb.Get(ctx, lockKey(key)).Val()
+				}
+				var got []string
+				for _, x := range auditEntries(t, tg.rdb, stream) {
+					got = append(got, x.Values["event"].(string)+" "+x.Values["token"].(string))
+				}
+				done := held == (op == "acquired")
+				want := map[bool]int{true: 1}[done]
+				if op == "released" {
+					want++ // the acquire's
+				}
+				if done == before || len(got) != want || done && got[len(got)-1] != op+" "+token {
+					t.Fatalf("cut off %s the call: it took effect %v, entries %v; want effect iff after, its entry iff effect",
+						map[bool]string{true: "before", false: "after"}[before], done, got)
+				}
+			})
+		}
 	}
 }
 
@@ -469,4 +486,25 @@ func TestAudit_inScript_rwlock(t *testing.T) {
 		}
 		h.wantNone(t, 0)
 	})
+}
+
+// TestAudit_ring: on a Ring, whose scripts cannot know the stream's shard,
+// the process writes the entries by separate XADDs.
+func TestAudit_ring(t *testing.T) {
+	ctx := context.Background()
+	tg := miniTarget(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": tg.mr.Addr()}})
+	t.Cleanup(func() { ring.Close() })
+	h := &xadds{}
+	ring.AddHook(h)
+	key, stream := keyFor(t), keyFor(t)+":audit"
+	l := newClient(t, ring, lock.WithAudit(stream, 1000)).NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	must(t, "Release()", l.Release(ctx))
+	xs := auditEntries(t, tg.rdb, stream)
+	wantEvents(t, xs, "acquired", "released")
+	wantEntry(t, xs[1], "released", key, l.Token(), l.Fence(), "", "")
+	if n := h.n.Load(); n != 2 {
+		t.Fatalf("the Ring client sent %d XADDs, want 2", n)
+	}
 }
