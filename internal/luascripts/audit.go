@@ -99,10 +99,10 @@ type AuditEntry struct {
 	Key      string // the caller's key
 	Token    string // the hold's token as events show it
 	Fence    int64  // the hold's fence; ignored where the reply has it
-	Owner    string
-	Host     string
-	PID      string
-	Metadata string
+	Owner    string // WithOwner's id, "" for none
+	Host     string // this process's host name
+	PID      string // this process's pid
+	Metadata string // WithMetadata's text
 }
 
 // AuditArgs returns keys and args with the audit's KEY (stream, after
