@@ -51,22 +51,25 @@ local function not_rw(key, ifnone, ifother)
   return nil
 end
 
--- prune drops the holds of lock that expired by now and returns how many
--- are left.
+-- prune drops the holds of lock that expired by now (and their holder
+-- info: see info.lua) and returns how many are left, and when the latest
+-- of them ends (0 for none).
 local function prune(lock, now)
   local all = redis.call('HGETALL', lock)
-  local n = 0
+  local n, last = 0, 0
   for i = 1, #all, 2 do
     if all[i] ~= 'mode' then
       local e = tonumber(all[i + 1])
       if e and e > now then
         n = n + 1
+        last = math.max(last, e)
       else
         redis.call('HDEL', lock, all[i])
+        info_drop(all[i])
       end
     end
   end
-  return n
+  return n, last
 end
 
 -- live returns the expiry of token's hold on lock, or nil when it has none
@@ -81,6 +84,7 @@ local function live(lock, token, now)
     return e
   end
   redis.call('HDEL', lock, token)
+  info_drop(token)
   return nil
 end
 
@@ -99,6 +103,19 @@ local function hold(lock, token, ttl, now)
   redis.call('HSET', lock, token, now + ttl)
   if redis.call('PTTL', lock) < ttl then
     redis.call('PEXPIRE', lock, ttl)
+  end
+end
+
+-- info_hold keeps INFO (see info.lua) live as long as lock's longest hold
+-- after token's hold, which ended at old (nil: new), was set to end at
+-- now + ttl: a shortened hold may have been the longest, so the holds are
+-- walked then.
+local function info_hold(lock, old, ttl, now)
+  if old and old > now + ttl then
+    local _, last = prune(lock, now)
+    info_fit(last, now)
+  else
+    info_reach(now + ttl, now)
   end
 end
 
