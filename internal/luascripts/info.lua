@@ -6,71 +6,70 @@
 -- US pid US metadata" (as acquire.lua writes a mutex's; US = \31). Redis
 -- 7.0 has no expiry per field, so the hash's own TTL follows the longest
 -- live hold on the key: a hold that starts or is extended past it
--- lengthens it (info_reach); when a hold ends early (released, forced) or
+-- lengthens it (info.reach); when a hold ends early (released, forced) or
 -- is shortened, the script works out the longest hold left and sets the
--- TTL to it (info_fit). So the hash never outlives the last hold. A field
+-- TTL to it (info.fit). So the hash never outlives the last hold. A field
 -- whose hold ended without a release (its holder crashed) stays until a
 -- script that walks the holds finds it expired and drops it (rw.lua's
--- prune and live, sem_prune), or until the hash expires; Inspect reads the
--- fields of live holds only, so it never shows one.
+-- prune and live, info.prune), or until the hash expires; Inspect reads
+-- the fields of live holds only, so it never shows one.
 
 -- INFO is the holder-info hash when the script was given one (the caller's
--- holds write holder info), else nil. Each script sets it from its KEYS
--- before anything else.
-local INFO
+-- holds write holder info), else nil; info then holds its helpers. Each
+-- script calls info_init with its KEYS entry first. The helpers are made
+-- only for a script with INFO, so that one without pays for none.
+local INFO, info
 
--- info_reach makes INFO live at least until exp (server ms; now is the
--- server's clock).
-local function info_reach(exp, now)
-  if redis.call('PTTL', INFO) < exp - now then
-    redis.call('PEXPIRE', INFO, exp - now)
+local function info_init(key)
+  INFO = key
+  if not key then
+    return
   end
-end
+  info = {}
 
--- info_fit makes INFO live until last (server ms), the end of the longest
--- hold left on the key: deleted when that has passed (no hold is left).
-local function info_fit(last, now)
-  if last > now then
-    redis.call('PEXPIRE', INFO, last - now)
-  else
-    redis.call('DEL', INFO)
+  -- reach makes INFO live at least until exp (server ms; now is the
+  -- server's clock).
+  function info.reach(exp, now)
+    if redis.call('PTTL', INFO) < exp - now then
+      redis.call('PEXPIRE', INFO, exp - now)
+    end
   end
-end
 
--- info_write records info for token's hold, taken with fence f at now
--- (server ms) and ending at exp, and makes INFO live at least as long.
-local function info_write(token, info, f, now, exp)
-  redis.call('HSET', INFO, token, string.format('%.0f', f) .. '\31' .. string.format('%.0f', now) .. '\31' .. info)
-  info_reach(exp, now)
-end
-
--- info_drop removes token's holder info, when the script has INFO.
-local function info_drop(token)
-  if INFO then
-    redis.call('HDEL', INFO, token)
+  -- fit makes INFO live until last (server ms), the end of the longest
+  -- hold left on the key: deleted when that has passed (no hold is left).
+  function info.fit(last, now)
+    if last > now then
+      redis.call('PEXPIRE', INFO, last - now)
+    else
+      redis.call('DEL', INFO)
+    end
   end
-end
 
--- sem_prune drops the permits of the semaphore sem (a sorted set: see
--- sem_acquire.lua) that expired by now, and their holder info. It returns
--- an error table, as redis.pcall does, when sem holds another kind.
-local function sem_prune(sem, now)
-  if INFO then
+  -- write records info for token's hold, taken with fence f at now (server
+  -- ms) and ending at exp, and makes INFO live at least as long.
+  function info.write(token, text, f, now, exp)
+    redis.call('HSET', INFO, token, string.format('%.0f', f) .. '\31' .. string.format('%.0f', now) .. '\31' .. text)
+    info.reach(exp, now)
+  end
+
+  -- prune drops the holder info of the permits of the semaphore sem (a
+  -- sorted set: see sem_acquire.lua) that expired by now, before the
+  -- caller drops the permits.
+  function info.prune(sem, now)
     local gone = redis.pcall('ZRANGEBYSCORE', sem, '-inf', now)
     if gone.err then
-      return gone
+      return -- another kind: the caller's own call reports it
     end
     for _, token in ipairs(gone) do
       redis.call('HDEL', INFO, token)
     end
   end
-  return redis.pcall('ZREMRANGEBYSCORE', sem, '-inf', now)
-end
 
--- sem_last is the expiry (server ms) of the semaphore sem's latest permit,
--- 0 for none.
-local function sem_last(sem)
-  local last = redis.call('ZRANGE', sem, -1, -1, 'WITHSCORES')
-  return tonumber(last[2] or '0')
+  -- last is the expiry (server ms) of the semaphore sem's latest permit, 0
+  -- for none.
+  function info.last(sem)
+    local last = redis.call('ZRANGE', sem, -1, -1, 'WITHSCORES')
+    return tonumber(last[2] or '0')
+  end
 end
 

@@ -65,7 +65,9 @@ local function prune(lock, now)
         last = math.max(last, e)
       else
         redis.call('HDEL', lock, all[i])
-        info_drop(all[i])
+        if INFO then
+          redis.call('HDEL', INFO, all[i])
+        end
       end
     end
   end
@@ -84,7 +86,9 @@ local function live(lock, token, now)
     return e
   end
   redis.call('HDEL', lock, token)
-  info_drop(token)
+  if INFO then
+    redis.call('HDEL', INFO, token)
+  end
   return nil
 end
 
@@ -103,19 +107,6 @@ local function hold(lock, token, ttl, now)
   redis.call('HSET', lock, token, now + ttl)
   if redis.call('PTTL', lock) < ttl then
     redis.call('PEXPIRE', lock, ttl)
-  end
-end
-
--- info_hold keeps INFO (see info.lua) live as long as lock's longest hold
--- after token's hold, which ended at old (nil: new), was set to end at
--- now + ttl: a shortened hold may have been the longest, so the holds are
--- walked then.
-local function info_hold(lock, old, ttl, now)
-  if old and old > now + ttl then
-    local _, last = prune(lock, now)
-    info_fit(last, now)
-  else
-    info_reach(now + ttl, now)
   end
 end
 

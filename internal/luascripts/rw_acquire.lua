@@ -19,35 +19,30 @@
 local lock, fence, mark = KEYS[1], KEYS[2], KEYS[3]
 local token, ttl, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local fencing, markttl = ARGV[4] == '1', ARGV[5]
-INFO = KEYS[4]
+info_init(KEYS[4])
 local now = now_ms()
-
--- fence_of is the fence of the hold just granted.
-local function fence_of()
-  if not fencing then
-    return 0
-  end
-  if mode == 'write' then
-    return next_fence(fence)
-  end
-  local f = tonumber(redis.call('GET', fence) or '0')
-  if f >= CLOCKED then
-    return f
-  end
-  -- No counter (or none from the clock): start one; every fence handed out
-  -- before lies below it.
-  return next_fence(fence)
-end
 
 local function grant()
   redis.call('HSET', lock, 'mode', mode)
   hold(lock, token, ttl, now)
-  if mode == 'write' and redis.call('GET', mark) == token then
-    redis.call('DEL', mark)
+  local f = 0
+  if mode == 'write' then
+    if redis.call('GET', mark) == token then
+      redis.call('DEL', mark)
+    end
+    if fencing then
+      f = next_fence(fence)
+    end
+  elseif fencing then
+    f = tonumber(redis.call('GET', fence) or '0')
+    if f < CLOCKED then
+      -- No counter (or none from the clock): start one; every fence handed
+      -- out before lies below it.
+      f = next_fence(fence)
+    end
   end
-  local f = fence_of()
   if INFO then
-    info_write(token, ARGV[6], f, now, now + ttl)
+    info.write(token, ARGV[6], f, now, now + ttl)
   end
   return f
 end

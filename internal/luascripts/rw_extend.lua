@@ -4,7 +4,7 @@
 -- the holder-info hash, kept live as long as the longest hold (info.lua).
 -- Reply: 1 extended; 0 our hold is gone; -1 someone else holds the lock.
 local lock, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
-INFO = KEYS[2]
+info_init(KEYS[2])
 
 local r = not_rw(lock, 0, -1)
 if r then
@@ -17,6 +17,12 @@ if not old then
 end
 hold(lock, token, ttl, now)
 if INFO then
-  info_hold(lock, old, ttl, now)
+  if old > now + ttl then
+    -- Shortened: it may have been the longest hold.
+    local _, last = prune(lock, now)
+    info.fit(last, now)
+  else
+    info.reach(now + ttl, now)
+  end
 end
 return 1

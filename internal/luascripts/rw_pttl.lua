@@ -4,7 +4,7 @@
 -- Reply: milliseconds left (>= 0); -1 our hold is gone; -3 someone else
 -- holds the lock.
 local lock, token = KEYS[1], ARGV[1]
-INFO = KEYS[2]
+info_init(KEYS[2])
 
 local r = not_rw(lock, -1, -3)
 if r then

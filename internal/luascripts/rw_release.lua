@@ -8,7 +8,7 @@
 -- Not safe to run twice: the second run finds the hold gone. The library
 -- sends it once (go-redis's NoRetry).
 local lock, channel, mark, token = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
-INFO = KEYS[4]
+info_init(KEYS[4])
 
 if redis.call('GET', mark) == token then
   redis.call('DEL', mark)
@@ -22,13 +22,15 @@ local now = now_ms()
 local ours = live(lock, token, now)
 if ours then
   redis.call('HDEL', lock, token)
-  info_drop(token)
+  if INFO then
+    redis.call('HDEL', INFO, token)
+  end
 end
 -- Holds that expired go too, so that a crashed reader's field does not keep
 -- a waiting writer asleep.
 local left, last = prune(lock, now)
 if INFO then
-  info_fit(last, now)
+  info.fit(last, now)
 end
 if left == 0 then
   redis.call('DEL', lock)

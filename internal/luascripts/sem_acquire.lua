@@ -16,12 +16,15 @@
 -- when the key holds another kind of lock (see other_kind.lua).
 local sem, fence = KEYS[1], KEYS[2]
 local token, ttl, n, fencing = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
-INFO = KEYS[3]
+info_init(KEYS[3])
 
 local now = server_ms()
 -- pcall: another kind's key makes ZREMRANGEBYSCORE fail with WRONGTYPE; the
 -- kind is only looked up then, so a free or zset key costs nothing more.
-local r = sem_prune(sem, now)
+if INFO then
+  info.prune(sem, now)
+end
+local r = redis.pcall('ZREMRANGEBYSCORE', sem, '-inf', now)
 if type(r) == 'table' and r.err then
   return redis.error_reply('KIND ' .. kind_of(sem))
 end
@@ -44,6 +47,6 @@ if fencing then
   f = next_fence(fence)
 end
 if INFO then
-  info_write(token, ARGV[5], f, now, now + ttl)
+  info.write(token, ARGV[5], f, now, now + ttl)
 end
 return f

@@ -6,7 +6,7 @@
 -- Reply: 1 extended; 0 no live permit with our token (an expired one is
 -- removed); -1 the key holds another kind.
 local sem, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
-INFO = KEYS[2]
+info_init(KEYS[2])
 
 local expiry = permit_expiry(sem, token)
 if expiry == nil then
@@ -18,7 +18,9 @@ end
 local now = server_ms()
 if expiry <= now then
   redis.call('ZREM', sem, token)
-  info_drop(token)
+  if INFO then
+    redis.call('HDEL', INFO, token)
+  end
   return 0
 end
 redis.call('ZADD', sem, 'XX', now + ttl, token)
@@ -26,6 +28,6 @@ if redis.call('PTTL', sem) < ttl then
   redis.call('PEXPIRE', sem, ttl)
 end
 if INFO then
-  info_fit(sem_last(sem), now)
+  info.fit(info.last(sem), now)
 end
 return 1

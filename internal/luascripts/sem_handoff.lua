@@ -16,7 +16,7 @@
 -- library sends it once (go-redis's NoRetry).
 local sem, fence, channel = KEYS[1], KEYS[2], KEYS[3]
 local ttl, n = tonumber(ARGV[3]), tonumber(ARGV[5])
-INFO = KEYS[4]
+info_init(KEYS[4])
 
 local expiry = permit_expiry(sem, ARGV[1])
 if expiry == nil then
@@ -27,17 +27,20 @@ if not expiry then
 end
 local now = server_ms()
 redis.call('ZREM', sem, ARGV[1])
-info_drop(ARGV[1])
-sem_prune(sem, now)
+if INFO then
+  redis.call('HDEL', INFO, ARGV[1])
+  info.prune(sem, now)
+end
+redis.call('ZREMRANGEBYSCORE', sem, '-inf', now)
 if expiry <= now then
   if INFO then
-    info_fit(sem_last(sem), now)
+    info.fit(info.last(sem), now)
   end
   return -1
 end
 if redis.call('ZCARD', sem) >= n then
   if INFO then
-    info_fit(sem_last(sem), now)
+    info.fit(info.last(sem), now)
   end
   redis.call('PUBLISH', channel, 'released')
   return -3
@@ -51,7 +54,7 @@ if ARGV[4] == '1' then
   f = next_fence(fence)
 end
 if INFO then
-  info_write(ARGV[2], ARGV[6], f, now, now + ttl)
-  info_fit(sem_last(sem), now)
+  info.write(ARGV[2], ARGV[6], f, now, now + ttl)
+  info.fit(info.last(sem), now)
 end
 return f

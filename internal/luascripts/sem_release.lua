@@ -9,7 +9,7 @@
 -- Not safe to run twice: the second run finds the permit gone. The library
 -- sends it once (go-redis's NoRetry).
 local sem, channel, token = KEYS[1], KEYS[2], ARGV[1]
-INFO = KEYS[3]
+info_init(KEYS[3])
 
 local expiry = permit_expiry(sem, token)
 if expiry == nil then
@@ -25,7 +25,7 @@ end
 local now = server_ms()
 if INFO then
   redis.call('HDEL', INFO, token)
-  info_fit(sem_last(sem), now)
+  info.fit(info.last(sem), now)
 end
 redis.call('PUBLISH', channel, 'released')
 if expiry <= now then
