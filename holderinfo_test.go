@@ -76,6 +76,15 @@ func wantHolderInfo(t *testing.T, info lock.Info, l *lock.Lock, md string) {
 	t.Fatalf("Inspect() = %+v: no holder %q", info, l.Token())
 }
 
+// releaseShown checks Inspect shows l's holder info with metadata md and
+// the hash's TTL in step, releases l, and checks the hash again.
+func releaseShown(t *testing.T, rdb redis.UniversalClient, c *lock.Client, l *lock.Lock, md string) {
+	t.Helper()
+	wantHolderInfo(t, wantInfoTTL(t, rdb, c, l.Key()), l, md)
+	must(t, "Release()", l.Release(context.Background()))
+	wantInfoTTL(t, rdb, c, l.Key())
+}
+
 // wantInfoFields fails unless key's holder-info hash has n fields.
 func wantInfoFields(t *testing.T, rdb redis.UniversalClient, key string, n int64) {
 	t.Helper()
@@ -159,13 +168,12 @@ func TestHolderInfo_writer(t *testing.T) {
 	key := keyFor(t)
 	w := c.NewRWLock(key, lock.WithMetadata("migration 12")).WriteLock()
 	must(t, "w.Acquire()", w.Acquire(ctx))
-	info := wantInfoTTL(t, tg.rdb, c, key)
-	wantHolderInfo(t, info, w, "migration 12")
+	info, err := c.Inspect(ctx, key)
+	must(t, "Inspect()", err)
 	if info.Kind != "rwlock" || len(info.Holders) != 1 || w.Fence() == 0 {
 		t.Fatalf("Inspect() = %+v, want an rwlock with one holder, fence %d", info, w.Fence())
 	}
-	must(t, "w.Release()", w.Release(ctx))
-	wantInfoTTL(t, tg.rdb, c, key)
+	releaseShown(t, tg.rdb, c, w, "migration 12")
 }
 
 // TestHolderInfo_off: by default a reader, a writer and a permit write no
@@ -227,9 +235,7 @@ func TestHolderInfo_crashed(t *testing.T) {
 		must(t, "b.Acquire()", b.Acquire(ctx))
 		must(t, "a.Release()", a.Release(ctx))
 		wantInfoFields(t, tg.rdb, key, 1)
-		wantHolderInfo(t, wantInfoTTL(t, tg.rdb, live, key), b, "")
-		must(t, "b.Release()", b.Release(ctx))
-		wantInfoTTL(t, tg.rdb, live, key)
+		releaseShown(t, tg.rdb, live, b, "")
 	}
 }
 
@@ -252,9 +258,7 @@ func TestHolderInfo_renewed(t *testing.T) {
 			d, err := l.TTL(ctx)
 			return err == nil && time.Now().Add(d).After(end.Add(ttl/4))
 		})
-		wantHolderInfo(t, wantInfoTTL(t, tg.rdb, c, key), l, "renewed")
-		must(t, "Release()", l.Release(ctx))
-		wantInfoTTL(t, tg.rdb, c, key)
+		releaseShown(t, tg.rdb, c, l, "renewed")
 	}
 }
 
@@ -274,7 +278,5 @@ func TestHolderInfo_permitHandoff(t *testing.T) {
 	must(t, "a.Release()", a.Release(ctx))
 	must(t, "b.Acquire()", <-done)
 	wantInfoFields(t, tg.rdb, key, 1)
-	wantHolderInfo(t, wantInfoTTL(t, tg.rdb, c, key), b, "quota")
-	must(t, "b.Release()", b.Release(ctx))
-	wantInfoTTL(t, tg.rdb, c, key)
+	releaseShown(t, tg.rdb, c, b, "quota")
 }
