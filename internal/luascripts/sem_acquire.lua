@@ -19,11 +19,11 @@ local token, ttl, n, fencing = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), AR
 info_init(KEYS[3])
 
 local now = server_ms()
--- pcall: another kind's key makes ZREMRANGEBYSCORE fail with WRONGTYPE; the
--- kind is only looked up then, so a free or zset key costs nothing more.
 if INFO then
   info.prune(sem, now)
 end
+-- pcall: another kind's key makes ZREMRANGEBYSCORE fail with WRONGTYPE; the
+-- kind is only looked up then, so a free or zset key costs nothing more.
 local r = redis.pcall('ZREMRANGEBYSCORE', sem, '-inf', now)
 if type(r) == 'table' and r.err then
   return redis.error_reply('KIND ' .. kind_of(sem))
