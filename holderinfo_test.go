@@ -280,3 +280,35 @@ func TestHolderInfo_permitHandoff(t *testing.T) {
 	wantInfoFields(t, tg.rdb, key, 1)
 	releaseShown(t, tg.rdb, c, b, "quota")
 }
+
+// TestHolderInfo_mixedSettings: when a hold that wrote holder info expires
+// and a holder that writes none drops it (its scripts get no holder-info
+// hash), the field it leaves is swept out by the next release that writes
+// holder info.
+func TestHolderInfo_mixedSettings(t *testing.T) {
+	ctx := context.Background()
+	tg := realTarget(t)
+	crashed := newClient(t, tg.rdb, lock.WithTTL(lock.MinTTL), lock.WithWatchdog(false), lock.WithHolderInfo(true))
+	plain := newClient(t, tg.rdb, lock.WithTTL(time.Minute))
+	info := newClient(t, tg.rdb, lock.WithTTL(time.Minute), lock.WithHolderInfo(true))
+	for _, kind := range holdKinds {
+		key := keyFor(t) + ":" + kind.name
+		gone, b, c := kind.hold(crashed, key), kind.hold(info, key), kind.hold(info, key)
+		for _, l := range []*lock.Lock{gone, b, c} {
+			must(t, "Acquire()", l.Acquire(ctx))
+		}
+		waitUntil(t, kind.name+": the crashed hold to expire", func() bool {
+			info, err := plain.Inspect(ctx, key)
+			return err == nil && len(info.Holders) == 2
+		})
+		// A reader's release, a permit's acquire, without holder info:
+		// each drops the expired hold and leaves its field.
+		p := kind.hold(plain, key)
+		must(t, "plain Acquire()", p.Acquire(ctx))
+		must(t, "plain Release()", p.Release(ctx))
+		wantInfoFields(t, tg.rdb, key, 3)
+		must(t, "b.Release()", b.Release(ctx))
+		wantInfoFields(t, tg.rdb, key, 1)
+		releaseShown(t, tg.rdb, info, c, "")
+	}
+}

@@ -12,7 +12,10 @@
 -- whose hold ended without a release (its holder crashed) stays until a
 -- script that walks the holds finds it expired and drops it (rw.lua's
 -- prune and live, info.prune), or until the hash expires; Inspect reads
--- the fields of live holds only, so it never shows one.
+-- the fields of live holds only, so it never shows one. A hold dropped by
+-- a script without INFO (a holder of the key that writes no holder info
+-- found it expired) leaves its field behind: a release with INFO sweeps
+-- such fields out (info.sweep).
 
 -- INFO is the holder-info hash when the script was given one (the caller's
 -- holds write holder info), else nil; info then holds its helpers. Each
@@ -62,6 +65,16 @@ local function info_init(key)
     end
     for _, token in ipairs(gone) do
       redis.call('HDEL', INFO, token)
+    end
+  end
+
+  -- sweep drops the fields of holds no longer on the key: held(token)
+  -- tells those that are.
+  function info.sweep(held)
+    for _, token in ipairs(redis.call('HKEYS', INFO)) do
+      if not held(token) then
+        redis.call('HDEL', INFO, token)
+      end
     end
   end
 

@@ -30,6 +30,7 @@ end
 -- a waiting writer asleep.
 local left, last = prune(lock, now)
 if INFO then
+  info.sweep(function(t) return redis.call('HEXISTS', lock, t) == 1 end)
   info.fit(last, now)
 end
 if left == 0 then

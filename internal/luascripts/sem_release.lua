@@ -25,6 +25,7 @@ end
 local now = server_ms()
 if INFO then
   redis.call('HDEL', INFO, token)
+  info.sweep(function(t) return redis.call('ZSCORE', sem, t) end)
   info.fit(info.last(sem), now)
 end
 redis.call('PUBLISH', channel, 'released')
