@@ -23,7 +23,9 @@ import (
 // Redis 7.0 has no expiry per hash field, so their hash's TTL is kept at
 // the longest live hold's (internal/luascripts/info.lua): it never outlives
 // the last hold, and a crashed holder's field, which Inspect does not show,
-// goes when a script walking the holds finds it expired, or with the hash.
+// goes when a script walking the holds finds it expired (or, when a holder
+// writing no info dropped the hold, at the next release writing info), or
+// with the hash.
 
 // infoSep separates the fields of a holder's info (ASCII unit separator).
 const infoSep = "\x1f"
