@@ -51,8 +51,10 @@ type RWLock struct {
 type rwSide struct {
 	rw   *RWLock
 	mode any // "read" or "write", boxed once
-	// acquireKeys are rw_acquire.lua's KEYS, releaseKeys rw_release.lua's.
-	acquireKeys, releaseKeys []string
+	// acquireKeys are rw_acquire.lua's KEYS, releaseKeys rw_release.lua's,
+	// lockKeys rw_extend.lua's and rw_pttl.lua's: with the holder-info hash
+	// last when the holds write holder info.
+	acquireKeys, releaseKeys, lockKeys []string
 }
 
 // rwTag marks the policies of read-write locks (lease.Policy.Tag).
@@ -97,8 +99,13 @@ func (c *Client) NewRWLock(key string, opts ...Option) *RWLock {
 	rw.keys = t.hd.Keys
 	acq := []string{rw.keys.Lock(), rw.keys.Fence(), rw.keys.Companion(luascripts.RWWaiting)}
 	rel := []string{rw.keys.Lock(), rw.keys.Notify(), acq[2]}
-	rw.read = rwSide{rw: rw, mode: argRead, acquireKeys: acq, releaseKeys: rel}
-	rw.write = rwSide{rw: rw, mode: argWrite, acquireKeys: acq, releaseKeys: rel}
+	lk := rw.keys.LockKeys()
+	if s.info != nil {
+		h := rw.keys.Holders()
+		acq, rel, lk = append(acq, h), append(rel, h), rw.keys.InfoLockKeys()
+	}
+	rw.read = rwSide{rw: rw, mode: argRead, acquireKeys: acq, releaseKeys: rel, lockKeys: lk}
+	rw.write = rwSide{rw: rw, mode: argWrite, acquireKeys: acq, releaseKeys: rel, lockKeys: lk}
 	return rw
 }
 
@@ -204,8 +211,11 @@ func (l *Lock) tryKind() lease.Kind {
 func (k *rwKind) try(ctx context.Context, token string, mark time.Duration) lease.Attempt {
 	start := time.Now()
 	cfg := k.cfg
-	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), k.cfg.rwAudit(&k.hd.Keys, token, 0), luascripts.RWAcquire, 0, false, k.rw.acquireKeys,
-		token, ttlArg(cfg.ttl), k.rw.mode, flag(cfg.fencing), ms(mark))
+	args := []any{token, ttlArg(cfg.ttl), k.rw.mode, flag(cfg.fencing), ms(mark)}
+	if cfg.info != nil {
+		args = append(args, cfg.info)
+	}
+	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), k.cfg.rwAudit(&k.hd.Keys, token, 0), luascripts.RWAcquire, 0, false, k.rw.acquireKeys, args...)
 	if err != nil {
 		if kerr := rwOtherKind(k.hd.Keys.User, err, "read-write lock"); kerr != nil {
 			return lease.Attempt{Err: kerr, Final: true}
@@ -236,13 +246,13 @@ func (k *rwKind) CheckTTL(ttl time.Duration) error { return (*kind)(k).CheckTTL(
 
 // Extend sends one extend of h.
 func (k *rwKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
-	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), k.cfg.rwAudit(&k.hd.Keys, h.Token(), h.Fence()), luascripts.RWExtend, 2, false, k.hd.Keys.LockKeys(), h.Token(), ttlArg(ttl))
+	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), k.cfg.rwAudit(&k.hd.Keys, h.Token(), h.Fence()), luascripts.RWExtend, 2, false, k.rw.lockKeys, h.Token(), ttlArg(ttl))
 	return outcome(checkStatus("extend", n, err)), nil
 }
 
 // rwPTTL is TTL's call for a read-write hold (see pttl).
 func (l *Lock) rwPTTL(ctx context.Context, token string) (time.Duration, error) {
-	return pttlReply(rwRun(ctx, l.rwBackend(), nil, luascripts.RWPTTL, 3, false, l.hd.Keys.LockKeys(), token))
+	return pttlReply(rwRun(ctx, l.rwBackend(), nil, luascripts.RWPTTL, 3, false, l.rw.lockKeys, token))
 }
 
 // rwBackend is what a read-write lock's scripts go through: its backend
