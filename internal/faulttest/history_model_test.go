@@ -1,7 +1,10 @@
 package faulttest
 
 import (
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -108,5 +111,73 @@ func TestHistory_fileRoundTrip(t *testing.T) {
 	ops = widenEnd(ops, "k", "w1", 40, 50)
 	if want := (histOp{Op: 'R', Key: "k", Client: "w1", Call: 40, Ret: 50}); len(ops) != 3 || ops[2] != want {
 		t.Fatalf("widenEnd added %v, want %v", ops[len(ops)-1], want)
+	}
+}
+
+// TestHistory_splitKeepsVerdicts: a long mutex history, waiters' acquires
+// in flight across several holds, is cut into many pieces by splitQuiet;
+// porcupine finds it Ok, and each break below, placed far from the first
+// piece, Illegal, as it does with one piece per key.
+func TestHistory_splitKeepsVerdicts(t *testing.T) {
+	const holds = 400
+	long := func() []histOp {
+		var ops []histOp
+		for i := int64(1); i <= holds; i++ {
+			c := "c" + strconv.Itoa(int(i%5))
+			ops = append(ops,
+				histOp{Op: 'A', Key: "k", Client: c, Mode: holdExclusive, Fence: i, Call: 10*i - 25, Ret: 10*i + 2},
+				histOp{Op: 'W', Key: "k", Client: c, Fence: i, OK: true, Call: 10*i + 3, Ret: 10*i + 4},
+				histOp{Op: 'R', Key: "k", Client: c, Call: 10*i + 5, Ret: 10*i + 9})
+		}
+		return ops
+	}
+	// at is the operation of hold (counted from 1): its acquire, write or release.
+	at := func(ops []histOp, hold int, op byte) *histOp {
+		return &ops[3*(hold-1)+strings.IndexByte("AWR", op)]
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(ops []histOp) []histOp
+		want porcupine.CheckResult
+	}{
+		{"intact", func(ops []histOp) []histOp { return ops }, porcupine.Ok},
+		{"fenceReused", func(ops []histOp) []histOp {
+			at(ops, 300, 'A').Fence = 30
+			at(ops, 300, 'W').Fence = 30
+			return ops
+		}, porcupine.Illegal},
+		{"holdsOverlap", func(ops []histOp) []histOp {
+			r := at(ops, 250, 'R')
+			r.Call, r.Ret = 10*251+3, 10*251+4 // after the next hold began
+			return ops
+		}, porcupine.Illegal},
+		{"oldFenceAccepted", func(ops []histOp) []histOp {
+			return append(ops, histOp{Op: 'W', Key: "k", Client: "late", Fence: 7, OK: true, Call: 10*350 + 6, Ret: 10*350 + 7})
+		}, porcupine.Illegal},
+		{"oldFenceRejected", func(ops []histOp) []histOp {
+			return append(ops, histOp{Op: 'W', Key: "k", Client: "late", Fence: 7, Call: 10*350 + 6, Ret: 10*350 + 7})
+		}, porcupine.Ok},
+		{"acquiresOutOfOrder", func(ops []histOp) []histOp {
+			a, b := at(ops, 320, 'A'), at(ops, 321, 'A')
+			a.Fence, b.Fence = b.Fence, a.Fence
+			at(ops, 320, 'W').Fence, at(ops, 321, 'W').Fence = a.Fence, b.Fence
+			return ops
+		}, porcupine.Illegal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := tc.edit(long())
+			pieces := partitionLock(porcupineOps(ops))
+			if len(pieces) < 5 {
+				t.Fatalf("%d operations cut into %d pieces, want at least 5", len(ops), len(pieces))
+			}
+			if got := linearizable(ops, 1); got != tc.want {
+				t.Errorf("porcupine on %d pieces = %s, want %s", len(pieces), got, tc.want)
+			}
+			whole := lockModel(1, ops)
+			whole.Partition = nil
+			if got := porcupine.CheckOperationsTimeout(whole, porcupineOps(ops), time.Minute); got != tc.want {
+				t.Errorf("porcupine on one piece = %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

@@ -236,7 +236,8 @@ type lockState struct {
 // and lets an acquire in only when no fence of ops lies between the highest
 // so far and its own. That rules out no linearization that could complete,
 // and spares porcupine the search through every order of a crowd of
-// waiters.
+// waiters. porcupine checks each key apart, and each key's history in
+// pieces cut where only acquires are in flight (splitQuiet).
 func lockModel(n int, ops []histOp) porcupine.Model {
 	fences := map[string][]int64{}
 	for _, o := range ops {
@@ -249,33 +250,27 @@ func lockModel(n int, ops []histOp) porcupine.Model {
 		fences[k] = slices.Compact(fs)
 	}
 	return porcupine.Model{
-		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-			byKey := map[string][]porcupine.Operation{}
-			var keys []string
-			for _, o := range h {
-				k := o.Input.(histOp).Key
-				if _, ok := byKey[k]; !ok {
-					keys = append(keys, k)
-				}
-				byKey[k] = append(byKey[k], o)
-			}
-			var out [][]porcupine.Operation
-			for _, k := range keys {
-				out = append(out, byKey[k])
-			}
-			return out
-		},
-		Init: func() any { return lockState{} },
+		Partition: partitionLock,
+		Init:      func() any { return lockState{} },
 		Step: func(st, in, _ any) (bool, any) {
+			s := st.(lockState)
+			if seed, ok := in.(lockSeed); ok { // the start of a piece
+				return s.maxFence == 0 && s.accepted == 0 && len(s.holders) == 0, seed.st
+			}
 			o := in.(histOp)
-			ok, next := stepLock(st.(lockState), o, n, fences[o.Key])
+			ok, next := stepLock(s, o, n, fences[o.Key])
 			return ok, next
 		},
 		Equal: func(a, b any) bool {
 			x, y := a.(lockState), b.(lockState)
 			return x.maxFence == y.maxFence && x.accepted == y.accepted && slices.Equal(x.holders, y.holders)
 		},
-		DescribeOperation: func(in, _ any) string { return in.(histOp).String() },
+		DescribeOperation: func(in, _ any) string {
+			if seed, ok := in.(lockSeed); ok {
+				return describeSeed(seed)
+			}
+			return in.(histOp).String()
+		},
 		DescribeState: func(st any) string {
 			s := st.(lockState)
 			return fmt.Sprintf("holders %v, max fence %d, store at %d", s.holders, s.maxFence, s.accepted)
