@@ -2,7 +2,6 @@ package faulttest
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-
-	lock "github.com/agentlock/lock"
 )
 
 // A history is what the holders of a fault scenario did, as operations with
@@ -384,16 +381,6 @@ func porcupineOps(ops []histOp) []porcupine.Operation {
 // workerClient names a worker process's holder in a history.
 func workerClient(pid int) string { return "w" + strconv.Itoa(pid) }
 
-// acquire runs l.Acquire for client and records the hold.
-func (h *history) acquire(ctx context.Context, l *lock.Lock, key, client string, mode byte) error {
-	call := now()
-	if err := l.Acquire(ctx); err != nil {
-		return err
-	}
-	h.add(histOp{Op: 'A', Key: key, Client: client, Mode: mode, Fence: l.Fence(), Call: call, Ret: now()})
-	return nil
-}
-
 // write offers client's write with fence to the referee and records it.
 func (h *history) write(rc *refClient, key, client string, fence int64) (bool, error) {
 	call := now()
@@ -402,12 +389,4 @@ func (h *history) write(rc *refClient, key, client string, fence int64) (bool, e
 		h.add(histOp{Op: 'W', Key: key, Client: client, Fence: fence, OK: ok, Call: call, Ret: now()})
 	}
 	return ok, err
-}
-
-// release runs l.Release for client and records the hold's end.
-func (h *history) release(ctx context.Context, l *lock.Lock, key, client string) error {
-	call := now()
-	err := l.Release(ctx)
-	h.add(histOp{Op: 'R', Key: key, Client: client, Call: call, Ret: now()})
-	return err
 }

@@ -286,7 +286,7 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 			defer rc.close()
 			for range iters {
 				l := locks.NewLock("broken")
-				if hist.acquire(ctx, l, "broken", me, holdExclusive) != nil {
+				if hist.acquire(ctx, l, me, holdExclusive) != nil {
 					continue
 				}
 				if _, err := rc.enter("broken", l.Fence()); err != nil {
@@ -297,7 +297,7 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 				rdb.Set(ctx, recordKey("broken"), v+1, 0)
 				_, _ = hist.write(rc, "broken", me, l.Fence())
 				_ = rc.exit("broken")
-				_ = hist.release(ctx, l, "broken", me)
+				_ = hist.release(ctx, l, me)
 				done.Add(1)
 			}
 		})

@@ -142,7 +142,7 @@ func (c *contention) run(ctx context.Context, wg *sync.WaitGroup, who string, lo
 					c.hist.add(histOp{Op: 'R', Key: c.key, Client: client, Call: iv.end.UnixNano(), Ret: iv.end.UnixNano()})
 					c.note("release", l.Release(rctx))
 				} else {
-					c.note("release", c.hist.release(rctx, l, c.key, client))
+					c.note("release", c.hist.release(rctx, l, client))
 				}
 				rcancel()
 			}

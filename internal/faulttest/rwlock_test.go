@@ -44,7 +44,7 @@ func TestProcess_rwHolderPaused(t *testing.T) {
 			l := locks.NewRWLock(key).WriteLock()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*ttl)
 			defer cancel()
-			if err := hist.acquire(ctx, l, key, "here", holdExclusive); err != nil {
+			if err := hist.acquire(ctx, l, "here", holdExclusive); err != nil {
 				t.Fatalf("writer Acquire() while the holder is paused: %v", err)
 			}
 			newHeld := time.Since(stopped)
@@ -76,7 +76,7 @@ func TestProcess_rwHolderPaused(t *testing.T) {
 				t.Errorf("worker: %v", err)
 			}
 			_ = rc.exit(key)
-			if err := hist.release(context.Background(), l, key, "here"); err != nil {
+			if err := hist.release(context.Background(), l, "here"); err != nil {
 				t.Errorf("writer Release() error = %v", err)
 			}
 			// The paused hold ended somewhere between the SIGSTOP and its Lost().
