@@ -36,6 +36,8 @@ func TestWorkerProcess(t *testing.T) {
 		err = holdWorker()
 	case "once":
 		err = onceWorker()
+	case "fairwait":
+		err = fairWaitWorker()
 	default:
 		err = fmt.Errorf("unknown worker mode %q", mode)
 	}
