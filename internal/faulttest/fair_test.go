@@ -255,3 +255,14 @@ func TestProcess_fairWaiterKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestNetwork_fairPartition: TestNetwork_faults' partition on a fair lock.
+// The Client cut off by toxiproxy holds the key, renewing, when the cut
+// comes; the other Client's fair waiters, queued behind it, get the key
+// once the cut-off hold has expired. Holds never overlap, fences rise in
+// hold order, the fenced store takes no stale write, and the healed
+// Client holds the key again.
+func TestNetwork_fairPartition(t *testing.T) {
+	const ttl = time.Second
+	networkFault(t, "network_fair_partitionThenHeal", ttl, partition(2*ttl+500*time.Millisecond), lock.WithFair(true))
+}
