@@ -37,11 +37,11 @@ import (
 // writes are checked like any other: accepted only if no newer hold had
 // been issued.
 //
-// Adding a kind is a few lines: give its holds a mode (a fair lock's hold
-// is holdExclusive; a MultiLock records one 'A' and one 'R' per member key,
-// all holdExclusive, since porcupine checks each key apart), pick it in
-// holdWorker from an FT_ variable as FT_RW and FT_SEM_N do, and record the
-// in-process holder with history.acquire, write and release.
+// A fair lock's hold is holdExclusive; a MultiLock's is one 'A' and one
+// 'R' per member key, each with its fence there, all holdExclusive, since
+// porcupine checks each key apart (held_test.go: acquireOps, endOps).
+// Adding a kind to the process scenarios is a holdKind (holdkind_test.go)
+// and a case in workerHold.
 type histOp struct {
 	Op     byte // 'A', 'R', 'W'
 	Key    string

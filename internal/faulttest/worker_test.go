@@ -38,6 +38,8 @@ func TestWorkerProcess(t *testing.T) {
 		err = onceWorker()
 	case "fairwait":
 		err = fairWaitWorker()
+	case "multi":
+		err = multiWorker()
 	default:
 		err = fmt.Errorf("unknown worker mode %q", mode)
 	}
