@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	lock "github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/redistest"
 )
@@ -37,16 +35,11 @@ type fairDone struct {
 // its fenced write, releases, and reports "done"; the hold is in its
 // history.
 func fairWaitWorker() error {
-	ttl := time.Duration(envInt("FT_TTL_MS", 1000)) * time.Millisecond
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FT_REDIS")})
-	defer rdb.Close()
-	c := lock.NewClient(rdb, lock.WithTTL(ttl))
-	defer c.Close()
-	ref, err := dialReferee(os.Getenv("FT_REFEREE"))
+	c, ref, done, err := dialWorker()
 	if err != nil {
 		return err
 	}
-	defer ref.close()
+	defer done()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	key, hist, me := os.Getenv("FT_KEY"), os.Getenv(histEnv), workerClient(os.Getpid())

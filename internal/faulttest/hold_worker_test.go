@@ -14,6 +14,24 @@ import (
 	lock "github.com/agentlock/lock"
 )
 
+// dialWorker connects a worker process as its FT_ variables say: a lock
+// Client on FT_REDIS with TTL FT_TTL_MS (1s if unset), and a connection to
+// the referee at FT_REFEREE. done closes both.
+func dialWorker() (c *lock.Client, ref *refClient, done func(), err error) {
+	ttl := time.Duration(envInt("FT_TTL_MS", 1000)) * time.Millisecond
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FT_REDIS")})
+	if ref, err = dialReferee(os.Getenv("FT_REFEREE")); err != nil {
+		rdb.Close()
+		return nil, nil, nil, err
+	}
+	c = lock.NewClient(rdb, lock.WithTTL(ttl))
+	return c, ref, func() {
+		ref.close()
+		c.Close()
+		rdb.Close()
+	}, nil
+}
+
 // heldReport is a hold worker's first report.
 type heldReport struct {
 	Fence  int64            `json:"fence"` // the first member's
@@ -41,16 +59,11 @@ type lostReport struct {
 // makes the late write to each member with the hold's fence there and
 // reports "wrote", then "lost" once Lost() closes (or after 5s).
 func holdWorker() error {
-	ttl := time.Duration(envInt("FT_TTL_MS", 1000)) * time.Millisecond
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FT_REDIS")})
-	defer rdb.Close()
-	c := lock.NewClient(rdb, lock.WithTTL(ttl))
-	defer c.Close()
-	ref, err := dialReferee(os.Getenv("FT_REFEREE"))
+	c, ref, done, err := dialWorker()
 	if err != nil {
 		return err
 	}
-	defer ref.close()
+	defer done()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

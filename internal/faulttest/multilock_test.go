@@ -102,12 +102,7 @@ func multiProcess(t *testing.T, scenario, env string) {
 			"FT_ITERS="+strconv.Itoa(multiIters), "FT_SEED="+strconv.Itoa(i)))
 	}
 	var total multiResult
-	for _, w := range ws {
-		var r multiResult
-		w.expect("multi", &r, 3*time.Minute)
-		if err := w.wait(30 * time.Second); err != nil {
-			t.Errorf("worker %d: %v", w.pid(), err)
-		}
+	for _, r := range collect[multiResult](t, ws, "multi", 3*time.Minute) {
 		total.Acquired += r.Acquired
 		total.Rejected += r.Rejected
 		total.Errors += r.Errors

@@ -64,12 +64,7 @@ func TestMutex_multiProcess(t *testing.T) {
 	}
 	var total mutexResult
 	total.PerKey = map[string]int{}
-	for _, w := range workers {
-		var r mutexResult
-		w.expect("mutex", &r, 4*time.Minute)
-		if err := w.wait(30 * time.Second); err != nil {
-			t.Errorf("worker %d: %v", w.pid(), err)
-		}
+	for _, r := range collect[mutexResult](t, workers, "mutex", 4*time.Minute) {
 		total.Acquired += r.Acquired
 		total.Overlaps += r.Overlaps
 		total.Rejected += r.Rejected

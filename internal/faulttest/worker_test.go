@@ -186,3 +186,17 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// collect waits for each worker's report of kind (within timeout) and for
+// its exit, and returns the reports in the workers' order.
+func collect[T any](t *testing.T, ws []*worker, kind string, timeout time.Duration) []T {
+	t.Helper()
+	out := make([]T, len(ws))
+	for i, w := range ws {
+		w.expect(kind, &out[i], timeout)
+		if err := w.wait(30 * time.Second); err != nil {
+			t.Errorf("worker %d: %v", w.pid(), err)
+		}
+	}
+	return out
+}
