@@ -3,6 +3,7 @@ package faulttest
 import (
 	"context"
 	"slices"
+	"testing"
 
 	lock "github.com/agentlock/lock"
 )
@@ -114,4 +115,37 @@ func widenEnds(ops []histOp, keys []string, client string, from, until int64) []
 		ops = widenEnd(ops, k, client, from, until)
 	}
 	return ops
+}
+
+// enterAndWrite dials the referee for client, a holder of l: it enters
+// the section of every member and writes to each with its fence, failing
+// t unless the store accepts every write. The connection closes at t's
+// end; the caller exits the sections.
+func (h *history) enterAndWrite(t *testing.T, ref *referee, l held, client string) *refClient {
+	t.Helper()
+	rc, err := dialReferee(ref.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.close() })
+	if err := enterAll(rc, l); err != nil {
+		t.Fatal(err)
+	}
+	ms := members(l)
+	if n, err := h.writeAll(rc, l, client); err != nil || n != len(ms) {
+		t.Fatalf("%s's writes (fences %v): %d of %d accepted, %v; want all accepted", client, ms, n, len(ms), err)
+	}
+	return rc
+}
+
+// leave exits client's sections of every member of l and releases l,
+// failing t if the release does.
+func (h *history) leave(t *testing.T, rc *refClient, l held, client string) {
+	t.Helper()
+	for _, m := range members(l) {
+		_ = rc.exit(m.key)
+	}
+	if err := h.release(context.Background(), l, client); err != nil {
+		t.Errorf("%s: Release() error = %v", client, err)
+	}
 }

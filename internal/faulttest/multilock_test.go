@@ -158,31 +158,20 @@ func multiWorker() error {
 	seed := uint64(envInt("FT_SEED", 0))
 	for g := range envInt("FT_GOROUTINES", 3) {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(g)))
-			ref, err := dialReferee(os.Getenv("FT_REFEREE"))
-			if err != nil {
-				fail(err)
-				return
-			}
-			defer ref.close()
-			me := workerClient(os.Getpid()) + "g" + strconv.Itoa(g)
-			var ops []histOp
-			defer func() {
-				if err := appendHistory(os.Getenv(histEnv), ops...); err != nil {
-					fail(err)
+			historyGoroutine(g, fail, func(ref *refClient, me string, ops *[]histOp) {
+				rng := rand.New(rand.NewPCG(seed, uint64(g)))
+				for range envInt("FT_ITERS", 20) {
+					rejected, err := multiSection(ctx, c, ref, sets[rng.IntN(len(sets))], me, ops)
+					if err != nil {
+						fail(err)
+						continue
+					}
+					mu.Lock()
+					res.Acquired++
+					res.Rejected += rejected
+					mu.Unlock()
 				}
-			}()
-			for range envInt("FT_ITERS", 20) {
-				rejected, err := multiSection(ctx, c, ref, sets[rng.IntN(len(sets))], me, &ops)
-				if err != nil {
-					fail(err)
-					continue
-				}
-				mu.Lock()
-				res.Acquired++
-				res.Rejected += rejected
-				mu.Unlock()
-			}
+			})
 		})
 	}
 	wg.Wait()

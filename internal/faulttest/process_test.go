@@ -166,17 +166,7 @@ func holderPaused(t *testing.T, scenario string, k holdKind) {
 		t.Fatalf("Acquire() while the holder is paused: %v", err)
 	}
 	newHeld := time.Since(stopped)
-	rc, err := dialReferee(ref.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.close()
-	if err := enterAll(rc, l); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := hist.writeAll(rc, l, "here"); err != nil || n != len(k.keys) {
-		t.Fatalf("new holder's writes (fences %v): %d of %d accepted, %v; want all accepted", members(l), n, len(k.keys), err)
-	}
+	rc := hist.enterAndWrite(t, ref, l, "here")
 
 	time.Sleep(time.Until(stopped.Add(2 * ttl)))
 	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -184,22 +174,11 @@ func holderPaused(t *testing.T, scenario string, k holdKind) {
 	}
 	resumed = true
 	paused := time.Since(stopped)
-	if err := w.send("WRITE"); err != nil {
-		t.Fatalf("send WRITE: %v", err)
-	}
-	var wrote wroteReport
-	w.expect("wrote", &wrote, 10*time.Second)
-	var lost lostReport
-	w.expect("lost", &lost, 10*time.Second)
+	wrote, lost := w.lateWrite()
 	if err := w.wait(10 * time.Second); err != nil {
 		t.Errorf("worker: %v", err)
 	}
-	for _, key := range k.keys {
-		_ = rc.exit(key)
-	}
-	if err := hist.release(context.Background(), l, "here"); err != nil {
-		t.Errorf("new holder Release() error = %v", err)
-	}
+	hist.leave(t, rc, l, "here")
 	// The paused hold ended somewhere between the SIGSTOP and its Lost().
 	raw := hist.all(t)
 	ops := widenEnds(slices.Clone(raw), k.keys, workerClient(w.pid()), stopped.UnixNano(), now())

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -199,4 +200,22 @@ func collect[T any](t *testing.T, ws []*worker, kind string, timeout time.Durati
 		}
 	}
 	return out
+}
+
+// historyGoroutine runs body as goroutine g of a worker process, with a
+// referee connection of its own and its name in the history, me; the
+// operations body appends to ops go to the worker's history file when it
+// returns. Failures go to fail.
+func historyGoroutine(g int, fail func(error), body func(ref *refClient, me string, ops *[]histOp)) {
+	ref, err := dialReferee(os.Getenv("FT_REFEREE"))
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer ref.close()
+	var ops []histOp
+	body(ref, workerClient(os.Getpid())+"g"+strconv.Itoa(g), &ops)
+	if err := appendHistory(os.Getenv(histEnv), ops...); err != nil {
+		fail(err)
+	}
 }
