@@ -11,7 +11,8 @@ import (
 
 // TestHistory_modelRejectsBrokenHistories proves the linearizability check
 // can fail: each history below breaks one rule of lockModel and porcupine
-// must call it Illegal, while its repaired twin is Ok. Times are in
+// must call it Illegal, while its repaired twin is Ok, whether the history
+// is checked whole or cut at every quiet point (splitQuiet). Times are in
 // arbitrary units; two operations overlap when their intervals do.
 func TestHistory_modelRejectsBrokenHistories(t *testing.T) {
 	acq := func(c string, mode byte, fence, call, ret int64) histOp {
@@ -83,11 +84,28 @@ func TestHistory_modelRejectsBrokenHistories(t *testing.T) {
 		{"releaseWithoutHold", 1, []histOp{
 			rel("a", 0, 1),
 		}, porcupine.Illegal},
+		// a reader queued while the writer held, granted after its release:
+		// with a cut after the writer's write, the reader's acquire (in
+		// flight, at the writer's fence) belongs after the cut.
+		{"readerWaitsOutWriter", 1, []histOp{
+			acq("w", x, 1, 0, 10), write("w", 1, true, 20, 30), acq("r", r, 1, 25, 120),
+			rel("w", 100, 110), rel("r", 130, 140),
+		}, porcupine.Ok},
+		{"readerInDuringWriter", 1, []histOp{
+			acq("w", x, 1, 0, 10), write("w", 1, true, 20, 30), acq("r", r, 1, 25, 60),
+			rel("w", 100, 110), rel("r", 130, 140),
+		}, porcupine.Illegal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := linearizable(tc.ops, tc.n)
 			if got != tc.want {
 				t.Errorf("porcupine = %s, want %s", got, tc.want)
+			}
+			// The same verdict with the history cut at every quiet point.
+			m := lockModel(tc.n, tc.ops)
+			m.Partition = func(h []porcupine.Operation) [][]porcupine.Operation { return splitQuiet(h, 1) }
+			if got := porcupine.CheckOperationsTimeout(m, porcupineOps(tc.ops), time.Minute); got != tc.want {
+				t.Errorf("porcupine cut at every quiet point = %s, want %s", got, tc.want)
 			}
 		})
 	}

@@ -29,7 +29,7 @@ type lockSeed struct {
 // needs no operation but acquires in flight at c (called at or before c,
 // returning after); a hold may be open across it. Every other operation
 // lies wholly before or after c; an acquire in flight goes before the cut
-// (its return moved to c) when its fence is at most the highest fence
+// (its return moved to c) when its fence is below the highest fence
 // returned by c, and after it (its call moved to c+1) otherwise. A seed
 // states the holders, the highest fence and the store's last accepted
 // fence that the pieces before leave; these follow from their operations
@@ -40,9 +40,11 @@ type lockSeed struct {
 // operation, and every point of a piece comes before every point of the
 // next (returns at most c, calls at least c+1), so linearizations of the
 // pieces, one after the other, linearize the whole history. Complete for
-// the lock kinds checked here: an acquire whose fence is not above one
-// returned by c must take effect before c, and one above every such fence
-// can wait until after c, since the acquires take effect in fence order.
+// the lock kinds checked here, since acquires take effect in fence order:
+// an acquire whose fence is below one returned by c took effect before c;
+// one above every such fence can take effect after c; and a reader at the
+// highest fence may have to (its writer may hold across c), while taking
+// effect after c keeps it beside the same holders.
 func splitQuiet(ops []porcupine.Operation, minPiece int) [][]porcupine.Operation {
 	n := len(ops)
 	byRet := make([]int, n)
@@ -90,7 +92,7 @@ func splitQuiet(ops []porcupine.Operation, minPiece int) [][]porcupine.Operation
 		for _, o := range carry {
 			switch {
 			case o.Return <= c:
-			case o.Input.(histOp).Fence <= maxFence:
+			case o.Input.(histOp).Fence < maxFence:
 				o.Return = c
 			default:
 				o.Call = c + 1
