@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -70,15 +69,6 @@ func (c *Client) forceChannel(prefix string) string {
 		return ""
 	}
 	return prefix + "force"
-}
-
-// acquire sends one acquire of token with s's TTL through s's backend,
-// with s's holder info.
-func (s *settings) acquire(ctx context.Context, k *keys, token string) (acquireResult, error) {
-	if sb, ok := s.be.(*scriptBackend); ok && s.info != nil {
-		return sb.acquireInfo(ctx, k, token, s.ttl, s.info)
-	}
-	return s.be.acquire(ctx, k, token, s.ttl)
 }
 
 // releaseKeys are the KEYS of a release by b.

@@ -204,7 +204,7 @@ func (l *Lock) tryKind() lease.Kind {
 func (k *rwKind) try(ctx context.Context, token string, mark time.Duration) lease.Attempt {
 	start := time.Now()
 	cfg := k.cfg
-	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), luascripts.RWAcquire, 0, false, k.rw.acquireKeys,
+	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), k.cfg.rwAudit(&k.hd.Keys, token, 0), luascripts.RWAcquire, 0, false, k.rw.acquireKeys,
 		token, ttlArg(cfg.ttl), k.rw.mode, flag(cfg.fencing), ms(mark))
 	if err != nil {
 		if kerr := rwOtherKind(k.hd.Keys.User, err, "read-write lock"); kerr != nil {
@@ -218,16 +218,16 @@ func (k *rwKind) try(ctx context.Context, token string, mark time.Duration) leas
 
 // Undo removes what an attempt with token may have set: its hold, and its
 // waiting mark.
-func (k *rwKind) Undo(ctx context.Context, token string) { _, _ = (*Lock)(k).rwRelease(ctx, token) }
+func (k *rwKind) Undo(ctx context.Context, token string) { _, _ = (*Lock)(k).rwRelease(ctx, token, 0) }
 
 // Release drops h. A read-write lock's release hands nothing over: it
 // wakes every waiter when it frees the lock.
 func (k *rwKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outcome {
-	return outcome((*Lock)(k).rwRelease(ctx, h.Token()))
+	return outcome((*Lock)(k).rwRelease(ctx, h.Token(), h.Fence()))
 }
 
-func (l *Lock) rwRelease(ctx context.Context, token string) (extendStatus, error) {
-	n, err := rwRun(ctx, l.rwBackend(), luascripts.RWRelease, 1, true, l.rw.releaseKeys, token)
+func (l *Lock) rwRelease(ctx context.Context, token string, fence int64) (extendStatus, error) {
+	n, err := rwRun(ctx, l.rwBackend(), l.cfg.rwAudit(&l.hd.Keys, token, fence), luascripts.RWRelease, 1, true, l.rw.releaseKeys, token)
 	return checkStatus("release", n, err)
 }
 
@@ -236,13 +236,13 @@ func (k *rwKind) CheckTTL(ttl time.Duration) error { return (*kind)(k).CheckTTL(
 
 // Extend sends one extend of h.
 func (k *rwKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
-	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), luascripts.RWExtend, 2, false, k.hd.Keys.LockKeys(), h.Token(), ttlArg(ttl))
+	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), k.cfg.rwAudit(&k.hd.Keys, h.Token(), h.Fence()), luascripts.RWExtend, 2, false, k.hd.Keys.LockKeys(), h.Token(), ttlArg(ttl))
 	return outcome(checkStatus("extend", n, err)), nil
 }
 
 // rwPTTL is TTL's call for a read-write hold (see pttl).
 func (l *Lock) rwPTTL(ctx context.Context, token string) (time.Duration, error) {
-	return pttlReply(rwRun(ctx, l.rwBackend(), luascripts.RWPTTL, 3, false, l.hd.Keys.LockKeys(), token))
+	return pttlReply(rwRun(ctx, l.rwBackend(), nil, luascripts.RWPTTL, 3, false, l.hd.Keys.LockKeys(), token))
 }
 
 // rwBackend is what a read-write lock's scripts go through: its backend
@@ -251,9 +251,15 @@ func (l *Lock) rwBackend() *scriptBackend { return l.cfg.be.(*scriptBackend) }
 
 // rwRun sends script (luascripts.RWAll[i]) by EVALSHA, then by EVAL if the
 // server lacks it, each command once when once is set (a release: see
-// luascripts.OnceCmd), and returns its integer reply.
-func rwRun(ctx context.Context, b *scriptBackend, s *redis.Script, i int, once bool, keys []string, args ...any) (int64, error) {
-	s, src := b.pub.script(ctx, s, luascripts.RWSources[i])
+// luascripts.OnceCmd), and returns its integer reply. With au, it sends
+// the script's audited variant, which writes au's entry (audit_script.go).
+func rwRun(ctx context.Context, b *scriptBackend, au *auditCall, s *redis.Script, i int, once bool, keys []string, args ...any) (int64, error) {
+	src := luascripts.RWSources[i]
+	if au != nil {
+		s, src = luascripts.Audited(s)
+		keys, args = luascripts.AuditArgs(keys, args, au.stream, &au.e, nil)
+	}
+	s, src = b.pub.script(ctx, s, src)
 	n, err := rwSend(ctx, b, "evalsha", s.Hash(), once, keys, args)
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The server ran nothing: sending the whole script is safe.

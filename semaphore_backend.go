@@ -21,12 +21,13 @@ type semBackend struct {
 	sb  *scriptBackend
 	rdb redis.UniversalClient // for Available
 	n   int
+	au  *auditCall // set for one call whose script writes its audit entry (audit_script.go)
 }
 
 var _ backend = semBackend{}
 
 func (b semBackend) acquire(ctx context.Context, k *keys, token string, ttl time.Duration) (acquireResult, error) {
-	n, err := b.sb.run(ctx, scriptSemAcquire, k.AcquireKeys(),
+	n, err := b.run(ctx, scriptSemAcquire, k.AcquireKeys(),
 		token, ttlArg(ttl), b.n, flag(b.sb.fencing)).Int64()
 	return b.sb.readAcquire(token, n, mixedKind(k.User, err, "semaphore"))
 }
@@ -35,12 +36,12 @@ func (b semBackend) release(ctx context.Context, k *keys, token string) (extendS
 	if err := b.sb.awaitAcquire(ctx, token); err != nil {
 		return 0, err
 	}
-	n, err := b.sb.run(ctx, scriptSemRelease, k.ReleaseKeys(), token).Int64()
+	n, err := b.run(ctx, scriptSemRelease, k.ReleaseKeys(), token).Int64()
 	return checkStatus("release", n, err)
 }
 
 func (b semBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
-	n, err := b.sb.run(ctx, scriptSemExtend, k.LockKeys(), token, ttlArg(ttl)).Int64()
+	n, err := b.run(ctx, scriptSemExtend, k.LockKeys(), token, ttlArg(ttl)).Int64()
 	return checkStatus("extend", n, err)
 }
 
@@ -62,7 +63,7 @@ func (b semBackend) renew(ctx context.Context, items []renewItem, st []extendSta
 // handoff moves our permit to token with ttl (see sem_handoff.lua) and
 // returns the script's reply.
 func (b semBackend) handoff(ctx context.Context, k *keys, ours, token string, ttl time.Duration) (int64, error) {
-	return b.sb.run(ctx, scriptSemHandoff, []string{k.Lock(), k.Fence(), k.Notify()},
+	return b.run(ctx, scriptSemHandoff, []string{k.Lock(), k.Fence(), k.Notify()},
 		ours, token, ttlArg(ttl), flag(b.sb.fencing), b.n).Int64()
 }
 

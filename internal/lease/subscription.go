@@ -24,12 +24,15 @@ func (n *Notifier) run(s *subscription) {
 	lastSweep := time.Now()
 	failures := 0
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, notifyIdle/3)
+		msg, err := ps.ReceiveTimeout(ctx, idleAfter()/3)
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(lastSweep) >= notifyIdle/3 {
-			n.sweep(s)
+		if time.Since(lastSweep) >= idleAfter()/3 {
+			if n.sweep(s) {
+				_ = ps.Close() // retired: an idle sharded subscription
+				return
+			}
 			lastSweep = time.Now()
 		}
 		if err != nil {
@@ -91,17 +94,23 @@ func (n *Notifier) confirmed(channel string) {
 // sweep unsubscribes on s the channels nobody has waited on for
 // notifyIdle, and forgets a channel subscribed nowhere any more. It holds
 // s.order throughout, so a join that subscribes one of them afresh sends
-// its SUBSCRIBE after the UNSUBSCRIBE, never before.
-func (n *Notifier) sweep(s *subscription) {
+// its SUBSCRIBE after the UNSUBSCRIBE, never before. A sharded s left
+// with no channel is retired: dropped from n.subs, so a Client that waited
+// on keys of many slots keeps no connection per slot once they are idle.
+// It reports whether s was retired; its caller then closes it.
+func (n *Notifier) sweep(s *subscription) (retired bool) {
 	s.order.Lock()
 	defer s.order.Unlock()
 	var idle []string
+	used := false
 	n.mu.Lock()
 	for name, cs := range n.chans {
-		if cs.busy() || time.Since(cs.idleSince) < notifyIdle {
+		i := slices.Index(cs.subs, s)
+		if cs.busy() || time.Since(cs.idleSince) < idleAfter() {
+			used = used || i >= 0
 			continue
 		}
-		if i := slices.Index(cs.subs, s); i >= 0 {
+		if i >= 0 {
 			cs.subs = slices.Delete(cs.subs, i, i+1)
 			cs.subscribed = false // a join subscribes it on every source again
 			idle = append(idle, name)
@@ -110,10 +119,41 @@ func (n *Notifier) sweep(s *subscription) {
 			delete(n.chans, name)
 		}
 	}
+	if s.sharded() && !used {
+		s.retired = true
+		for k, x := range n.subs {
+			if x == s {
+				delete(n.subs, k)
+			}
+		}
+	}
 	n.mu.Unlock()
-	if len(idle) > 0 {
+	if len(idle) > 0 && !s.retired {
 		_ = s.unsubscribe(n.e.ctx, idle...)
 	}
+	return s.retired
+}
+
+// Subscriptions returns how many pub/sub connections n holds open,
+// classic and sharded, for tests.
+func (n *Notifier) Subscriptions() (classic, sharded int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range n.subs {
+		if s.sharded() {
+			sharded++
+		} else {
+			classic++
+		}
+	}
+	return classic, sharded
+}
+
+// SetNotifyIdle sets how long an unused channel stays subscribed, for
+// tests; it returns a func that restores the default.
+func SetNotifyIdle(d time.Duration) (restore func()) {
+	old := idleOverride.Swap(int64(d))
+	return func() { idleOverride.Store(old) }
 }
 
 // drop forgets s, closed for good: its channels are subscribed afresh by
