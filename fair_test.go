@@ -334,7 +334,7 @@ func (h *dropFairReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		c, ok := cmd.(*redis.Cmd)
-		if err != nil || !ok || !strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") || len(cmd.Args()) != 11 {
+		if err != nil || !ok || !isFairAcquire(cmd) {
 			return err
 		}
 		n := &h.joins
