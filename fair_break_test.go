@@ -68,8 +68,7 @@ func TestFair_cutAttemptLeaves(t *testing.T) {
 	key := keyFor(t)
 	holder, b, bErr := fairQueuedBehind(t, tg, key)
 
-	g := &fairGate{held: make(chan struct{}), open: make(chan struct{})}
-	t.Cleanup(g.release)
+	g := newFairGate(t, false, false)
 	w := slowWaiter(t, tg, key, g)
 	wctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	wErr := make(chan error, 1)
@@ -77,7 +76,7 @@ func TestFair_cutAttemptLeaves(t *testing.T) {
 	<-g.held // the join ran in Redis; its reply is held back
 	cancel()
 	wantErr(t, "cancelled Acquire()", <-wErr, lock.ErrNotAcquired)
-	g.release()
+	g.let()
 	waitWaiters(t, holder, 1)
 	fairPassesOn(t, tg, key, holder, b, bErr)
 }
@@ -126,6 +125,45 @@ func TestFair_lateAttemptAfterLeave(t *testing.T) {
 	}
 }
 
+// TestFair_giveToDepartedWaiter: the queue's head gives up, and its leave
+// is held back (before it is sent) until the holder's release has handed
+// it the key: the "give:" message finds no waiter in its process, and the
+// leave, finding the key holding its token, hands it on to the next in
+// line.
+func TestFair_giveToDepartedWaiter(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	holder := newClient(t, tg.rdb, lock.WithFair(true)).NewLock(key)
+	must(t, "Acquire()", holder.Acquire(ctx))
+	g := newFairGate(t, true, true)
+	w := slowWaiter(t, tg, key, g)
+	wctx, cancel := context.WithCancel(ctx)
+	wErr := make(chan error, 1)
+	go func() { wErr <- w.Acquire(wctx) }()
+	waitWaiters(t, holder, 1)
+	b := newClient(t, tg.newRDB(t), lock.WithFair(true)).NewLock(key)
+	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer bcancel()
+	bErr := make(chan error, 1)
+	go func() { bErr <- b.Acquire(bctx) }()
+	waitWaiters(t, holder, 2)
+
+	cancel()
+	wantErr(t, "cancelled Acquire()", <-wErr, lock.ErrNotAcquired)
+	<-g.held // the head left its process's waiters; its leave is not sent yet
+	must(t, "Release()", holder.Release(ctx))
+	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got == "" || got == b.Token() {
+		t.Fatalf("GET after the release = %q, want the departed head's token", got)
+	}
+	g.let()
+	must(t, "next waiter's Acquire()", <-bErr)
+	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != b.Token() {
+		t.Fatalf("GET = %q, want the next waiter's token %q", got, b.Token())
+	}
+	must(t, "Release()", b.Release(ctx))
+}
+
 // fairScriptKeys returns the KEYS of cmd when it runs a fair lock's
 // script (EVAL or EVALSHA), and whether it does; it tells the acquire from
 // the release by the notify channel only the release names.
@@ -154,25 +192,41 @@ func isFairAcquire(cmd redis.Cmder) bool {
 	return ok && !release
 }
 
-// fairGate is a go-redis hook that lets the first fair acquire run in
-// Redis and then holds its reply back until release: held closes once it
-// ran.
+// fairGate is a go-redis hook that holds the first fair acquire (or
+// release, with release set) until open closes: its reply, once it ran in
+// Redis, or, with before set, the call itself, before it is sent. held
+// closes when it is held.
 type fairGate struct {
-	used       atomic.Bool
-	held, open chan struct{}
-	once       sync.Once
+	release, before bool
+	used            atomic.Bool
+	held, open      chan struct{}
+	once            sync.Once
 }
 
-func (g *fairGate) release() { g.once.Do(func() { close(g.open) }) }
+func newFairGate(t *testing.T, release, before bool) *fairGate {
+	g := &fairGate{release: release, before: before, held: make(chan struct{}), open: make(chan struct{})}
+	t.Cleanup(g.let)
+	return g
+}
+
+// let opens the gate.
+func (g *fairGate) let() { g.once.Do(func() { close(g.open) }) }
 
 func (*fairGate) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (g *fairGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if isFairAcquire(cmd) && g.used.CompareAndSwap(false, true) {
+		_, release, ok := fairScriptKeys(cmd)
+		if !ok || release != g.release || !g.used.CompareAndSwap(false, true) {
+			return next(ctx, cmd)
+		}
+		if g.before {
 			close(g.held)
 			<-g.open
+			return next(ctx, cmd)
 		}
+		err := next(ctx, cmd)
+		close(g.held)
+		<-g.open
 		return err
 	}
 }
