@@ -10,8 +10,8 @@ import (
 
 // WithFair makes a lock fair (default off): the Acquires waiting for its
 // key, in every process, get it in the order they arrived, through a queue
-// kept in Redis beside the lock (P{K}:queue and P{K}:qtimes, which expire
-// with their last entry).
+// kept in Redis beside the lock (P{K}:queue and P{K}:qtimes, and P{K}:qgone
+// for the waiters that left; each expires with its last entry).
 //
 // An Acquire that finds the key held joins the queue's tail. A Release
 // hands the key, in the same script, to the queue's head — whichever
@@ -33,9 +33,12 @@ import (
 // poll). So a waiter whose process died or hangs leaves the queue by that
 // timeout. An Acquire that gives up (ctx done, wait timeout, Close) takes
 // its place out of the queue on its way out, in the background (and passes
-// the key on if it was handed to it meanwhile). A
-// [Lock.TryAcquire] takes the key only when it is free and nobody waits,
-// and never joins the queue. [Lock.Waiters] reads the queue's length.
+// the key on if it was handed to it meanwhile), once no attempt of its is
+// out; Redis then refuses its token for FairEntryTimeout, so an attempt of
+// its that arrives late (a lost reply, a delayed write) neither rejoins the
+// queue nor takes the key. A [Lock.TryAcquire] takes the key only when it
+// is free and nobody waits, and never joins the queue. [Lock.Waiters] reads
+// the queue's length.
 //
 // Fairness holds among fair locks: a plain lock on the same key takes a
 // free key without looking at the queue (it never takes a key handed to a

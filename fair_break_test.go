@@ -3,9 +3,6 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"io"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,7 +90,10 @@ func TestFair_lateAttemptAfterLeave(t *testing.T) {
 	key := keyFor(t)
 	holder, b, bErr := fairQueuedBehind(t, tg, key)
 
-	d := &fairDelay{held: make(chan struct{}), left: make(chan struct{})}
+	d := newLateWrite(isFairAcquire, func(cmd redis.Cmder) bool {
+		_, release, ok := fairScriptKeys(cmd)
+		return ok && release
+	})
 	w := slowWaiter(t, tg, key, d)
 	wctx, cancel := context.WithCancel(ctx)
 	wErr := make(chan error, 1)
@@ -101,9 +101,9 @@ func TestFair_lateAttemptAfterLeave(t *testing.T) {
 	<-d.held // the join was kept from Redis; go-redis reported it lost
 	cancel()
 	wantErr(t, "cancelled Acquire()", <-wErr, lock.ErrNotAcquired)
-	<-d.left // the waiter's leave ran in Redis
+	<-d.undone // the waiter's leave ran in Redis
 
-	late := d.join
+	late := d.attempt
 	if err := tg.rdb.Do(ctx, late...).Err(); err != nil {
 		t.Fatalf("late join: %v", err)
 	}
@@ -165,25 +165,14 @@ func TestFair_giveToDepartedWaiter(t *testing.T) {
 }
 
 // fairScriptKeys returns the KEYS of cmd when it runs a fair lock's
-// script (EVAL or EVALSHA), and whether it does; it tells the acquire from
-// the release by the notify channel only the release names.
+// script, and whether it does; it tells the acquire from the release by the
+// notify channel only the release names.
 func fairScriptKeys(cmd redis.Cmder) (keys []string, release, ok bool) {
-	args := cmd.Args()
-	if name := strings.ToLower(cmd.Name()); (name != "eval" && name != "evalsha") || len(args) < 3 {
+	keys = scriptKeys(cmd)
+	if !hasKeySuffix(keys, ":queue") {
 		return nil, false, false
 	}
-	n, _ := args[2].(int)
-	if n <= 0 || len(args) < 3+n {
-		return nil, false, false
-	}
-	for _, k := range args[3 : 3+n] {
-		s, _ := k.(string)
-		keys = append(keys, s)
-	}
-	if !slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, ":queue") }) {
-		return nil, false, false
-	}
-	return keys, slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, ":notify") }), true
+	return keys, hasKeySuffix(keys, ":notify"), true
 }
 
 // isFairAcquire reports whether cmd runs fair_acquire.lua.
@@ -231,35 +220,5 @@ func (g *fairGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 func (*fairGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-// fairDelay is a go-redis hook that keeps the first fair acquire from
-// Redis, keeps its arguments in join and reports it lost (held closes
-// then); left closes once a fair release has run in Redis after it.
-type fairDelay struct {
-	join       []any
-	held, left chan struct{}
-	phase      atomic.Int32 // 0: before the join, 1: join held, 2: left
-}
-
-func (*fairDelay) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (d *fairDelay) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		_, release, ok := fairScriptKeys(cmd)
-		if ok && !release && d.phase.CompareAndSwap(0, 1) {
-			d.join = slices.Clone(cmd.Args())
-			close(d.held)
-			cmd.SetErr(io.ErrUnexpectedEOF)
-			return io.ErrUnexpectedEOF
-		}
-		err := next(ctx, cmd)
-		if ok && release && !redis.HasErrorPrefix(err, "NOSCRIPT") && d.phase.CompareAndSwap(1, 2) {
-			close(d.left)
-		}
-		return err
-	}
-}
-func (*fairDelay) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
