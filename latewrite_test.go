@@ -40,14 +40,7 @@ func TestLock_lateAttemptAfterUndo(t *testing.T) {
 	})
 	rdb := tg.newRDB(t)
 	rdb.AddHook(d)
-	w := newClient(t, rdb, lock.WithBackoff(time.Second, 2*time.Second)).NewLock(key)
-	wctx, cancel := context.WithCancel(ctx)
-	wErr := make(chan error, 1)
-	go func() { wErr <- w.Acquire(wctx) }()
-	<-d.held // the attempt was kept from Redis; go-redis reported it lost
-	cancel()
-	wantErr(t, "cancelled Acquire()", <-wErr, lock.ErrNotAcquired)
-	<-d.undone // the undo of its token ran in Redis
+	d.giveUp(t, newClient(t, rdb, lock.WithBackoff(time.Second, 2*time.Second)).NewLock(key))
 	must(t, "Release()", holder.Release(ctx))
 
 	if err := tg.rdb.Do(ctx, d.attempt...).Err(); err != nil {
@@ -108,6 +101,21 @@ type lateWrite struct {
 
 func newLateWrite(isAttempt, isUndo func(redis.Cmder) bool) *lateWrite {
 	return &lateWrite{isAttempt: isAttempt, isUndo: isUndo, held: make(chan struct{}), undone: make(chan struct{})}
+}
+
+// giveUp starts w's Acquire, whose first attempt d keeps from Redis,
+// cancels it once that attempt is held, and returns once the undo of its
+// token has run in Redis.
+func (d *lateWrite) giveUp(t *testing.T, w *lock.Lock) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- w.Acquire(ctx) }()
+	<-d.held // go-redis reported the attempt lost
+	cancel()
+	wantErr(t, "cancelled Acquire()", <-errc, lock.ErrNotAcquired)
+	<-d.undone
 }
 
 func (*lateWrite) DialHook(next redis.DialHook) redis.DialHook { return next }
