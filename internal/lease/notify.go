@@ -78,9 +78,9 @@ type subscription struct {
 	// slot is the source of a sharded subscription (SSUBSCRIBE); its
 	// Client is nil for a classic one.
 	slot SlotSource
-	// retired is set, under order and n.mu, when an idle sharded
-	// subscription is closed (sweep): a subscribe that picked it up before
-	// then opens a fresh one instead.
+	// retired is set, under n.mu, when s leaves n.subs: closed for good
+	// (drop), or an idle sharded subscription closed by sweep. A subscribe
+	// that picked s up before then opens a fresh one instead.
 	retired bool
 }
 

@@ -47,7 +47,14 @@ func (n *Notifier) run(s *subscription) {
 				n.slotMoved(s) // the slot has another master now
 				return
 			}
-			// The connection is down: wait before go-redis redials.
+			// The connection is down: wait before go-redis redials. A
+			// sharded one redials the slot's master as go-redis's slot map
+			// has it: have the map reloaded, since a failover may have
+			// moved the slot (go-redis reloads it on a failed command, and
+			// the waiters here send none while they sleep).
+			if s.sharded() {
+				s.slot.Client.ReloadState(ctx)
+			}
 			failures++
 			pause.Reset(min(time.Duration(failures)*50*time.Millisecond, time.Second))
 			select {
@@ -161,6 +168,7 @@ func SetNotifyIdle(d time.Duration) (restore func()) {
 func (n *Notifier) drop(s *subscription) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	s.retired = true // a subscribe that holds s opens a fresh one
 	for k, x := range n.subs {
 		if x == s {
 			delete(n.subs, k)
