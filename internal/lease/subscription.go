@@ -88,17 +88,28 @@ func (n *Notifier) confirmed(channel string) {
 	}
 }
 
-// sweep unsubscribes on s the channels nobody has waited on for
-// notifyIdle, and forgets a channel subscribed nowhere any more. It holds
-// s.order throughout, so a join that subscribes one of them afresh sends
-// its SUBSCRIBE after the UNSUBSCRIBE, never before.
+// sweep unsubscribes on s the channels nobody has waited on or held a
+// key of since an earlier sweep at least notifyIdle ago, and forgets a
+// channel subscribed nowhere any more. A channel that became idle is timed
+// from the first sweep that finds it so: leaving it reads no clock, which
+// a lone caller's every Release would pay. It holds s.order throughout, so
+// a join that subscribes one of them afresh sends its SUBSCRIBE after the
+// UNSUBSCRIBE, never before.
 func (n *Notifier) sweep(s *subscription) {
 	s.order.Lock()
 	defer s.order.Unlock()
 	var idle []string
+	now := time.Now()
 	n.mu.Lock()
 	for name, cs := range n.chans {
-		if cs.busy() || time.Since(cs.idleSince) < notifyIdle {
+		if cs.busy() {
+			continue
+		}
+		if cs.idleSince.IsZero() {
+			cs.idleSince = now
+			continue
+		}
+		if now.Sub(cs.idleSince) < notifyIdle {
 			continue
 		}
 		if i := slices.Index(cs.subs, s); i >= 0 {
