@@ -12,23 +12,53 @@ import (
 )
 
 // The audit stream: with [WithAudit], every acquisition, release, Extend,
-// loss and force-release of a lock is appended to a capped Redis stream,
-// one entry per event, by the process that saw it. Fields: event
-// ("acquired", "released", "extended", "lost", "force-released"), key,
-// token, fence, owner, host, pid, metadata, time (the process's clock,
-// RFC 3339 with nanoseconds), and for a loss its reason; the entry's ID
-// carries the stream server's clock.
+// loss and force-release of a lock is appended to a capped Redis stream
+// (XADD MAXLEN ~ maxLen), one entry per event. Fields: event ("acquired",
+// "released", "extended", "lost", "force-released"), key, token, fence,
+// owner, host, pid, metadata, time (RFC 3339), and for a loss its reason.
 //
-// Each entry is its own XADD (MAXLEN ~ maxLen), sent after the operation
-// it reports, so the stream may live anywhere: on a Redis Cluster it is
-// written on the master of its own slot, whatever the lock's. Entries of
-// the caller's verbs (acquired, released, extended) are sent by the
-// caller's goroutine before the verb returns, so one process's entries of
-// one hold are in order; a loss's entry is sent in the background.
-// Entries of different processes are in the order they reached the
-// stream's server, not the order of the operations. A failed XADD is
-// logged ([WithLogger]) and dropped: the audit never fails a lock
-// operation. Renewals are not recorded.
+// Two paths write the entries:
+//
+//   - In the operation's own script, when the stream can live beside the
+//     lock's key: always on one node (a failover/Sentinel client too); on a
+//     Redis Cluster when the stream's hash slot is the key's, which a
+//     stream named with the key's tag gives ("audit:{session:42}" for key
+//     "session:42": one stream per hash tag). The acquire, release and
+//     [Lock.Extend] of a mutex (plain or re-entrant), of a read-write
+//     lock's readers and writer and of a semaphore's permits, a handoff
+//     (the releaser's "released" and the waiter's "acquired", in one
+//     script), a [Client.Once] lock's acquire and release, and
+//     [Client.ForceRelease] of any kind (one entry per hold removed, with
+//     that hold's token, fence and, when it wrote holder info, its owner,
+//     host, pid and metadata) write their entry in the same script,
+//     atomically with the operation and only when it succeeded: a failed
+//     acquire, or the release of a lost hold, writes none, and an
+//     operation whose reply was lost has its entry iff it took effect. The
+//     stream's order is then the order of the operations on that key. time
+//     is the Redis server's clock (TIME), in UTC with microseconds.
+//   - Otherwise, by a separate XADD the process sends after the operation:
+//     on a Cluster with the stream in another slot, on a Ring, and for the
+//     fair lock ([WithFair]), the multi-lock and replica-acknowledged holds
+//     ([WithReplicaAck]) wherever the stream is (a fair release hands the
+//     key to the queue's head, maybe another process's hold, whose owner
+//     the script does not know; a multi-lock's hold is one event over keys
+//     that its scripts take per slot group; a replica-acknowledged acquire
+//     may be undone after its script). The caller's goroutine sends it
+//     before the verb returns, so one process's entries of one hold are in
+//     order; entries of different processes are in the order they reached
+//     the stream's server, not the order of the operations. time is the
+//     process's clock. A failed XADD is logged ([WithLogger]) and dropped:
+//     the audit never fails a lock operation.
+//
+// Losses are seen only by the holder's process: a "lost" entry is always a
+// separate XADD, sent in the background (bounded by a second). Renewals
+// write no entry: one per hold every TTL/3 would flood the stream (10 000
+// holds at the default TTL make 1 000 a second) and say little — a hold's
+// life is bracketed by its acquired and its released or lost entry, and
+// [Observer] sees each renewal ([EventRenewed]) for metrics.
+//
+// Off (the default), the scripts and their arguments are exactly those
+// without audit: it costs nothing.
 
 // auditTimeout bounds one XADD sent in the background or for a caller
 // whose context has ended.
@@ -39,9 +69,21 @@ const auditTimeout = time.Second
 // extended (by [Lock.Extend]; renewals are not recorded), lost (with its
 // reason) and, for [Client.ForceRelease] on a Client with this option,
 // force-released. Each entry carries the key, token, fence, owner, host,
-// pid, metadata ([WithMetadata]) and the time. Each event costs one more
-// XADD round trip (the caller's, for its own verbs). Default: none, at no
-// cost. stream must not be empty and maxLen must be positive.
+// pid, metadata ([WithMetadata]) and the time. Where the stream can share
+// the lock's hash slot (one node; on a Redis Cluster, a stream named with
+// the key's {tag}), the operation's own script writes the entry,
+// atomically with it and only if it succeeded, and the stream's order is
+// the order of the operations on that key; time is then the Redis
+// server's clock. This covers the mutex (plain and re-entrant, its Extend
+// and handoffs), read-write locks, semaphores, [Client.Once]'s lock and
+// ForceRelease of any kind. Otherwise — the stream in another slot, a
+// Ring, fair locks, multi-locks, [WithReplicaAck] holds, and every loss —
+// the process sends the entry as one more XADD after the
+// operation (the caller's round trip, for its own verbs): in order per
+// process per hold, time on the process's clock, and a failed XADD is
+// logged and dropped. Default: none, at no cost: the scripts and their
+// arguments are those without audit. stream must not be empty and maxLen
+// must be positive.
 func WithAudit(stream string, maxLen int64) Option {
 	return func(c *config) { c.auditSet, c.audit, c.auditMax = true, stream, maxLen }
 }
@@ -55,6 +97,10 @@ type auditor struct {
 	owner    string
 	metadata string
 	logger   interface{ Warn(string, ...any) }
+	// s, when set, is the settings whose scripts write their own entries
+	// where the stream can share the key's slot (see settings.auditIn):
+	// the auditor leaves those events to them. nil: it writes every event.
+	s *settings
 }
 
 func (c *Client) auditor(cfg *config) *auditor {
@@ -94,6 +140,9 @@ func (a *auditor) observe(e lease.Event) {
 		}
 	default:
 		return
+	}
+	if event != "lost" && a.s != nil && a.s.auditIn(a.s.keysOf(e.Key)) != nil {
+		return // the operation's script wrote it (audit_script.go)
 	}
 	if e.Ctx == nil {
 		// A loss, seen by the renewal loop or a pub/sub message: not

@@ -96,7 +96,7 @@ type scriptBackend struct {
 	// the first acquire on a fresh server is one round trip; afterwards it
 	// is EVALSHA, and EVAL again for a call that meets NOSCRIPT (a restarted
 	// server, another cluster node).
-	evaled [numScripts]atomic.Bool
+	evaled [numTexts]atomic.Bool
 }
 
 // Indexes into scriptBackend.evaled and scriptText, in the order of
@@ -114,22 +114,37 @@ const (
 	scriptSemPTTL
 	scriptSemHandoff
 	numScripts
+	// The audited variant of script i (luascripts.AuditSources) is script
+	// numScripts+i: see auditScript.
+	numTexts = 2 * numScripts
 )
 
+// auditScript is the index of script i's audited variant.
+func auditScript(i int) int { return numScripts + i }
+
 // scriptText holds each script's source (for EVAL) and SHA1 (for EVALSHA),
-// boxed once: converting a string to an interface allocates.
-var scriptText = func() (t [numScripts]struct{ src, sha any }) {
+// boxed once: converting a string to an interface allocates. Then their
+// audited variants (none for a TTL).
+var scriptText = func() (t [numTexts]struct{ src, sha any }) {
 	srcs := slices.Concat(luascripts.Sources, luascripts.SemSources)
 	for i, s := range slices.Concat(luascripts.All, luascripts.SemAll) {
 		t[i].src, t[i].sha = srcs[i], s.Hash()
+	}
+	for i, s := range slices.Concat(luascripts.All, luascripts.SemAll) {
+		if a, src := luascripts.Audited(s); a != nil {
+			t[auditScript(i)].src, t[auditScript(i)].sha = src, a.Hash()
+		}
 	}
 	return t
 }()
 
 // shardedText is scriptText with the sharded variant (SPUBLISH) of each
 // script that publishes (see shardedPub).
-var shardedText = func() (t [numScripts]struct{ src, sha any }) {
+var shardedText = func() (t [numTexts]struct{ src, sha any }) {
 	for i, x := range scriptText {
+		if x.src == nil {
+			continue
+		}
 		t[i].src = luascripts.ShardedText(x.src.(string))
 		t[i].sha = luascripts.ShardedText(x.sha.(string))
 	}
@@ -170,7 +185,7 @@ var leaves = [numScripts]bool{scriptAcquire: true, scriptRelease: true, scriptPT
 
 // publishes marks the scripts that publish on the notify channel, whose
 // sharded variant replaces them when wake-ups are sharded.
-var publishes = func() (p [numScripts]bool) {
+var publishes = func() (p [numTexts]bool) {
 	for i := range p {
 		p[i] = scriptText[i] != shardedText[i]
 	}
@@ -189,7 +204,7 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 		a    []any
 		once *luascripts.OnceCmd
 	)
-	if sendOnce[i] {
+	if sendOnce[i%numScripts] {
 		once = new(luascripts.OnceCmd)
 		a = once.Argv[:0]
 	}
@@ -218,7 +233,7 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 		_ = b.rdb.Process(ctx, c) // the error is in cmd
 		return scriptCmd{cmd}
 	}
-	if err := b.co.lane(ctx, keys[0]).do(ctx, c, leaves[i]); err != nil {
+	if err := b.co.lane(ctx, keys[0]).do(ctx, c, leaves[i%numScripts]); err != nil {
 		// The call left without its reply; cmd may still get one from a
 		// pipeline, which nobody reads.
 		cmd = redis.NewIntCmd(ctx)
@@ -307,6 +322,11 @@ func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (ext
 	}
 	n, err := b.run(ctx, scriptRelease, b.releaseKeys(k),
 		token, flag(b.reentrant)).Int64()
+	return releaseStatus(n, err)
+}
+
+// releaseStatus reads release.lua's reply.
+func releaseStatus(n int64, err error) (extendStatus, error) {
 	if n == 2 { // one re-entrant level dropped
 		n = 1
 	}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -86,6 +87,70 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkKindsTryAcquireRelease is one uncontended critical section of a
+// reader, a writer and a semaphore permit: TryAcquire, Release, on a new
+// handle each time; "info" with holder info on (WithHolderInfo).
+func BenchmarkKindsTryAcquireRelease(b *testing.B) {
+	for _, kind := range []string{"read", "write", "permit"} {
+		for _, info := range []bool{false, true} {
+			name := kind + "/default"
+			var opts []lock.Option
+			if info {
+				name, opts = kind+"/info", []lock.Option{lock.WithHolderInfo(true)}
+			}
+			b.Run(name, func(b *testing.B) {
+				c, rdb := benchLocks(b, opts...)
+				rw, sem := c.NewRWLock("k"), c.NewSemaphore("s", 8)
+				ctx := context.Background()
+				b.ReportAllocs()
+				rdb.ConfigResetStat(ctx)
+				for b.Loop() {
+					var l *lock.Lock
+					switch kind {
+					case "read":
+						l = rw.ReadLock()
+					case "write":
+						l = rw.WriteLock()
+					default:
+						l = sem.Permit()
+					}
+					if ok, err := l.TryAcquire(ctx); err != nil || !ok {
+						b.Fatalf("TryAcquire() = %v, %v, want true, nil", ok, err)
+					}
+					if err := l.Release(ctx); err != nil {
+						b.Fatalf("Release() error = %v", err)
+					}
+				}
+				b.ReportMetric(float64(scriptUsec(b, rdb))/float64(b.N), "srv-µs/op")
+			})
+		}
+	}
+}
+
+// scriptUsec is the time the server spent in scripts (EVAL and EVALSHA)
+// since its statistics were last reset, in µs, from INFO commandstats.
+func scriptUsec(b *testing.B, rdb *redis.Client) int64 {
+	b.Helper()
+	s, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatalf("INFO commandstats: %v", err)
+	}
+	var usec int64
+	for _, line := range strings.Split(s, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k != "cmdstat_evalsha" && k != "cmdstat_eval" {
+			continue
+		}
+		for _, kv := range strings.Split(v, ",") {
+			if n, ok := strings.CutPrefix(kv, "usec="); ok {
+				u, _ := strconv.ParseInt(n, 10, 64)
+				usec += u
+			}
+		}
+	}
+	return usec
 }
 
 // BenchmarkTryAcquireReleaseParallel runs critical sections on distinct

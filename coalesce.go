@@ -114,8 +114,7 @@ func (c *coalescer) do(ctx context.Context, cmd redis.Cmder, leave bool) error {
 	if c.out < c.limit {
 		c.out++
 		c.mu.Unlock()
-		_ = c.rdb.Process(ctx, cmd) // the error is in cmd
-		c.next()
+		c.direct(ctx, cmd)
 		return nil
 	}
 	q := queuedPool.Get().(*queued)
@@ -174,6 +173,18 @@ func (c *coalescer) do(ctx context.Context, cmd redis.Cmder, leave bool) error {
 		return unansweredError{cause: context.Cause(ctx), settled: settled}
 	}
 }
+
+// direct sends cmd on its own, in a send slot taken for it, and passes the
+// slot on even if the client panics (a user's hook, say): the panic goes on
+// to the caller, and the slot is not lost with it.
+func (c *coalescer) direct(ctx context.Context, cmd redis.Cmder) {
+	defer c.next()
+	_ = c.rdb.Process(ctx, cmd) // the error is in cmd
+}
+
+// errPipelinePanicked is the error of the calls that rode a shared
+// pipeline whose client panicked; the panic itself goes to its leader.
+var errPipelinePanicked = errors.New("lock: the go-redis client panicked while sending a shared pipeline")
 
 // unsentError is the error of a call that left the queue unsent: Redis
 // never saw it, so there is nothing to undo.
@@ -251,20 +262,32 @@ func (c *coalescer) put(q *queued) {
 // send pipelines batch, wakes its followers and passes the send slot on.
 // The pipeline runs without the leader's cancellation: the followers'
 // calls ride on it.
+// If the client panics (a user's hook, say), every call of batch gets
+// errPipelinePanicked, the followers are woken all the same and the slot is
+// passed on; the panic goes on to the leader's caller.
 func (c *coalescer) send(ctx context.Context, batch []*queued) {
+	done := false
+	defer func() {
+		if !done {
+			for _, q := range batch {
+				q.cmd.SetErr(errPipelinePanicked)
+			}
+		}
+		for _, q := range batch[1:] {
+			q.ready <- nil
+		}
+		c.mu.Lock()
+		c.spare = batch[:0]
+		c.mu.Unlock()
+		c.next()
+	}()
 	ctx = context.WithoutCancel(ctx)
 	pipe := c.rdb.Pipeline()
 	for _, q := range batch {
 		_ = pipe.Process(ctx, q.cmd)
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own reply or error
-	for _, q := range batch[1:] {
-		q.ready <- nil
-	}
-	c.mu.Lock()
-	c.spare = batch[:0]
-	c.mu.Unlock()
-	c.next()
+	done = true
 }
 
 // next ends one send. When calls are queued, the slot goes straight to the

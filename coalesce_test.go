@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -477,5 +478,124 @@ func TestCoalescing_undoWaitsForAnUnansweredAcquire(t *testing.T) {
 		// must have come after it.
 		eventually(t, "the pipeline with the acquire finishes", func() bool { return lock.UnansweredAcquires(c) == 0 })
 		tg.wantFree(t, l.Key(), "after an acquire of unknown outcome was undone")
+	})
+}
+
+// panicHook panics in every acquire while armed, single or pipelined, as
+// a user's broken hook would. (Only acquires: the undo the engine then
+// sends in the background must go through, or the panic would take the
+// test binary down from a goroutine no test can recover.)
+type panicHook struct{ armed atomic.Bool }
+
+// isAcquire reports whether cmd is an acquire script call: the only one
+// whose keys include the fence counter.
+func isAcquire(cmd redis.Cmder) bool {
+	return isScriptCall(cmd) && slices.ContainsFunc(cmd.Args(), func(a any) bool {
+		s, ok := a.(string)
+		return ok && strings.HasSuffix(s, ":fence")
+	})
+}
+
+func (h *panicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.Load() && isAcquire(cmd) {
+			panic("hook panicked")
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.Load() && slices.ContainsFunc(cmds, isAcquire) {
+			panic("hook panicked")
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// tryRecover runs TryAcquire of l and reports its error, or the panic it
+// passed on as an error.
+func tryRecover(ctx context.Context, l *lock.Lock) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panicked: %v", r)
+		}
+	}()
+	return tryOK(ctx, l)
+}
+
+// TestCoalescing_panickingClient: a go-redis hook that panics reaches the
+// caller whose call it was sent for, and costs nothing more: the send slot
+// goes back (after as many panics as there are slots, calls still go out),
+// and a call riding a pipeline whose client panicked gets an error instead
+// of waiting forever or reading an empty reply as an answer.
+func TestCoalescing_panickingClient(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		rdb, c := warmClient(t, tg)
+		h := &panicHook{}
+		rdb.AddHook(h)
+		h.armed.Store(true)
+		for i := range lock.CoalescerLimit() + 1 {
+			err := tryRecover(ctx, c.NewLock(fmt.Sprintf("%s:single:%d", keyFor(t), i)))
+			if err == nil || !strings.Contains(err.Error(), "hook panicked") {
+				t.Fatalf("single call %d with a panicking hook: %v, want the panic", i, err)
+			}
+		}
+		h.armed.Store(false)
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		after := c.NewLock(keyFor(t) + ":after")
+		must(t, "TryAcquire() after the panics", tryOK(tctx, after))
+		must(t, "Release()", after.Release(ctx))
+
+		// A pipeline: hold every slot at a gate, queue two calls, arm the
+		// hook, let the slots go; the queue goes out as one pipeline.
+		g := addPipeGate(t, rdb)
+		g.openPipes()
+		errs := make(chan error, 2)
+		var fillers []*lock.Lock
+		var wg sync.WaitGroup
+		for i := range lock.CoalescerLimit() {
+			l := c.NewLock(fmt.Sprintf("%s:filler:%d", keyFor(t), i))
+			fillers = append(fillers, l)
+			wg.Go(func() { _ = tryOK(ctx, l) })
+		}
+		waitLoad(t, c, len(fillers))
+		for i := range 2 {
+			l := c.NewLock(fmt.Sprintf("%s:queued:%d", keyFor(t), i))
+			go func() { errs <- tryRecover(ctx, l) }()
+		}
+		waitLoad(t, c, len(fillers)+2)
+		h.armed.Store(true)
+		close(g.single)
+		var panicked, failed int
+		for range 2 {
+			select {
+			case err := <-errs:
+				switch {
+				case err == nil:
+					t.Fatal("a call on a pipeline whose client panicked succeeded")
+				case strings.Contains(err.Error(), "hook panicked"):
+					panicked++
+				default:
+					failed++
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a call queued on a pipeline whose client panicked did not return within 5s")
+			}
+		}
+		if panicked != 1 || failed != 1 {
+			t.Fatalf("pipeline of 2: %d got the panic, %d an error; want the leader and the follower one each", panicked, failed)
+		}
+		h.armed.Store(false)
+		wg.Wait()
+		for _, l := range fillers {
+			_ = l.Release(ctx)
+		}
+		must(t, "TryAcquire() after the pipeline's panic", tryOK(tctx, c.NewLock(keyFor(t)+":after2")))
 	})
 }

@@ -1,6 +1,11 @@
 package lock
 
-import "context"
+import (
+	"context"
+	"time"
+
+	"github.com/agentlock/lock/internal/lease"
+)
 
 // ShardedPubSub reports, for tests, whether c's wake-ups use sharded
 // pub/sub, deciding it first if need be.
@@ -12,3 +17,16 @@ func ForceClassicPubSub(c *Client) { c.pub.state.Store(pubClassic) }
 
 // AtLeast7 exposes the version check of INFO server's text.
 var AtLeast7 = atLeast7
+
+// ShardedSubscriptions returns how many sharded pub/sub connections (one
+// per cluster slot in use) c holds open.
+func ShardedSubscriptions(c *Client) int {
+	_, n := c.eng.Notifier.Subscriptions()
+	return n
+}
+
+// SetNotifyIdle sets how long an unused wake-up channel stays subscribed;
+// the default comes back when the test ends.
+func SetNotifyIdle(t interface{ Cleanup(func()) }, d time.Duration) {
+	t.Cleanup(lease.SetNotifyIdle(d))
+}

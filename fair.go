@@ -10,8 +10,8 @@ import (
 
 // WithFair makes a lock fair (default off): the Acquires waiting for its
 // key, in every process, get it in the order they arrived, through a queue
-// kept in Redis beside the lock (P{K}:queue and P{K}:qtimes, which expire
-// with their last entry).
+// kept in Redis beside the lock (P{K}:queue and P{K}:qtimes, and P{K}:qgone
+// for the waiters that left; each expires with its last entry).
 //
 // An Acquire that finds the key held joins the queue's tail. A Release
 // hands the key, in the same script, to the queue's head — whichever
@@ -33,9 +33,12 @@ import (
 // poll). So a waiter whose process died or hangs leaves the queue by that
 // timeout. An Acquire that gives up (ctx done, wait timeout, Close) takes
 // its place out of the queue on its way out, in the background (and passes
-// the key on if it was handed to it meanwhile). A
-// [Lock.TryAcquire] takes the key only when it is free and nobody waits,
-// and never joins the queue. [Lock.Waiters] reads the queue's length.
+// the key on if it was handed to it meanwhile), once no attempt of its is
+// out; Redis then refuses its token for FairEntryTimeout, so an attempt of
+// its that arrives late (a lost reply, a delayed write) neither rejoins the
+// queue nor takes the key. A [Lock.TryAcquire] takes the key only when it
+// is free and nobody waits, and never joins the queue. [Lock.Waiters] reads
+// the queue's length.
 //
 // Fairness holds among fair locks: a plain lock on the same key takes a
 // free key without looking at the queue (it never takes a key handed to a
@@ -117,14 +120,16 @@ func (k *fairKind) Try(ctx context.Context, token string) lease.Attempt {
 }
 
 // Undo releases what an attempt with token took and takes token out of
-// the queue.
+// the queue. Redis refuses token's attempts from then on, for as long as a
+// queue entry would live (FairEntryTimeout): one that reaches it late must
+// not queue the token again, or take the key, for a waiter that is gone.
 func (k *fairKind) Undo(ctx context.Context, token string) {
-	_, _ = (*Lock)(k).releaseFair(ctx, token)
+	_, _ = (*Lock)(k).releaseFair(ctx, token, FairEntryTimeout(k.cfg.backoffMax))
 }
 
 // Release drops h, handing the key to the queue's head, if any.
 func (k *fairKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outcome {
-	return outcome((*Lock)(k).releaseFair(ctx, h.Token()))
+	return outcome((*Lock)(k).releaseFair(ctx, h.Token(), 0))
 }
 
 func (k *fairTry) Token() (string, error)             { return (*fairKind)(k).Token() }
@@ -148,7 +153,7 @@ func (l *Lock) tryFair(ctx context.Context, token string, wait time.Duration) le
 	start := time.Now()
 	k := &l.hd.Keys
 	n, err := luascripts.FairAcquire.Run(ctx, l.cfg.c.rdb,
-		[]string{k.Lock(), k.Fence(), k.Queue(), k.QueueTimes()},
+		[]string{k.Lock(), k.Fence(), k.Queue(), k.QueueTimes(), k.QueueGone()},
 		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing), ms(wait)).Int64()
 	if err != nil {
 		if kerr := kindReply(k.User, err, "fair lock"); kerr != nil {
@@ -160,12 +165,13 @@ func (l *Lock) tryFair(ctx context.Context, token string, wait time.Duration) le
 	return lease.Attempt{OK: ok, Fence: fence, Sent: start, PTTL: left}
 }
 
-// releaseFair runs fair_release.lua for token, once.
-func (l *Lock) releaseFair(ctx context.Context, token string) (extendStatus, error) {
+// releaseFair runs fair_release.lua for token, once; Redis refuses
+// token's attempts for refuse from then on (0: not at all).
+func (l *Lock) releaseFair(ctx context.Context, token string, refuse time.Duration) (extendStatus, error) {
 	k := &l.hd.Keys
 	s, src := l.cfg.c.pub.script(ctx, luascripts.FairRelease, luascripts.FairReleaseSrc)
 	n, err := luascripts.RunOnceSrc(ctx, l.cfg.c.rdb, s, src,
-		[]string{k.Lock(), k.Fence(), k.Queue(), k.QueueTimes(), k.Notify()},
-		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing)).Int64()
+		[]string{k.Lock(), k.Fence(), k.Queue(), k.QueueTimes(), k.QueueGone(), k.Notify()},
+		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing), ms(refuse)).Int64()
 	return checkStatus("release", n, err)
 }

@@ -334,7 +334,7 @@ func (h *dropFairReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		c, ok := cmd.(*redis.Cmd)
-		if err != nil || !ok || !strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") || len(cmd.Args()) != 11 {
+		if err != nil || !ok || !isFairAcquire(cmd) {
 			return err
 		}
 		n := &h.joins
@@ -453,4 +453,45 @@ func TestFair_holderGone(t *testing.T) {
 		t.Fatalf("fence %d after %d", w.Fence(), holder.Fence())
 	}
 	must(t, "Release()", w.Release(ctx))
+}
+
+// TestFair_leastPrivilege: a Redis user with only the commands README's
+// least-privilege section lists for script mode, plus the fair lock's,
+// queues, gives up (its leave marks its token departed), hands over and
+// releases.
+func TestFair_leastPrivilege(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	ctx := context.Background()
+	rules := strings.Fields("resetkeys ~lock:* resetchannels &lock:* -@all +evalsha +eval +set +get +exists +type " +
+		"+pexpire +pttl +incr +time +del +publish +hset +hsetnx +hget +hdel +hexists +hincrby +subscribe " +
+		"+unsubscribe +ping +rpush +lindex +lrem +zadd +zrem +zscore +zcount +zrangebyscore +zremrangebyscore")
+	must(t, "ACL SETUSER", srv.ACLSetUser(ctx, "locker", "pw", rules...))
+	newRDB := func() *redis.Client {
+		opt := srv.Options()
+		opt.Username, opt.Password = "locker", "pw"
+		rdb := redis.NewClient(opt)
+		t.Cleanup(func() { rdb.Close() })
+		return rdb
+	}
+	key := keyFor(t)
+	holder := newClient(t, newRDB(), lock.WithFair(true)).NewLock(key)
+	must(t, "Acquire()", holder.Acquire(ctx))
+	gctx, giveUp := context.WithCancel(ctx)
+	quitter := newClient(t, newRDB(), lock.WithFair(true)).NewLock(key)
+	qErr := make(chan error, 1)
+	go func() { qErr <- quitter.Acquire(gctx) }()
+	waitWaiters(t, holder, 1)
+	b := newClient(t, newRDB(), lock.WithFair(true)).NewLock(key)
+	bErr := make(chan error, 1)
+	go func() { bErr <- b.Acquire(ctx) }()
+	waitWaiters(t, holder, 2)
+	giveUp()
+	wantErr(t, "cancelled Acquire()", <-qErr, lock.ErrNotAcquired)
+	waitWaiters(t, holder, 1)
+	if n := srv.Client(t).Exists(ctx, "lock:{"+key+"}:qgone").Val(); n != 1 {
+		t.Fatalf("EXISTS qgone = %d after a waiter left, want 1", n)
+	}
+	must(t, "Release()", holder.Release(ctx))
+	must(t, "queued waiter's Acquire()", <-bErr)
+	must(t, "Release()", b.Release(ctx))
 }

@@ -60,8 +60,16 @@ func (c *Client) forceRelease(ctx context.Context, op, key, token string) error 
 	if err != nil {
 		return err
 	}
-	n, err := luascripts.RunOnce(ctx, c.rdb, luascripts.ForceRelease, k.InfoReleaseKeys(), token,
-		c.forceChannel(c.cfg.prefix)).Int64()
+	script, keys, args := luascripts.ForceRelease, k.InfoReleaseKeys(), []any{token, c.forceChannel(c.cfg.prefix)}
+	inScript := c.cfg.audit != "" && c.auditBeside(c.cfg.audit, k.Lock())
+	if inScript {
+		// The script writes one entry per hold it removes (audit_force.lua),
+		// reading the fence counter for a mutex without holder info.
+		script, _ = luascripts.Audited(script)
+		keys, args = luascripts.AuditArgs(keys, args, c.cfg.audit,
+			&luascripts.AuditEntry{Max: c.cfg.auditMax, Key: key}, []string{k.Fence()})
+	}
+	n, err := luascripts.RunOnce(ctx, c.rdb, script, keys, args...).Int64()
 	switch {
 	case err != nil && redis.HasErrorPrefix(err, "KIND"):
 		t := strings.TrimSpace(strings.TrimPrefix(err.Error(), "KIND"))
@@ -71,6 +79,8 @@ func (c *Client) forceRelease(ctx context.Context, op, key, token string) error 
 	case n == 0:
 		return lease.NewOpError("lock", op, key, ErrNotHeld)
 	}
-	c.auditForce(ctx, key, token)
+	if !inScript {
+		c.auditForce(ctx, key, token)
+	}
 	return nil
 }

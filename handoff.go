@@ -14,6 +14,11 @@ import (
 // only woken, after the release.
 func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, found bool) {
 	if b, ok := l.cfg.be.(semBackend); ok {
+		if l.cfg.aud != nil {
+			if ab, ok := l.cfg.audited(&l.hd.Keys, h.Token(), h.Fence()).(semBackend); ok {
+				b = ab // its release or handoff writes the entries
+			}
+		}
 		return l.semHandoff(ctx, h, b)
 	}
 	sb, ok := l.cfg.be.(*scriptBackend)
@@ -26,18 +31,27 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 		return lease.Outcome{}, false
 	}
 	wp := w.Handle().Policy()
-	if wp.Tag != nil {
+	wk, _ := w.Kind().(*kind)
+	ours, theirs := l.cfg.auditIn(&l.hd.Keys), (*auditor)(nil)
+	if wk != nil {
+		theirs = wk.cfg.auditIn(&l.hd.Keys)
+	}
+	if wp.Tag != nil || (ours != nil || theirs != nil) && (ours == nil || theirs == nil || ours.stream != theirs.stream) {
 		// Another kind's waiter on the key (a semaphore's: see NewSemaphore):
-		// a mutex hold is not what it waits for. It tries for itself, told
-		// once the key is free (claimed meanwhile, it sends nothing).
-		o = outcome(l.cfg.be.release(ctx, &l.hd.Keys, h.Token()))
+		// a mutex hold is not what it waits for. Or a waiter whose acquire
+		// the handoff's script could not audit as its own would (see
+		// audit_script.go). It tries for itself, told once the key is free
+		// (claimed meanwhile, it sends nothing).
+		o = outcome(l.cfg.release(ctx, &l.hd.Keys, h.Token(), h.Fence()))
 		n.Settle(w, lease.Gift{Retry: true})
 		return o, true
 	}
 	sent := time.Now()
 	var v int64
 	var err error
-	if sb.info {
+	if ours != nil {
+		v, err = l.handoffAudited(ctx, h, w, ours, theirs)
+	} else if sb.info {
 		// Our holder info goes; the waiter's comes, if it writes any.
 		args := []any{h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)}
 		if wk, ok := w.Kind().(*kind); ok && wk.cfg.info != nil {
@@ -73,4 +87,21 @@ func settleHandoff(n *lease.Notifier, w *lease.Waiter, sent time.Time, v int64, 
 	}
 	n.Settle(w, lease.Gift{Fence: v, Sent: sent})
 	return lease.Outcome{Status: lease.Confirmed}
+}
+
+// handoffAudited runs the audited handoff of h to w: the script writes our
+// "released" entry (ours) and the waiter's "acquired" (theirs).
+func (l *Lock) handoffAudited(ctx context.Context, h *lease.Hold, w *lease.Waiter, ours, theirs *auditor) (int64, error) {
+	sb, k, wp := l.cfg.be.(*scriptBackend), &l.hd.Keys, w.Handle().Policy()
+	keys := k.AcquireKeys()
+	args := []any{h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)}
+	if sb.info {
+		keys = k.InfoAcquireKeys()
+		if wk := w.Kind().(*kind); wk.cfg.info != nil {
+			args = append(args, wk.cfg.info)
+		}
+	}
+	wa := theirs.call(k, w.Token(), 0)
+	return sb.runAudit(ctx, scriptHandoff, ours.call(k, h.Token(), h.Fence()), keys, args,
+		wa.e.Token, wa.e.Owner, wa.e.Metadata).Int64()
 }

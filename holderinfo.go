@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -16,24 +15,39 @@ import (
 // the lock's companion hash P{K}:holders (field: the hold's token), which
 // expires with the hold and goes with its release. [Client.Inspect] and
 // [Client.List] read it. ReleaseWatch holds write none.
+//
+// Every kind writes it: a mutex hold (acquire.lua, handoff.lua), each
+// reader and writer of an [RWLock] (rw_*.lua) and each permit of a
+// [Semaphore] (sem_*.lua). The holds of those two expire one by one, and
+// Redis 7.0 has no expiry per hash field, so their hash's TTL is kept at
+// the longest live hold's (internal/luascripts/info.lua): it never outlives
+// the last hold, and a crashed holder's field, which Inspect does not show,
+// goes when a script walking the holds finds it expired (or, when a holder
+// writing no info dropped the hold, at the next release writing info), or
+// with the hash.
 
 // infoSep separates the fields of a holder's info (ASCII unit separator).
 const infoSep = "\x1f"
 
-// WithMetadata stores s with each hold, as free text for operators (a
-// request or trace id): [Client.Inspect] shows it as [Holder].Metadata. It
-// is written in the acquire's round trip and expires with the hold. A
-// non-empty s turns holder info on unless [WithHolderInfo](false) says
-// otherwise. Default "".
+// WithMetadata stores s with each hold of every kind — a mutex's, each
+// reader's and writer's of an [RWLock], each permit of a [Semaphore] — as
+// free text for operators (a request or trace id): [Client.Inspect] shows
+// it as [Holder].Metadata, byte for byte. It is written in the acquire's
+// round trip and expires with the hold. A non-empty s turns holder info on
+// unless [WithHolderInfo](false) says otherwise. Default "".
 func WithMetadata(s string) Option { return func(c *config) { c.metadata = s } }
 
 // WithHolderInfo sets whether each hold records who holds it (owner,
 // fence, host, pid, acquired-at, [WithMetadata]) for [Client.Inspect] and
-// [Client.List], in its acquire's script. Default off (on when
+// [Client.List], in its acquire's script: every kind's hold — a mutex's,
+// each reader and writer of an [RWLock], each permit of a [Semaphore]. It
+// goes with the hold's release, with [Client.ForceRelease] and
+// [Client.ForceReleaseToken], and with its expiry. Default off (on when
 // [WithMetadata] is given): measured in bench S1 it adds about a fifth to
-// an uncontended acquire+release's p50 and server CPU (BENCHMARKS.md).
-// Off, Inspect still shows each holder's token, fence and TTL.
-// ReleaseWatch writes no holder info.
+// an uncontended acquire+release's p50 and server CPU (BENCHMARKS.md); off,
+// the scripts do no more than without it. Off, Inspect still shows each
+// holder's token and TTL, and the key's fence. ReleaseWatch writes no
+// holder info.
 func WithHolderInfo(on bool) Option { return func(c *config) { c.infoSet, c.infoOn = true, on } }
 
 // process is this process's host name and pid, read once.
@@ -70,15 +84,6 @@ func (c *Client) forceChannel(prefix string) string {
 		return ""
 	}
 	return prefix + "force"
-}
-
-// acquire sends one acquire of token with s's TTL through s's backend,
-// with s's holder info.
-func (s *settings) acquire(ctx context.Context, k *keys, token string) (acquireResult, error) {
-	if sb, ok := s.be.(*scriptBackend); ok && s.info != nil {
-		return sb.acquireInfo(ctx, k, token, s.ttl, s.info)
-	}
-	return s.be.acquire(ctx, k, token, s.ttl)
 }
 
 // releaseKeys are the KEYS of a release by b.

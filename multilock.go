@@ -76,6 +76,9 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 	m.order(c)
 	m.pol = s.pol
 	m.pol.Notify, m.pol.Handoff = false, false
+	if s.aud != nil {
+		m.pol.Observe = s.observeSeparate() // multi_*.lua write no entries
+	}
 	m.pol.Group = func(context.Context, *lease.Hold) lease.Group { return multiGroup{m} }
 	k := luascripts.NewKeys(s.prefix, m.keys[0])
 	k.User = strings.Join(m.keys, ",")

@@ -356,7 +356,11 @@ type onceKind struct {
 func (k *onceKind) Try(ctx context.Context, token string) lease.Attempt {
 	start := time.Now()
 	sb := k.cfg.be.(*scriptBackend)
-	v, err := sb.onceAcquire(ctx, k.keys, token, k.cfg.ttl)
+	var au *auditCall
+	if a := k.cfg.auditIn(&k.hd.Keys); a != nil {
+		au = a.call(&k.hd.Keys, token, 0)
+	}
+	v, err := sb.onceAcquire(ctx, k.keys, token, k.cfg.ttl, au)
 	if kerr := kindReply(k.hd.Keys.User, err, "mutex"); kerr != nil {
 		// The acquire found another kind of lock at P{K}: bad input, not a
 		// Redis failure.
@@ -394,12 +398,16 @@ func (k *onceKind) Release(ctx context.Context, h *lease.Hold, ended bool) lease
 	}
 	sb := k.cfg.be.(*scriptBackend)
 	out := encodeStored(what, h.Token(), k.val)
-	n, err := sb.onceStore(ctx, &k.hd.Keys, k.keys[len(k.keys)-1], h.Token(), out, ttl, msg)
+	var au *auditCall
+	if a := k.cfg.auditIn(&k.hd.Keys); a != nil {
+		au = a.call(&k.hd.Keys, h.Token(), h.Fence())
+	}
+	n, err := sb.onceStore(ctx, &k.hd.Keys, k.keys[len(k.keys)-1], h.Token(), out, ttl, msg, au)
 	// The store is safe to resend (once_store.lua): a call whose outcome is
 	// unknown is sent again while ctx lasts, so a lost reply neither leaves
 	// the lock to expire nor reports a result that landed as lost.
 	for try := 0; err != nil && sent(err) && retryable(err) && ctx.Err() == nil && try < storeResends; try++ {
-		n, err = sb.onceStore(ctx, &k.hd.Keys, k.keys[len(k.keys)-1], h.Token(), out, ttl, msg)
+		n, err = sb.onceStore(ctx, &k.hd.Keys, k.keys[len(k.keys)-1], h.Token(), out, ttl, msg, au)
 	}
 	if k.ferr != nil {
 		k.val = nil

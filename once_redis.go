@@ -12,9 +12,9 @@ import (
 
 // onceAcquire runs once_acquire.lua with keys (acquire.lua's, then the
 // result key) for token: the stored result (a string), or acquire.lua's
-// reply (an int64).
-func (b *scriptBackend) onceAcquire(ctx context.Context, keys []string, token string, ttl time.Duration) (any, error) {
-	cmd := b.runOnceScript(ctx, luascripts.OnceAcquire, luascripts.OnceAcquireSrc, keys, false,
+// reply (an int64). With au, its audited variant writes the entry.
+func (b *scriptBackend) onceAcquire(ctx context.Context, keys []string, token string, ttl time.Duration, au *auditCall) (any, error) {
+	cmd := b.runOnceScript(ctx, luascripts.OnceAcquire, luascripts.OnceAcquireSrc, keys, false, au,
 		token, ttlArg(ttl), argZero, flag(b.fencing))
 	if err := cmd.Err(); err != nil {
 		var u unansweredError
@@ -28,13 +28,14 @@ func (b *scriptBackend) onceAcquire(ctx context.Context, keys []string, token st
 
 // onceStore runs once_store.lua: it stores out for ttl and releases token's
 // hold, publishing msg. Each command is sent once by go-redis (the caller
-// resends, the script being safe to run twice).
-func (b *scriptBackend) onceStore(ctx context.Context, k *keys, result, token string, out []byte, ttl time.Duration, msg string) (int64, error) {
+// resends, the script being safe to run twice). With au, its audited
+// variant writes the entry (once: a resent store finds the hold gone).
+func (b *scriptBackend) onceStore(ctx context.Context, k *keys, result, token string, out []byte, ttl time.Duration, msg string, au *auditCall) (int64, error) {
 	if err := b.awaitAcquire(ctx, token); err != nil {
 		return 0, err
 	}
 	keys := []string{k.Lock(), k.Notify(), result}
-	return b.runOnceScript(ctx, luascripts.OnceStore, luascripts.OnceStoreSrc, keys, true,
+	return b.runOnceScript(ctx, luascripts.OnceStore, luascripts.OnceStoreSrc, keys, true, au,
 		token, out, ms(ttl), msg).Int64()
 }
 
@@ -42,8 +43,12 @@ func (b *scriptBackend) onceStore(ctx context.Context, k *keys, result, token st
 // server lacks it, through the Client's coalescer unless coalescing is off;
 // noRetry sends each command once (luascripts.OnceCmd). A call riding a
 // shared pipeline may leave it at the end of ctx, as an acquire or release
-// does (see leaves).
-func (b *scriptBackend) runOnceScript(ctx context.Context, s *redis.Script, src string, keys []string, noRetry bool, args ...any) *redis.Cmd {
+// does (see leaves). With au, it sends s's audited variant.
+func (b *scriptBackend) runOnceScript(ctx context.Context, s *redis.Script, src string, keys []string, noRetry bool, au *auditCall, args ...any) *redis.Cmd {
+	if au != nil {
+		s, src = luascripts.Audited(s)
+		keys, args = luascripts.AuditArgs(keys, args, au.stream, &au.e, nil)
+	}
 	s, src = b.pub.script(ctx, s, src)
 	cmd := b.sendOnceScript(ctx, "evalsha", s.Hash(), keys, noRetry, args)
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {

@@ -58,7 +58,7 @@ func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Out
 			return o
 		}
 	}
-	return outcome(k.cfg.be.release(ctx, &k.hd.Keys, h.Token()))
+	return outcome(k.cfg.release(ctx, &k.hd.Keys, h.Token(), h.Fence()))
 }
 
 // Extend sets the hold's TTL to ttl, counted from now, if Redis still has
@@ -103,7 +103,7 @@ func (k *kind) CheckTTL(ttl time.Duration) error {
 
 // Extend sends one extend of h.
 func (k *kind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
-	return outcome(k.cfg.be.extend(ctx, &k.hd.Keys, h.Token(), ttl)), nil
+	return outcome(k.cfg.extend(ctx, &k.hd.Keys, h.Token(), h.Fence(), ttl)), nil
 }
 
 // TTL returns the time Redis will keep the hold if it is not renewed, asking

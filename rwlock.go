@@ -51,8 +51,10 @@ type RWLock struct {
 type rwSide struct {
 	rw   *RWLock
 	mode any // "read" or "write", boxed once
-	// acquireKeys are rw_acquire.lua's KEYS, releaseKeys rw_release.lua's.
-	acquireKeys, releaseKeys []string
+	// acquireKeys are rw_acquire.lua's KEYS, releaseKeys rw_release.lua's,
+	// lockKeys rw_extend.lua's and rw_pttl.lua's: with the holder-info hash
+	// last when the holds write holder info.
+	acquireKeys, releaseKeys, lockKeys []string
 }
 
 // rwTag marks the policies of read-write locks (lease.Policy.Tag).
@@ -97,8 +99,13 @@ func (c *Client) NewRWLock(key string, opts ...Option) *RWLock {
 	rw.keys = t.hd.Keys
 	acq := []string{rw.keys.Lock(), rw.keys.Fence(), rw.keys.Companion(luascripts.RWWaiting)}
 	rel := []string{rw.keys.Lock(), rw.keys.Notify(), acq[2]}
-	rw.read = rwSide{rw: rw, mode: argRead, acquireKeys: acq, releaseKeys: rel}
-	rw.write = rwSide{rw: rw, mode: argWrite, acquireKeys: acq, releaseKeys: rel}
+	lk := rw.keys.LockKeys()
+	if s.info != nil {
+		h := rw.keys.Holders()
+		acq, rel, lk = append(acq, h), append(rel, h), rw.keys.InfoLockKeys()
+	}
+	rw.read = rwSide{rw: rw, mode: argRead, acquireKeys: acq, releaseKeys: rel, lockKeys: lk}
+	rw.write = rwSide{rw: rw, mode: argWrite, acquireKeys: acq, releaseKeys: rel, lockKeys: lk}
 	return rw
 }
 
@@ -204,8 +211,11 @@ func (l *Lock) tryKind() lease.Kind {
 func (k *rwKind) try(ctx context.Context, token string, mark time.Duration) lease.Attempt {
 	start := time.Now()
 	cfg := k.cfg
-	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), luascripts.RWAcquire, 0, false, k.rw.acquireKeys,
-		token, ttlArg(cfg.ttl), k.rw.mode, flag(cfg.fencing), ms(mark))
+	args := []any{token, ttlArg(cfg.ttl), k.rw.mode, flag(cfg.fencing), ms(mark)}
+	if cfg.info != nil {
+		args = append(args, cfg.info)
+	}
+	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), k.cfg.rwAudit(&k.hd.Keys, token, 0), luascripts.RWAcquire, 0, false, k.rw.acquireKeys, args...)
 	if err != nil {
 		if kerr := rwOtherKind(k.hd.Keys.User, err, "read-write lock"); kerr != nil {
 			return lease.Attempt{Err: kerr, Final: true}
@@ -218,16 +228,16 @@ func (k *rwKind) try(ctx context.Context, token string, mark time.Duration) leas
 
 // Undo removes what an attempt with token may have set: its hold, and its
 // waiting mark.
-func (k *rwKind) Undo(ctx context.Context, token string) { _, _ = (*Lock)(k).rwRelease(ctx, token) }
+func (k *rwKind) Undo(ctx context.Context, token string) { _, _ = (*Lock)(k).rwRelease(ctx, token, 0) }
 
 // Release drops h. A read-write lock's release hands nothing over: it
 // wakes every waiter when it frees the lock.
 func (k *rwKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outcome {
-	return outcome((*Lock)(k).rwRelease(ctx, h.Token()))
+	return outcome((*Lock)(k).rwRelease(ctx, h.Token(), h.Fence()))
 }
 
-func (l *Lock) rwRelease(ctx context.Context, token string) (extendStatus, error) {
-	n, err := rwRun(ctx, l.rwBackend(), luascripts.RWRelease, 1, true, l.rw.releaseKeys, token)
+func (l *Lock) rwRelease(ctx context.Context, token string, fence int64) (extendStatus, error) {
+	n, err := rwRun(ctx, l.rwBackend(), l.cfg.rwAudit(&l.hd.Keys, token, fence), luascripts.RWRelease, 1, true, l.rw.releaseKeys, token)
 	return checkStatus("release", n, err)
 }
 
@@ -236,13 +246,13 @@ func (k *rwKind) CheckTTL(ttl time.Duration) error { return (*kind)(k).CheckTTL(
 
 // Extend sends one extend of h.
 func (k *rwKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
-	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), luascripts.RWExtend, 2, false, k.hd.Keys.LockKeys(), h.Token(), ttlArg(ttl))
+	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), k.cfg.rwAudit(&k.hd.Keys, h.Token(), h.Fence()), luascripts.RWExtend, 2, false, k.rw.lockKeys, h.Token(), ttlArg(ttl))
 	return outcome(checkStatus("extend", n, err)), nil
 }
 
 // rwPTTL is TTL's call for a read-write hold (see pttl).
 func (l *Lock) rwPTTL(ctx context.Context, token string) (time.Duration, error) {
-	return pttlReply(rwRun(ctx, l.rwBackend(), luascripts.RWPTTL, 3, false, l.hd.Keys.LockKeys(), token))
+	return pttlReply(rwRun(ctx, l.rwBackend(), nil, luascripts.RWPTTL, 3, false, l.rw.lockKeys, token))
 }
 
 // rwBackend is what a read-write lock's scripts go through: its backend
@@ -251,9 +261,15 @@ func (l *Lock) rwBackend() *scriptBackend { return l.cfg.be.(*scriptBackend) }
 
 // rwRun sends script (luascripts.RWAll[i]) by EVALSHA, then by EVAL if the
 // server lacks it, each command once when once is set (a release: see
-// luascripts.OnceCmd), and returns its integer reply.
-func rwRun(ctx context.Context, b *scriptBackend, s *redis.Script, i int, once bool, keys []string, args ...any) (int64, error) {
-	s, src := b.pub.script(ctx, s, luascripts.RWSources[i])
+// luascripts.OnceCmd), and returns its integer reply. With au, it sends
+// the script's audited variant, which writes au's entry (audit_script.go).
+func rwRun(ctx context.Context, b *scriptBackend, au *auditCall, s *redis.Script, i int, once bool, keys []string, args ...any) (int64, error) {
+	src := luascripts.RWSources[i]
+	if au != nil {
+		s, src = luascripts.Audited(s)
+		keys, args = luascripts.AuditArgs(keys, args, au.stream, &au.e, nil)
+	}
+	s, src = b.pub.script(ctx, s, src)
 	n, err := rwSend(ctx, b, "evalsha", s.Hash(), once, keys, args)
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The server ran nothing: sending the whole script is safe.

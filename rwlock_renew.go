@@ -21,7 +21,7 @@ func (g renewGroup) renewMixed(ctx context.Context, hs []*lease.Hold, ttls []tim
 	for i, h := range hs {
 		hd := h.Handle()
 		if isRW(hd.Policy()) {
-			calls[i] = luascripts.Call{Script: luascripts.RWExtend, Keys: hd.Keys.LockKeys(), Args: []any{h.Token(), ttls[i].Milliseconds()}}
+			calls[i] = luascripts.Call{Script: luascripts.RWExtend, Keys: sb.extendKeys(&hd.Keys), Args: []any{h.Token(), ttls[i].Milliseconds()}}
 		} else {
 			calls[i] = luascripts.ExtendCall(luascripts.ExtendItem{Keys: &hd.Keys, Token: h.Token(), TTL: ttls[i]}, sb.reentrant)
 		}

@@ -101,8 +101,9 @@ func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
 		}
 	}
 	set := c.settings(cfg)
-	sb := c.backend(backendKind{mode: ReleaseScript, fencing: cfg.fencing, coalesce: cfg.coalesce}).(*scriptBackend)
-	set.be = semBackend{sb: sb, rdb: c.rdb, n: n}
+	sb := c.backend(backendKind{mode: ReleaseScript, fencing: cfg.fencing, coalesce: cfg.coalesce,
+		info: set.info != nil}).(*scriptBackend)
+	set.be = semBackend{sb: sb, rdb: c.rdb, n: n, info: set.info}
 	set.pol.Handoff = true // to waiters of the same settings only: see semHandoff
 	set.pol.Tag = semTag{} // so a mutex's release hands it nothing (handoff)
 	set.pol.Group = set.semGroup

@@ -19,6 +19,8 @@ type settings struct {
 	// info is the holder info its holds write (holderinfo.go), boxed
 	// once; nil when off.
 	info any
+	// aud writes its audit entries ([WithAudit]); nil when off.
+	aud *auditor
 }
 
 // settings returns the settings of cfg, which is valid.
@@ -65,7 +67,9 @@ func (c *Client) fill(s *settings) *settings {
 	}
 	// After the Observer: the audit records, then passes the event on.
 	if cfg.audit != "" {
-		s.pol.Observe = c.auditor(cfg).chain(s.pol.Observe)
+		s.aud = c.auditor(cfg)
+		s.aud.s = s
+		s.pol.Observe = s.aud.chain(s.pol.Observe)
 	}
 	if cfg.notify {
 		s.pol.Inbox = c.forceChannel(cfg.prefix)

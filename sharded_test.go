@@ -169,6 +169,47 @@ func TestShardedPubSub_wakesEveryKind(t *testing.T) {
 	closeWithin(t, others)
 }
 
+// TestShardedPubSub_idleSlotsClosed: a Client opens one sharded
+// subscription per cluster slot it waits on. Once those channels have gone
+// unused for the idle time, each such connection is closed, so a
+// long-lived Client that waited on keys of many slots does not keep a
+// connection per slot. A later wait on one of those keys subscribes afresh
+// and is still woken by SPUBLISH.
+func TestShardedPubSub_idleSlotsClosed(t *testing.T) {
+	lock.SetNotifyIdle(t, 300*time.Millisecond) // before any Client starts
+	cl := redistest.StartCluster(t, 3, 0)
+	holders := newClient(t, cl.Client(t))
+	others := newClient(t, cl.Client(t))
+	wait := func(key, what string) {
+		t.Helper()
+		holder := holders.NewLock(key)
+		must(t, what+": holder Acquire()", holder.Acquire(context.Background()))
+		w := others.NewLock(key, slow)
+		done := startAcquire(t, others, w, 1)
+		must(t, what+": Release()", holder.Release(context.Background()))
+		must(t, what+": waiter Acquire()", recv(t, done, what+": waiter woken by SPUBLISH"))
+		must(t, what+": waiter Release()", w.Release(context.Background()))
+	}
+	var keys []string
+	for _, key := range keysOnEachMaster(t, cl, keyFor(t)) {
+		keys = append(keys, key)
+		wait(key, key)
+	}
+	if n := lock.ShardedSubscriptions(others); n != len(keys) {
+		t.Fatalf("%d sharded subscriptions after waits on %d slots, want one per slot", n, len(keys))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for lock.ShardedSubscriptions(others) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sharded subscriptions still open 10s after their channels went idle, want 0", lock.ShardedSubscriptions(others))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wait(keys[0], "after the idle close")
+	closeWithin(t, holders)
+	closeWithin(t, others)
+}
+
 // TestShardedPubSub_wakesOnceWaiter: Once's store publishes the outcome by
 // SPUBLISH; a caller of another Client waiting on the same key gets it
 // without running fn, on a key of each master.

@@ -2,7 +2,6 @@ package faulttest
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-
-	lock "github.com/agentlock/lock"
 )
 
 // A history is what the holders of a fault scenario did, as operations with
@@ -40,11 +37,11 @@ import (
 // writes are checked like any other: accepted only if no newer hold had
 // been issued.
 //
-// Adding a kind is a few lines: give its holds a mode (a fair lock's hold
-// is holdExclusive; a MultiLock records one 'A' and one 'R' per member key,
-// all holdExclusive, since porcupine checks each key apart), pick it in
-// holdWorker from an FT_ variable as FT_RW and FT_SEM_N do, and record the
-// in-process holder with history.acquire, write and release.
+// A fair lock's hold is holdExclusive; a MultiLock's is one 'A' and one
+// 'R' per member key, each with its fence there, all holdExclusive, since
+// porcupine checks each key apart (held_test.go: acquireOps, endOps).
+// Adding a kind to the process scenarios is a holdKind (holdkind_test.go)
+// and a case in workerHold.
 type histOp struct {
 	Op     byte // 'A', 'R', 'W'
 	Key    string
@@ -236,7 +233,8 @@ type lockState struct {
 // and lets an acquire in only when no fence of ops lies between the highest
 // so far and its own. That rules out no linearization that could complete,
 // and spares porcupine the search through every order of a crowd of
-// waiters.
+// waiters. porcupine checks each key apart, and each key's history in
+// pieces cut where only acquires are in flight (splitQuiet).
 func lockModel(n int, ops []histOp) porcupine.Model {
 	fences := map[string][]int64{}
 	for _, o := range ops {
@@ -249,33 +247,27 @@ func lockModel(n int, ops []histOp) porcupine.Model {
 		fences[k] = slices.Compact(fs)
 	}
 	return porcupine.Model{
-		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-			byKey := map[string][]porcupine.Operation{}
-			var keys []string
-			for _, o := range h {
-				k := o.Input.(histOp).Key
-				if _, ok := byKey[k]; !ok {
-					keys = append(keys, k)
-				}
-				byKey[k] = append(byKey[k], o)
-			}
-			var out [][]porcupine.Operation
-			for _, k := range keys {
-				out = append(out, byKey[k])
-			}
-			return out
-		},
-		Init: func() any { return lockState{} },
+		Partition: partitionLock,
+		Init:      func() any { return lockState{} },
 		Step: func(st, in, _ any) (bool, any) {
+			s := st.(lockState)
+			if seed, ok := in.(lockSeed); ok { // the start of a piece
+				return s.maxFence == 0 && s.accepted == 0 && len(s.holders) == 0, seed.st
+			}
 			o := in.(histOp)
-			ok, next := stepLock(st.(lockState), o, n, fences[o.Key])
+			ok, next := stepLock(s, o, n, fences[o.Key])
 			return ok, next
 		},
 		Equal: func(a, b any) bool {
 			x, y := a.(lockState), b.(lockState)
 			return x.maxFence == y.maxFence && x.accepted == y.accepted && slices.Equal(x.holders, y.holders)
 		},
-		DescribeOperation: func(in, _ any) string { return in.(histOp).String() },
+		DescribeOperation: func(in, _ any) string {
+			if seed, ok := in.(lockSeed); ok {
+				return describeSeed(seed)
+			}
+			return in.(histOp).String()
+		},
 		DescribeState: func(st any) string {
 			s := st.(lockState)
 			return fmt.Sprintf("holders %v, max fence %d, store at %d", s.holders, s.maxFence, s.accepted)
@@ -389,16 +381,6 @@ func porcupineOps(ops []histOp) []porcupine.Operation {
 // workerClient names a worker process's holder in a history.
 func workerClient(pid int) string { return "w" + strconv.Itoa(pid) }
 
-// acquire runs l.Acquire for client and records the hold.
-func (h *history) acquire(ctx context.Context, l *lock.Lock, key, client string, mode byte) error {
-	call := now()
-	if err := l.Acquire(ctx); err != nil {
-		return err
-	}
-	h.add(histOp{Op: 'A', Key: key, Client: client, Mode: mode, Fence: l.Fence(), Call: call, Ret: now()})
-	return nil
-}
-
 // write offers client's write with fence to the referee and records it.
 func (h *history) write(rc *refClient, key, client string, fence int64) (bool, error) {
 	call := now()
@@ -407,12 +389,4 @@ func (h *history) write(rc *refClient, key, client string, fence int64) (bool, e
 		h.add(histOp{Op: 'W', Key: key, Client: client, Fence: fence, OK: ok, Call: call, Ret: now()})
 	}
 	return ok, err
-}
-
-// release runs l.Release for client and records the hold's end.
-func (h *history) release(ctx context.Context, l *lock.Lock, key, client string) error {
-	call := now()
-	err := l.Release(ctx)
-	h.add(histOp{Op: 'R', Key: key, Client: client, Call: call, Ret: now()})
-	return err
 }

@@ -64,12 +64,7 @@ func TestMutex_multiProcess(t *testing.T) {
 	}
 	var total mutexResult
 	total.PerKey = map[string]int{}
-	for _, w := range workers {
-		var r mutexResult
-		w.expect("mutex", &r, 4*time.Minute)
-		if err := w.wait(30 * time.Second); err != nil {
-			t.Errorf("worker %d: %v", w.pid(), err)
-		}
+	for _, r := range collect[mutexResult](t, workers, "mutex", 4*time.Minute) {
 		total.Acquired += r.Acquired
 		total.Overlaps += r.Overlaps
 		total.Rejected += r.Rejected
@@ -147,61 +142,49 @@ func mutexWorker() error {
 	seed := uint64(envInt("FT_SEED", 0))
 	for g := range goroutines {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(g)))
-			ref, err := dialReferee(os.Getenv("FT_REFEREE"))
-			if err != nil {
+			historyGoroutine(g, func(err error) {
 				mu.Lock()
+				defer mu.Unlock()
 				res.Errors++
 				res.FirstError = err.Error()
-				mu.Unlock()
-				return
-			}
-			defer ref.close()
-			me := workerClient(os.Getpid()) + "g" + strconv.Itoa(g)
-			var ops []histOp
-			defer func() {
-				if err := appendHistory(os.Getenv(histEnv), ops...); err != nil {
-					mu.Lock()
-					res.Errors++
-					res.FirstError = err.Error()
-					mu.Unlock()
-				}
-			}()
-			perKey := map[string]int{}
-			var n, overlaps, rejected, errs int
-			var first error
-			for range iters {
-				key := mutexKey(rng.IntN(keys))
-				ok, ov, rej, err := mutexSection(ctx, c, rdb, ref, key, me, &ops)
-				if ok {
-					n++
-					perKey[key]++
-				}
-				if err != nil {
-					errs++
-					if first == nil {
-						first = err
+			}, func(ref *refClient, me string, ops *[]histOp) {
+				rng := rand.New(rand.NewPCG(seed, uint64(g)))
+				perKey := map[string]int{}
+				var n, overlaps, rejected, errs int
+				var first error
+				for range iters {
+					key := mutexKey(rng.IntN(keys))
+					ok, ov, rej, err := mutexSection(ctx, c, rdb, ref, key, me, ops)
+					if ok {
+						n++
+						perKey[key]++
 					}
-					failed.Add(1)
+					if err != nil {
+						errs++
+						if first == nil {
+							first = err
+						}
+						failed.Add(1)
+					}
+					overlaps += ov
+					rejected += rej
+					if failed.Load() > 100 {
+						break // something is badly wrong; report what we have
+					}
 				}
-				overlaps += ov
-				rejected += rej
-				if failed.Load() > 100 {
-					break // something is badly wrong; report what we have
+				mu.Lock()
+				defer mu.Unlock()
+				res.Acquired += n
+				res.Overlaps += overlaps
+				res.Rejected += rejected
+				res.Errors += errs
+				if first != nil && res.FirstError == "" {
+					res.FirstError = first.Error()
 				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			res.Acquired += n
-			res.Overlaps += overlaps
-			res.Rejected += rejected
-			res.Errors += errs
-			if first != nil && res.FirstError == "" {
-				res.FirstError = first.Error()
-			}
-			for k, v := range perKey {
-				res.PerKey[k] += v
-			}
+				for k, v := range perKey {
+					res.PerKey[k] += v
+				}
+			})
 		})
 	}
 	wg.Wait()
@@ -286,7 +269,7 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 			defer rc.close()
 			for range iters {
 				l := locks.NewLock("broken")
-				if hist.acquire(ctx, l, "broken", me, holdExclusive) != nil {
+				if hist.acquire(ctx, l, me, holdExclusive) != nil {
 					continue
 				}
 				if _, err := rc.enter("broken", l.Fence()); err != nil {
@@ -297,7 +280,7 @@ func TestMutex_detectorsCatchABrokenLock(t *testing.T) {
 				rdb.Set(ctx, recordKey("broken"), v+1, 0)
 				_, _ = hist.write(rc, "broken", me, l.Fence())
 				_ = rc.exit("broken")
-				_ = hist.release(ctx, l, "broken", me)
+				_ = hist.release(ctx, l, me)
 				done.Add(1)
 			}
 		})

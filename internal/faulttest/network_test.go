@@ -41,6 +41,7 @@ type contention struct {
 	lostAt  map[string]time.Time // by token: when EventLost was observed
 	hist    *history             // every hold, its fenced write and its end
 	store   *referee             // the fenced store, called in process
+	opts    []lock.Option        // of every lock: WithFair(true) for a fair lock
 }
 
 // Observe records when each hold's loss was signalled.
@@ -78,7 +79,7 @@ func (c *contention) run(ctx context.Context, wg *sync.WaitGroup, who string, lo
 			rng := rand.New(rand.NewPCG(uint64(len(who)), uint64(g)))
 			client := who + strconv.Itoa(g)
 			for ctx.Err() == nil {
-				l := locks.NewLock(c.key)
+				l := locks.NewLock(c.key, c.opts...)
 				actx, cancel := context.WithTimeout(ctx, 2*c.ttl)
 				call := now()
 				err := l.Acquire(actx)
@@ -142,7 +143,7 @@ func (c *contention) run(ctx context.Context, wg *sync.WaitGroup, who string, lo
 					c.hist.add(histOp{Op: 'R', Key: c.key, Client: client, Call: iv.end.UnixNano(), Ret: iv.end.UnixNano()})
 					c.note("release", l.Release(rctx))
 				} else {
-					c.note("release", c.hist.release(rctx, l, c.key, client))
+					c.note("release", c.hist.release(rctx, l, client))
 				}
 				rcancel()
 			}
@@ -199,13 +200,7 @@ func (c *contention) count(who string) (holds, lost int) {
 // in hold order, and every error must be classified.
 func TestNetwork_faults(t *testing.T) {
 	const ttl = time.Second
-	for _, tc := range []struct {
-		name   string
-		lose   bool // the faulty holder must lose its hold
-		fault  time.Duration
-		inject func(t *testing.T, p *toxiproxy.Proxy)
-		heal   func(t *testing.T, p *toxiproxy.Proxy)
-	}{
+	for _, tc := range []netFault{
 		{"latencyNearTTL", false, 3 * time.Second,
 			func(t *testing.T, p *toxiproxy.Proxy) {
 				addToxic(t, p, "lat", "latency", "downstream", `{"latency":800,"jitter":100}`)
@@ -226,87 +221,105 @@ func TestNetwork_faults(t *testing.T) {
 				addToxic(t, p, "rst", "reset_peer", "upstream", `{"timeout":50}`)
 			},
 			func(t *testing.T, p *toxiproxy.Proxy) { removeToxic(t, p, "rst") }},
-		{"partitionThenHeal", true, 2*ttl + 500*time.Millisecond,
-			func(t *testing.T, p *toxiproxy.Proxy) {
-				addToxic(t, p, "cut-up", "timeout", "upstream", `{"timeout":0}`)
-				addToxic(t, p, "cut-down", "timeout", "downstream", `{"timeout":0}`)
-			},
-			func(t *testing.T, p *toxiproxy.Proxy) {
-				removeToxic(t, p, "cut-up")
-				removeToxic(t, p, "cut-down")
-			}},
+		partition(2*ttl + 500*time.Millisecond),
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.Start(t, redistest.Config{})
-			p := startProxy(t, s.Addr())
-			o := s.Options()
-			o.Addr = p.Listen // go-redis defaults otherwise: ContextTimeoutEnabled off
-			faulty := redis.NewClient(o)
-			defer faulty.Close()
-			direct := s.Client(t)
-			c := &contention{key: "net-" + tc.name, ttl: ttl, classes: map[string]int{},
-				hist: newHistory(t), store: startReferee(t)}
-			cf := lock.NewClient(faulty, lock.WithTTL(ttl), lock.WithObserver(c))
-			defer cf.Close()
-			cd := lock.NewClient(direct, lock.WithTTL(ttl), lock.WithObserver(c))
-			defer cd.Close()
+		t.Run(tc.name, func(t *testing.T) { networkFault(t, "network_"+tc.name, ttl, tc) })
+	}
+}
 
-			fctx, fcancel := context.WithCancel(context.Background())
-			defer fcancel()
-			var wg sync.WaitGroup
-			var faultyHolds atomic.Bool
-			// The faulty side holds long, renewing, so the fault meets it
-			// mid-hold; the direct side waits and takes short holds.
-			c.run(fctx, &wg, "faulty", cf, 2, 4*ttl, &faultyHolds)
-			waitFor(t, 5*time.Second, faultyHolds.Load)
-			dctx, dcancel := context.WithCancel(context.Background())
-			defer dcancel()
-			c.run(dctx, &wg, "direct", cd, 2, ttl/4, nil)
+// netFault is one network fault of TestNetwork_faults.
+type netFault struct {
+	name   string
+	lose   bool // the faulty holder must lose its hold
+	fault  time.Duration
+	inject func(t *testing.T, p *toxiproxy.Proxy)
+	heal   func(t *testing.T, p *toxiproxy.Proxy)
+}
 
-			time.Sleep(ttl / 2)
-			tc.inject(t, p)
-			faultAt := time.Now()
-			time.Sleep(tc.fault)
-			tc.heal(t, p)
-			healedAt := time.Now()
-			time.Sleep(ttl)
-			// After healing, with the direct side gone, the faulty side
-			// must get the lock again.
-			before, _ := c.count("faulty")
-			dcancel()
-			again := waitFor(t, 4*ttl, func() bool { n, _ := c.count("faulty"); return n > before || faultyHolds.Load() })
-			fcancel()
-			wg.Wait()
+// partition cuts both directions for d, then heals.
+func partition(d time.Duration) netFault {
+	return netFault{"partitionThenHeal", true, d,
+		func(t *testing.T, p *toxiproxy.Proxy) {
+			addToxic(t, p, "cut-up", "timeout", "upstream", `{"timeout":0}`)
+			addToxic(t, p, "cut-down", "timeout", "downstream", `{"timeout":0}`)
+		},
+		func(t *testing.T, p *toxiproxy.Proxy) {
+			removeToxic(t, p, "cut-up")
+			removeToxic(t, p, "cut-down")
+		}}
+}
 
-			bad := c.overlaps()
-			nops, took := checkLinearizable(t, c.hist.all(t), 1)
-			fh, fl := c.count("faulty")
-			dh, dl := c.count("direct")
-			figure(t, "network_"+tc.name, "ttl_ms", ttl.Milliseconds(), "fault_ms", healedAt.Sub(faultAt).Milliseconds(),
-				"holds_faulty", fh, "lost_faulty", fl, "holds_direct", dh, "lost_direct", dl,
-				"overlaps", len(bad), "late_grants", c.late, "errors", fmtCounts(c.classes),
-				"stale_accepted", c.store.stats().StaleAccepted, "history_ops", nops, "porcupine_ms", took.Milliseconds())
-			for _, b := range bad {
-				t.Errorf("overlap: %s fence %d [%v +%v] and %s fence %d [%v +%v]",
-					b[0].who, b[0].fence, b[0].start.Format("15:04:05.000"), b[0].end.Sub(b[0].start),
-					b[1].who, b[1].fence, b[1].start.Format("15:04:05.000"), b[1].end.Sub(b[1].start))
-			}
-			for _, err := range c.others {
-				t.Errorf("unclassified error: %v", err)
-			}
-			if c.late > 0 {
-				t.Errorf("%d Acquire calls returned nil for a hold already lost", c.late)
-			}
-			if tc.lose && fl == 0 {
-				t.Errorf("the faulty side lost no hold, want its hold lost during the fault")
-			}
-			if !again {
-				t.Errorf("the faulty side did not hold the lock again within %v of the direct side leaving", 4*ttl)
-			}
-			if dh == 0 {
-				t.Errorf("the direct side never held the lock")
-			}
-		})
+// networkFault runs one fault of TestNetwork_faults on locks built with
+// opts; scenario names its figure line.
+func networkFault(t *testing.T, scenario string, ttl time.Duration, tc netFault, opts ...lock.Option) {
+	s := redistest.Start(t, redistest.Config{})
+	p := startProxy(t, s.Addr())
+	o := s.Options()
+	o.Addr = p.Listen // go-redis defaults otherwise: ContextTimeoutEnabled off
+	faulty := redis.NewClient(o)
+	defer faulty.Close()
+	direct := s.Client(t)
+	c := &contention{key: "net-" + tc.name, ttl: ttl, classes: map[string]int{},
+		hist: newHistory(t), store: startReferee(t), opts: opts}
+	cf := lock.NewClient(faulty, lock.WithTTL(ttl), lock.WithObserver(c))
+	defer cf.Close()
+	cd := lock.NewClient(direct, lock.WithTTL(ttl), lock.WithObserver(c))
+	defer cd.Close()
+
+	fctx, fcancel := context.WithCancel(context.Background())
+	defer fcancel()
+	var wg sync.WaitGroup
+	var faultyHolds atomic.Bool
+	// The faulty side holds long, renewing, so the fault meets it
+	// mid-hold; the direct side waits and takes short holds.
+	c.run(fctx, &wg, "faulty", cf, 2, 4*ttl, &faultyHolds)
+	waitFor(t, 5*time.Second, faultyHolds.Load)
+	dctx, dcancel := context.WithCancel(context.Background())
+	defer dcancel()
+	c.run(dctx, &wg, "direct", cd, 2, ttl/4, nil)
+
+	time.Sleep(ttl / 2)
+	tc.inject(t, p)
+	faultAt := time.Now()
+	time.Sleep(tc.fault)
+	tc.heal(t, p)
+	healedAt := time.Now()
+	time.Sleep(ttl)
+	// After healing, with the direct side gone, the faulty side
+	// must get the lock again.
+	before, _ := c.count("faulty")
+	dcancel()
+	again := waitFor(t, 4*ttl, func() bool { n, _ := c.count("faulty"); return n > before || faultyHolds.Load() })
+	fcancel()
+	wg.Wait()
+
+	bad := c.overlaps()
+	nops, took := checkLinearizable(t, c.hist.all(t), 1)
+	fh, fl := c.count("faulty")
+	dh, dl := c.count("direct")
+	figure(t, scenario, "ttl_ms", ttl.Milliseconds(), "fault_ms", healedAt.Sub(faultAt).Milliseconds(),
+		"holds_faulty", fh, "lost_faulty", fl, "holds_direct", dh, "lost_direct", dl,
+		"overlaps", len(bad), "late_grants", c.late, "errors", fmtCounts(c.classes),
+		"stale_accepted", c.store.stats().StaleAccepted, "history_ops", nops, "porcupine_ms", took.Milliseconds())
+	for _, b := range bad {
+		t.Errorf("overlap: %s fence %d [%v +%v] and %s fence %d [%v +%v]",
+			b[0].who, b[0].fence, b[0].start.Format("15:04:05.000"), b[0].end.Sub(b[0].start),
+			b[1].who, b[1].fence, b[1].start.Format("15:04:05.000"), b[1].end.Sub(b[1].start))
+	}
+	for _, err := range c.others {
+		t.Errorf("unclassified error: %v", err)
+	}
+	if c.late > 0 {
+		t.Errorf("%d Acquire calls returned nil for a hold already lost", c.late)
+	}
+	if tc.lose && fl == 0 {
+		t.Errorf("the faulty side lost no hold, want its hold lost during the fault")
+	}
+	if !again {
+		t.Errorf("the faulty side did not hold the lock again within %v of the direct side leaving", 4*ttl)
+	}
+	if dh == 0 {
+		t.Errorf("the direct side never held the lock")
 	}
 }
 

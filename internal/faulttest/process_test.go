@@ -43,14 +43,17 @@ func pollGone(ctx context.Context, t *testing.T, s *redistest.Server, key, token
 // TestProcess_holderKilled SIGKILLs a worker process while it holds a lock
 // (renewed by its watchdog) and measures when the key is free and when a
 // waiter, already waiting in this process, holds it.
-func TestProcess_holderKilled(t *testing.T) {
+func TestProcess_holderKilled(t *testing.T) { holderKilled(t, "holder_killed", mutexKind("killed")) }
+
+// holderKilled is TestProcess_holderKilled on a hold of kind k (every
+// member of a multi-lock must come free); scenario names its figure line.
+func holderKilled(t *testing.T, scenario string, k holdKind) {
 	const ttl = 2 * time.Second
 	s := redistest.Start(t, redistest.Config{})
 	ref := startReferee(t)
 	hist := newHistory(t)
-	key := "killed"
-	w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(), hist.workerEnv(),
-		"FT_KEY="+key, "FT_TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())))
+	w := startWorker(t, "hold", append([]string{"FT_REDIS=" + s.Addr(), "FT_REFEREE=" + ref.addr(), hist.workerEnv(),
+		"FT_TTL_MS=" + strconv.Itoa(int(ttl.Milliseconds()))}, k.env...)...)
 	var held heldReport
 	w.expect("held", &held, 20*time.Second)
 	// Let the holder renew at least once, so the kill lands mid-hold.
@@ -58,7 +61,7 @@ func TestProcess_holderKilled(t *testing.T) {
 
 	locks := lock.NewClient(s.Client(t), lock.WithTTL(ttl))
 	defer locks.Close()
-	waiter := locks.NewLock(key)
+	waiter := k.lock(locks)
 	type result struct {
 		at  time.Time
 		err error
@@ -67,7 +70,7 @@ func TestProcess_holderKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*ttl)
 	defer cancel()
 	go func() {
-		err := hist.acquire(ctx, waiter, key, "waiter", holdExclusive)
+		err := hist.acquire(ctx, waiter, "waiter", k.mode)
 		got <- result{time.Now(), err}
 	}()
 	time.Sleep(50 * time.Millisecond) // the waiter is waiting
@@ -76,7 +79,10 @@ func TestProcess_holderKilled(t *testing.T) {
 		t.Fatalf("SIGKILL worker: %v", err)
 	}
 	killed := time.Now()
-	freeAt := pollGone(ctx, t, s, key, held.Token)
+	var freeAt time.Time // the last member to come free
+	for _, key := range k.keys {
+		freeAt = pollGone(ctx, t, s, key, held.Token)
+	}
 	r := <-got
 	if r.err != nil {
 		t.Fatalf("waiter Acquire() error = %v, want nil", r.err)
@@ -86,21 +92,22 @@ func TestProcess_holderKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.close()
-	if ok, err := hist.write(rc, key, "waiter", waiter.Fence()); err != nil || !ok {
-		t.Errorf("waiter's write (fence %d): accepted %v, %v; want accepted", waiter.Fence(), ok, err)
+	if n, err := hist.writeAll(rc, waiter, "waiter"); err != nil || n != len(k.keys) {
+		t.Errorf("waiter's writes (fences %v): %d of %d accepted, %v; want all accepted", members(waiter), n, len(k.keys), err)
 	}
-	if err := hist.release(context.Background(), waiter, key, "waiter"); err != nil {
+	if err := hist.release(context.Background(), waiter, "waiter"); err != nil {
 		t.Errorf("waiter Release() error = %v", err)
 	}
 	_ = w.wait(5 * time.Second)
 	// The killed hold ended somewhere after the kill (at its TTL, on the
 	// server); it has no end of its own in the history.
-	nops, took := checkLinearizable(t, widenEnd(hist.all(t), key, workerClient(w.pid()), killed.UnixNano(), now()), 1)
+	nops, took := checkLinearizable(t, widenEnds(hist.all(t), k.keys, workerClient(w.pid()), killed.UnixNano(), now()), k.n())
 
 	free, acquired := freeAt.Sub(killed), r.at.Sub(killed)
-	figure(t, "holder_killed", "ttl_ms", ttl.Milliseconds(), "free_after_ms", free.Milliseconds(),
+	newFence := members(waiter)[0].fence
+	figure(t, scenario, "ttl_ms", ttl.Milliseconds(), "keys", len(k.keys), "free_after_ms", free.Milliseconds(),
 		"waiter_held_after_ms", acquired.Milliseconds(), "backoff_max_ms", lock.DefaultBackoffMax.Milliseconds(),
-		"old_fence", held.Fence, "new_fence", waiter.Fence(), "history_ops", nops, "porcupine_ms", took.Milliseconds())
+		"old_fence", held.Fence, "new_fence", newFence, "history_ops", nops, "porcupine_ms", took.Milliseconds())
 	// The key's TTL was last set before the kill, so it is gone within the
 	// TTL; polling and a loaded machine add a little.
 	if slack := 250 * time.Millisecond; free > ttl+slack {
@@ -109,8 +116,10 @@ func TestProcess_holderKilled(t *testing.T) {
 	if slack := 500 * time.Millisecond; acquired > ttl+lock.DefaultBackoffMax+slack {
 		t.Errorf("waiter held the lock %v after the kill, want within TTL+backoff max %v (+%v)", acquired, ttl+lock.DefaultBackoffMax, slack)
 	}
-	if waiter.Fence() <= held.Fence {
-		t.Errorf("new fence %d, want above the killed holder's %d", waiter.Fence(), held.Fence)
+	for _, m := range members(waiter) {
+		if m.fence <= held.Fences[m.key] {
+			t.Errorf("%s: new fence %d, want above the killed holder's %d", m.key, m.fence, held.Fences[m.key])
+		}
 	}
 }
 
@@ -121,19 +130,19 @@ func TestProcess_holderKilled(t *testing.T) {
 // Lost() must fire on resume. The referee also counts the overlap: the
 // paused holder was still inside its critical section, which is exactly the
 // gap that only fencing closes.
-func TestProcess_holderPaused(t *testing.T) { holderPaused(t, "holder_paused", 0) }
+func TestProcess_holderPaused(t *testing.T) { holderPaused(t, "holder_paused", mutexKind("paused")) }
 
-// holderPaused is TestProcess_holderPaused on a mutex (semN 0) or on a
-// semaphore of semN permits, semN of them held (the worker's and this
-// process's); scenario names its figure line.
-func holderPaused(t *testing.T, scenario string, semN int) {
+// holderPaused is TestProcess_holderPaused on a hold of kind k: on a
+// semaphore, k.semN permits are held (the worker's and this process's);
+// on a multi-lock, the late write goes to every member. scenario names its
+// figure line.
+func holderPaused(t *testing.T, scenario string, k holdKind) {
 	const ttl = time.Second
 	s := redistest.Start(t, redistest.Config{})
 	ref := startReferee(t)
 	hist := newHistory(t)
-	key := "paused"
-	w := startWorker(t, "hold", "FT_REDIS="+s.Addr(), "FT_REFEREE="+ref.addr(), hist.workerEnv(),
-		"FT_KEY="+key, "FT_TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())), "FT_SEM_N="+strconv.Itoa(semN))
+	w := startWorker(t, "hold", append([]string{"FT_REDIS=" + s.Addr(), "FT_REFEREE=" + ref.addr(), hist.workerEnv(),
+		"FT_TTL_MS=" + strconv.Itoa(int(ttl.Milliseconds()))}, k.env...)...)
 	var held heldReport
 	w.expect("held", &held, 20*time.Second)
 
@@ -150,28 +159,14 @@ func holderPaused(t *testing.T, scenario string, semN int) {
 
 	locks := lock.NewClient(s.Client(t), lock.WithTTL(ttl))
 	defer locks.Close()
-	l, mode := locks.NewLock(key), byte(holdExclusive)
-	if semN > 0 {
-		l, mode = locks.NewSemaphore(key, semN).Permit(), holdPermit
-	}
+	l := k.lock(locks)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*ttl)
 	defer cancel()
-	if err := hist.acquire(ctx, l, key, "here", mode); err != nil {
+	if err := hist.acquire(ctx, l, "here", k.mode); err != nil {
 		t.Fatalf("Acquire() while the holder is paused: %v", err)
 	}
 	newHeld := time.Since(stopped)
-	rc, err := dialReferee(ref.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.close()
-	if _, err := rc.enter(key, l.Fence()); err != nil {
-		t.Fatal(err)
-	}
-	ok, err := hist.write(rc, key, "here", l.Fence())
-	if err != nil || !ok {
-		t.Fatalf("new holder's write (fence %d): accepted %v, %v; want accepted", l.Fence(), ok, err)
-	}
+	rc := hist.enterAndWrite(t, ref, l, "here")
 
 	time.Sleep(time.Until(stopped.Add(2 * ttl)))
 	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -179,43 +174,37 @@ func holderPaused(t *testing.T, scenario string, semN int) {
 	}
 	resumed = true
 	paused := time.Since(stopped)
-	if err := w.send("WRITE"); err != nil {
-		t.Fatalf("send WRITE: %v", err)
-	}
-	var wrote wroteReport
-	w.expect("wrote", &wrote, 10*time.Second)
-	var lost lostReport
-	w.expect("lost", &lost, 10*time.Second)
+	wrote, lost := w.lateWrite()
 	if err := w.wait(10 * time.Second); err != nil {
 		t.Errorf("worker: %v", err)
 	}
-	_ = rc.exit(key)
-	if err := hist.release(context.Background(), l, key, "here"); err != nil {
-		t.Errorf("new holder Release() error = %v", err)
-	}
+	hist.leave(t, rc, l, "here")
 	// The paused hold ended somewhere between the SIGSTOP and its Lost().
 	raw := hist.all(t)
-	ops := widenEnd(slices.Clone(raw), key, workerClient(w.pid()), stopped.UnixNano(), now())
-	nops, took := checkLinearizable(t, ops, max(semN, 1))
+	ops := widenEnds(slices.Clone(raw), k.keys, workerClient(w.pid()), stopped.UnixNano(), now())
+	nops, took := checkLinearizable(t, ops, k.n())
 	// Control on the same real history: taken at its word (its hold lasting
 	// until its Lost() closed, after the resume), the paused holder overlaps
 	// the new one, and porcupine must say so.
-	if res := linearizable(raw, max(semN, 1)); res != porcupine.Illegal {
+	if res := linearizable(raw, k.n()); res != porcupine.Illegal {
 		t.Errorf("porcupine on the paused holder's own view = %s, want %s (it overlaps the new holder)", res, porcupine.Illegal)
 	}
 	st := ref.stats()
-	figure(t, scenario, "ttl_ms", ttl.Milliseconds(), "paused_ms", paused.Milliseconds(),
-		"new_holder_after_ms", newHeld.Milliseconds(), "old_fence", held.Fence, "new_fence", l.Fence(),
+	newFence := members(l)[0].fence
+	figure(t, scenario, "ttl_ms", ttl.Milliseconds(), "keys", len(k.keys), "paused_ms", paused.Milliseconds(),
+		"new_holder_after_ms", newHeld.Milliseconds(), "old_fence", held.Fence, "new_fence", newFence,
 		"late_write_accepted", wrote.Accepted, "lost_fired", lost.Fired, "lost_reason", quoteSpace(lost.Reason),
 		"lost_after_resume_ms", lost.AfterMS, "lost_before_late_write", wrote.LostBefore,
 		"overlaps", st.Overlaps, "stale_presented", st.StalePresented, "stale_accepted", st.StaleAccepted,
 		"history_ops", nops, "porcupine_ms", took.Milliseconds())
 
-	if l.Fence() <= held.Fence {
-		t.Errorf("new fence %d, want above the paused holder's %d", l.Fence(), held.Fence)
+	for _, m := range members(l) {
+		if m.fence <= held.Fences[m.key] {
+			t.Errorf("%s: new fence %d, want above the paused holder's %d", m.key, m.fence, held.Fences[m.key])
+		}
 	}
 	if wrote.Accepted || st.StaleAccepted != 0 {
-		t.Errorf("late write with fence %d accepted (stale accepted %d), want rejected", held.Fence, st.StaleAccepted)
+		t.Errorf("late writes with fences %v: accepted %v (stale accepted %d), want every one rejected", held.Fences, wrote.Accepted, st.StaleAccepted)
 	}
 	if !lost.Fired {
 		t.Errorf("paused holder's Lost() did not fire within 5s of resuming")
@@ -226,8 +215,8 @@ func holderPaused(t *testing.T, scenario string, semN int) {
 	if lost.AfterMS > 1000 {
 		t.Errorf("Lost() fired %dms after the resumed holder was told to write, want at once", lost.AfterMS)
 	}
-	if st.Overlaps != 1 {
-		t.Errorf("referee overlaps = %d, want 1 (the paused holder never left its section)", st.Overlaps)
+	if st.Overlaps != len(k.keys) {
+		t.Errorf("referee overlaps = %d, want %d (the paused holder never left its section of any key)", st.Overlaps, len(k.keys))
 	}
 }
 

@@ -44,41 +44,22 @@ func TestProcess_rwHolderPaused(t *testing.T) {
 			l := locks.NewRWLock(key).WriteLock()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*ttl)
 			defer cancel()
-			if err := hist.acquire(ctx, l, key, "here", holdExclusive); err != nil {
+			if err := hist.acquire(ctx, l, "here", holdExclusive); err != nil {
 				t.Fatalf("writer Acquire() while the holder is paused: %v", err)
 			}
 			newHeld := time.Since(stopped)
-			rc, err := dialReferee(ref.addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rc.close()
-			if _, err := rc.enter(key, l.Fence()); err != nil {
-				t.Fatal(err)
-			}
-			if ok, err := hist.write(rc, key, "here", l.Fence()); err != nil || !ok {
-				t.Fatalf("writer's write (fence %d): accepted %v, %v; want accepted", l.Fence(), ok, err)
-			}
+			rc := hist.enterAndWrite(t, ref, l, "here")
 
 			time.Sleep(time.Until(stopped.Add(2 * ttl))) // the pause under test
 			if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 				t.Fatalf("SIGCONT worker: %v", err)
 			}
 			resumed = true
-			if err := w.send("WRITE"); err != nil {
-				t.Fatalf("send WRITE: %v", err)
-			}
-			var wrote wroteReport
-			w.expect("wrote", &wrote, 10*time.Second)
-			var lost lostReport
-			w.expect("lost", &lost, 10*time.Second)
+			wrote, lost := w.lateWrite()
 			if err := w.wait(10 * time.Second); err != nil {
 				t.Errorf("worker: %v", err)
 			}
-			_ = rc.exit(key)
-			if err := hist.release(context.Background(), l, key, "here"); err != nil {
-				t.Errorf("writer Release() error = %v", err)
-			}
+			hist.leave(t, rc, l, "here")
 			// The paused hold ended somewhere between the SIGSTOP and its Lost().
 			ops := widenEnd(hist.all(t), key, workerClient(w.pid()), stopped.UnixNano(), now())
 			nops, took := checkLinearizable(t, ops, 1)

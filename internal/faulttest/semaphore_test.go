@@ -18,7 +18,9 @@ import (
 // passed on the server's clock, and writes to the fenced store; the
 // resumed worker's late write with its old fence is rejected and its
 // Lost() fires.
-func TestProcess_permitHolderPaused(t *testing.T) { holderPaused(t, "permit_holder_paused", 1) }
+func TestProcess_permitHolderPaused(t *testing.T) {
+	holderPaused(t, "permit_holder_paused", permitKind("paused", 1))
+}
 
 // aclSemaphore is the least privilege of a semaphore: the script mode's
 // and the sorted-set commands its scripts call (README, ACLs).

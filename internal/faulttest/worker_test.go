@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -36,6 +37,10 @@ func TestWorkerProcess(t *testing.T) {
 		err = holdWorker()
 	case "once":
 		err = onceWorker()
+	case "fairwait":
+		err = fairWaitWorker()
+	case "multi":
+		err = multiWorker()
 	default:
 		err = fmt.Errorf("unknown worker mode %q", mode)
 	}
@@ -181,4 +186,36 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// collect waits for each worker's report of kind (within timeout) and for
+// its exit, and returns the reports in the workers' order.
+func collect[T any](t *testing.T, ws []*worker, kind string, timeout time.Duration) []T {
+	t.Helper()
+	out := make([]T, len(ws))
+	for i, w := range ws {
+		w.expect(kind, &out[i], timeout)
+		if err := w.wait(30 * time.Second); err != nil {
+			t.Errorf("worker %d: %v", w.pid(), err)
+		}
+	}
+	return out
+}
+
+// historyGoroutine runs body as goroutine g of a worker process, with a
+// referee connection of its own and its name in the history, me; the
+// operations body appends to ops go to the worker's history file when it
+// returns. Failures go to fail.
+func historyGoroutine(g int, fail func(error), body func(ref *refClient, me string, ops *[]histOp)) {
+	ref, err := dialReferee(os.Getenv("FT_REFEREE"))
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer ref.close()
+	var ops []histOp
+	body(ref, workerClient(os.Getpid())+"g"+strconv.Itoa(g), &ops)
+	if err := appendHistory(os.Getenv(histEnv), ops...); err != nil {
+		fail(err)
+	}
 }

@@ -229,12 +229,15 @@ func (hd *Handle) undoLater(k Kind, token string) <-chan struct{} {
 // attempt makes one attempt with token and installs the hold it takes. An
 // attempt whose outcome is unknown is returned as such (Unknown); one the
 // caller's deadline cut short is settled in the background, undone once
-// its call returns if it may have taken the lock. held is the new hold.
+// its call returns if it may have taken the lock or, for a queued kind,
+// joined the queue. held is the new hold.
 func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt, held *Hold, cut bool) {
 	if hd.bounded(ctx) {
 		var ok bool
 		a, ok = runBounded(hd.pol.Engine, ctx, func() Attempt { return k.Try(ctx, token) }, func(a Attempt) {
-			if a.OK || a.Unknown {
+			// Only now is the call's outcome known: an undo sent before
+			// it could run in Redis ahead of the attempt it undoes.
+			if a.OK || a.Unknown || hd.pol.Queued {
 				hd.undoLater(k, token)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,7 +15,20 @@ import (
 
 // notifyIdle is how long a channel without waiters stays subscribed, so a
 // key that is waited on again and again is not subscribed afresh each time.
+// A sharded subscription (one per cluster slot) left with no channel is
+// closed at the same sweep.
 const notifyIdle = 30 * time.Second
+
+// idleOverride, when not zero, replaces notifyIdle (tests: SetNotifyIdle).
+var idleOverride atomic.Int64
+
+// idleAfter returns notifyIdle, or the tests' override.
+func idleAfter() time.Duration {
+	if d := idleOverride.Load(); d != 0 {
+		return time.Duration(d)
+	}
+	return notifyIdle
+}
 
 // closeWait bounds how long Close waits for the subscriptions to end.
 const closeWait = 100 * time.Millisecond
@@ -64,6 +78,10 @@ type subscription struct {
 	// slot is the source of a sharded subscription (SSUBSCRIBE); its
 	// Client is nil for a classic one.
 	slot SlotSource
+	// retired is set, under n.mu, when s leaves n.subs: closed for good
+	// (drop), or an idle sharded subscription closed by sweep. A subscribe
+	// that picked s up before then opens a fresh one instead.
+	retired bool
 }
 
 type channelState struct {
@@ -168,30 +186,42 @@ func (n *Notifier) subscribeOnce(cs *channelState) {
 func (n *Notifier) subscribe(cs *channelState) {
 	sent := false
 	for _, src := range n.sources(cs.name) {
-		s := n.subscription(src)
-		if s == nil {
-			continue
-		}
-		n.mu.Lock()
-		done := slices.Contains(cs.subs, s)
-		n.mu.Unlock()
-		if done {
-			sent = true
-			continue
-		}
-		s.order.Lock()
-		if s.subscribe(n.e.ctx, cs.name) == nil {
-			n.mu.Lock()
-			cs.subs = append(cs.subs, s)
-			n.mu.Unlock()
+		if n.subscribeOn(src, cs) {
 			sent = true
 		}
-		s.order.Unlock()
 	}
 	if !sent {
 		n.mu.Lock()
 		cs.subscribed = false // the next join tries again
 		n.mu.Unlock()
+	}
+}
+
+// subscribeOn sends SUBSCRIBE for cs's channel on the subscription of src,
+// unless it was sent there already, and reports whether it is sent. A
+// subscription retired as idle meanwhile is replaced by a fresh one.
+func (n *Notifier) subscribeOn(src Source, cs *channelState) bool {
+	for {
+		s := n.subscription(src)
+		if s == nil {
+			return false
+		}
+		s.order.Lock()
+		n.mu.Lock()
+		retired, done := s.retired, slices.Contains(cs.subs, s)
+		n.mu.Unlock()
+		if retired {
+			s.order.Unlock()
+			continue // subscription no longer finds it in n.subs
+		}
+		ok := done || s.subscribe(n.e.ctx, cs.name) == nil
+		if ok && !done {
+			n.mu.Lock()
+			cs.subs = append(cs.subs, s)
+			n.mu.Unlock()
+		}
+		s.order.Unlock()
+		return ok
 	}
 }
 

@@ -33,10 +33,16 @@ func (s SlotSource) Subscribe(ctx context.Context, channels ...string) *redis.Pu
 // SlotSource): s is closed and dropped, every waiter of its channels woken
 // (a release may have gone unseen), and the channels that still have
 // waiters subscribed again, through a fresh view of the slot map.
+//
+// It holds s.order until s is dropped, so a subscribe on s still under way
+// (whose SSUBSCRIBE the server refused with MOVED at once) has listed its
+// channel on s first, and that channel is subscribed again here; a
+// subscribe that reaches s after it was dropped opens a fresh one.
 func (n *Notifier) slotMoved(s *subscription) {
 	if s.slot.Client != nil {
 		s.slot.Client.ReloadState(n.e.ctx)
 	}
+	s.order.Lock()
 	_ = s.ps.Close()
 	n.mu.Lock()
 	var again []*channelState
@@ -53,6 +59,7 @@ func (n *Notifier) slotMoved(s *subscription) {
 	}
 	n.mu.Unlock()
 	n.drop(s)
+	s.order.Unlock()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.e.Closed() {

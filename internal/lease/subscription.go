@@ -24,12 +24,15 @@ func (n *Notifier) run(s *subscription) {
 	lastSweep := time.Now()
 	failures := 0
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, notifyIdle/3)
+		msg, err := ps.ReceiveTimeout(ctx, idleAfter()/3)
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(lastSweep) >= notifyIdle/3 {
-			n.sweep(s)
+		if time.Since(lastSweep) >= idleAfter()/3 {
+			if n.sweep(s) {
+				_ = ps.Close() // retired: an idle sharded subscription
+				return
+			}
 			lastSweep = time.Now()
 		}
 		if err != nil {
@@ -44,7 +47,14 @@ func (n *Notifier) run(s *subscription) {
 				n.slotMoved(s) // the slot has another master now
 				return
 			}
-			// The connection is down: wait before go-redis redials.
+			// The connection is down: wait before go-redis redials. A
+			// sharded one redials the slot's master as go-redis's slot map
+			// has it: have the map reloaded, since a failover may have
+			// moved the slot (go-redis reloads it on a failed command, and
+			// the waiters here send none while they sleep).
+			if s.sharded() {
+				s.slot.Client.ReloadState(ctx)
+			}
 			failures++
 			pause.Reset(min(time.Duration(failures)*50*time.Millisecond, time.Second))
 			select {
@@ -94,25 +104,27 @@ func (n *Notifier) confirmed(channel string) {
 // from the first sweep that finds it so: leaving it reads no clock, which
 // a lone caller's every Release would pay. It holds s.order throughout, so
 // a join that subscribes one of them afresh sends its SUBSCRIBE after the
-// UNSUBSCRIBE, never before.
-func (n *Notifier) sweep(s *subscription) {
+// UNSUBSCRIBE, never before. A sharded s left with no channel is retired:
+// dropped from n.subs, so a Client that waited on keys of many slots keeps
+// no connection per slot once they are idle. It reports whether s was
+// retired; its caller then closes it.
+func (n *Notifier) sweep(s *subscription) (retired bool) {
 	s.order.Lock()
 	defer s.order.Unlock()
 	var idle []string
+	used := false
 	now := time.Now()
 	n.mu.Lock()
 	for name, cs := range n.chans {
-		if cs.busy() {
+		i := slices.Index(cs.subs, s)
+		if !cs.busy() && cs.idleSince.IsZero() {
+			cs.idleSince = now // idle since the last sweep at most
+		}
+		if cs.busy() || now.Sub(cs.idleSince) < idleAfter() {
+			used = used || i >= 0
 			continue
 		}
-		if cs.idleSince.IsZero() {
-			cs.idleSince = now
-			continue
-		}
-		if now.Sub(cs.idleSince) < notifyIdle {
-			continue
-		}
-		if i := slices.Index(cs.subs, s); i >= 0 {
+		if i >= 0 {
 			cs.subs = slices.Delete(cs.subs, i, i+1)
 			cs.subscribed = false // a join subscribes it on every source again
 			idle = append(idle, name)
@@ -121,10 +133,41 @@ func (n *Notifier) sweep(s *subscription) {
 			delete(n.chans, name)
 		}
 	}
+	if s.sharded() && !used {
+		s.retired = true
+		for k, x := range n.subs {
+			if x == s {
+				delete(n.subs, k)
+			}
+		}
+	}
 	n.mu.Unlock()
-	if len(idle) > 0 {
+	if len(idle) > 0 && !s.retired {
 		_ = s.unsubscribe(n.e.ctx, idle...)
 	}
+	return s.retired
+}
+
+// Subscriptions returns how many pub/sub connections n holds open,
+// classic and sharded, for tests.
+func (n *Notifier) Subscriptions() (classic, sharded int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range n.subs {
+		if s.sharded() {
+			sharded++
+		} else {
+			classic++
+		}
+	}
+	return classic, sharded
+}
+
+// SetNotifyIdle sets how long an unused channel stays subscribed, for
+// tests; it returns a func that restores the default.
+func SetNotifyIdle(d time.Duration) (restore func()) {
+	old := idleOverride.Swap(int64(d))
+	return func() { idleOverride.Store(old) }
 }
 
 // drop forgets s, closed for good: its channels are subscribed afresh by
@@ -132,6 +175,7 @@ func (n *Notifier) sweep(s *subscription) {
 func (n *Notifier) drop(s *subscription) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	s.retired = true // a subscribe that holds s opens a fresh one
 	for k, x := range n.subs {
 		if x == s {
 			delete(n.subs, k)

@@ -44,7 +44,7 @@ func TestNotifier_sweep_unsubscribesIdleChannels(t *testing.T) {
 			n.mu.Unlock()
 			t.Fatalf("channel %q after the first sweep: %+v, want kept, idle since the sweep", name, cs)
 		}
-		cs.idleSince = cs.idleSince.Add(-notifyIdle) // as if notifyIdle passed
+		cs.idleSince = cs.idleSince.Add(-idleAfter()) // as if that time passed
 	}
 	n.chans["again"].idleSince = time.Time{} // used, and left idle anew
 	n.mu.Unlock()

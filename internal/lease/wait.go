@@ -76,6 +76,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 
 	var (
 		unknown bool  // an attempt failed after it may have reached Redis
+		tried   bool  // an attempt went out with token (queued: it may wait in the queue)
 		lastErr error // the last failed attempt's error
 		fails   int   // failed attempts in a row
 		timer   *time.Timer
@@ -94,7 +95,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			// install refused it: undo it, which spends the token; w gets a
 			// fresh one before it is claimable again.
 			hd.undo(wctx, k, token)
-			unknown, lastErr = false, ierr
+			unknown, tried, lastErr = false, false, ierr
 			if err = hd.respend(k, w, &token); err != nil {
 				w.endAttempt()
 				break
@@ -114,18 +115,19 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 				}
 			}
 			attempts++
+			tried = true
 			a, held, cut := hd.attempt(wctx, k, token)
 			if (a.Spent || cut) && !p.FreshTokens {
 				// An undo of this token was sent, or will be once the cut
 				// call returns: it may land late, after a later attempt took
 				// the key, so the attempts that follow carry a fresh token,
-				// given to w before it is claimable again. Before a cut
-				// call, an earlier attempt of unknown outcome is undone with
-				// the old token now.
-				if cut && unknown {
+				// given to w before it is claimable again. A cut call is
+				// undone once it returns (attempt); an earlier attempt of
+				// unknown outcome is undone with the old token now.
+				if cut && unknown && !p.Queued {
 					hd.undoLater(k, token)
 				}
-				unknown = false
+				unknown, tried = false, false
 				if rerr := hd.respend(k, w, &token); rerr != nil {
 					w.endAttempt()
 					err = rerr
@@ -198,9 +200,11 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			break
 		}
 	}
-	if (unknown || p.Queued) && !p.FreshTokens {
+	if (unknown || (p.Queued && tried)) && !p.FreshTokens {
 		// A queued kind's token may wait in its queue: the undo takes it
 		// out, so the next in line is not kept waiting for its timeout.
+		// (After a cut call the token is a fresh one no attempt carried,
+		// and the cut call's own undo follows its reply: see attempt.)
 		hd.undo(wctx, k, token)
 	}
 	if err != nil {

@@ -51,6 +51,10 @@ func (k *Keys) Queue() string { return k.Companion("queue") }
 // entry expires (see fair_queue.lua).
 func (k *Keys) QueueTimes() string { return k.Companion("qtimes") }
 
+// QueueGone is a fair lock's companion P{K}:qgone, the tokens of waiters
+// that left, refused for a while (see fair_queue.lua).
+func (k *Keys) QueueGone() string { return k.Companion("qgone") }
+
 // RunOnceSrc runs s, whose text is src, like [RunOnce]: EVALSHA, then EVAL
 // if the server lacks the script, each command sent once. For scripts not
 // in All.

@@ -1,6 +1,6 @@
 -- fair_acquire.lua: take a fair lock in arrival order, or join its queue.
--- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] queue, KEYS[4] queue times
--- (see fair_queue.lua).
+-- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] queue, KEYS[4] queue times,
+-- KEYS[5] departed tokens (see fair_queue.lua).
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] "1" to hand out a fence
 -- (next_fence: see fence.lua), ARGV[4] the entry timeout in ms: how long
 -- the waiter's place is kept unless it tries again; "0" to take the lock
@@ -8,17 +8,21 @@
 -- The lock is ours when it holds our token (a release handed it to us as
 -- the queue's head, or an earlier attempt's reply was lost), or when it is
 -- free and we are the queue's head or the queue is empty. Our entry is
--- token|ttl|fencing (see fair_queue.lua).
+-- token|ttl|fencing (see fair_queue.lua). A token whose waiter left
+-- (depart) is refused: the attempt is a late one, and sets nothing.
 -- Reply: >= 0 acquired or confirmed ours (TTL reset), the hold's fence (0
 -- without fencing); < 0 not ours yet: -1 - the holder's milliseconds left
 -- (0 when the key is free but others wait first). A key holding another
 -- kind's value gives an error reply 'KIND <kind>'.
-local lock, fence, queue, times = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, fence, queue, times, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, ttl = ARGV[1], ARGV[2]
 local fencing, wait = ARGV[3] == '1', tonumber(ARGV[4])
 local me = entry(token, ttl, ARGV[3])
 
 local now = now_ms()
+if departed(gone, token, now) then
+  return -1
+end
 prune(queue, times, now)
 local v = redis.pcall('GET', lock)
 if type(v) == 'table' then
@@ -42,10 +46,8 @@ if wait > 0 then
     redis.call('RPUSH', queue, me)
   end
   -- The queue lives as long as its longest-lived entry.
-  if redis.call('PTTL', queue) < wait then
-    redis.call('PEXPIRE', queue, wait)
-    redis.call('PEXPIRE', times, wait)
-  end
+  keep_for(queue, wait)
+  keep_for(times, wait)
 end
 local left = 0
 if v ~= false then

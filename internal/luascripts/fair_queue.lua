@@ -1,14 +1,16 @@
 -- fair_queue.lua: the wait queue of a fair lock, shared by the fair scripts
 -- (fair_acquire.lua, fair_release.lua): fair.go puts this file in front of
 -- each of them.
--- A fair lock keeps, beside its string at P{K}, two companions:
+-- A fair lock keeps, beside its string at P{K}, three companions:
 --   P{K}:queue  a list of waiting entries, in arrival order
 --   P{K}:qtimes a sorted set entry -> the server time (ms) the entry expires
+--   P{K}:qgone  a sorted set token -> the server time (ms) until which the
+--               token, whose waiter gave up and left, is refused (depart)
 -- An entry is the waiter's token, its hold's TTL in ms and its fencing flag,
 -- joined by '|' (see entry), so a release can hand the key straight over.
 -- A waiter's entry expires unless its waiter refreshes it by a new attempt
--- before then, so a dead waiter leaves the queue after its timeout. Both
--- keys live as long as their longest entry, so an idle queue leaves nothing.
+-- before then, so a dead waiter leaves the queue after its timeout. Each
+-- key lives as long as its longest entry, so an idle queue leaves nothing.
 
 -- now_ms is the server's clock in milliseconds.
 local function now_ms()
@@ -39,3 +41,27 @@ local function leave(queue, times, e)
   end
 end
 
+
+-- keep_for makes key live at least ms more.
+local function keep_for(key, ms)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
+-- depart marks token as gone for ms: its waiter gave up, and an attempt of
+-- its that reaches Redis only now (its reply abandoned, its write delayed
+-- or resent) must neither take the key nor queue the token again, where a
+-- release would hand the key to a waiter that is no longer there.
+local function depart(gone, token, now, ms)
+  redis.call('ZREMRANGEBYSCORE', gone, '-inf', now)
+  redis.call('ZADD', gone, now + ms, token)
+  keep_for(gone, ms)
+end
+
+-- departed reports whether token's waiter left (depart) less than the
+-- mark's time ago.
+local function departed(gone, token, now)
+  local t = redis.call('ZSCORE', gone, token)
+  return t ~= false and tonumber(t) > now
+end

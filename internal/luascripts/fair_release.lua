@@ -1,9 +1,12 @@
 -- fair_release.lua: drop our hold of a fair lock and hand the key to the
 -- queue's head; also how a waiter leaves the queue.
 -- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] queue, KEYS[4] queue times,
--- KEYS[5] notify channel.
+-- KEYS[5] departed tokens, KEYS[6] notify channel.
 -- ARGV[1] token, ARGV[2] our ttl in ms, ARGV[3] our fencing flag ("1"/"0"):
--- with the token, our queue entry (see fair_queue.lua).
+-- with the token, our queue entry (see fair_queue.lua); ARGV[4] how long
+-- (ms) to refuse the token's attempts from now on (depart), for a waiter
+-- that gives up, whose attempts may still reach Redis after this; "0" for
+-- a holder's release.
 -- If the lock holds our token, the first live waiter of the queue gets the
 -- key at once: it is set to that waiter's token for the TTL its entry
 -- names, with a new fence if the entry asks for one (next_fence: see
@@ -16,12 +19,16 @@
 -- Reply: 1 released; 0 the key is gone; -1 someone else holds it.
 -- Not safe to run twice: the second run finds the hold gone. The library
 -- sends it once.
-local lock, fence, queue, times, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token = ARGV[1]
+local lock, fence, queue, times, gone, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local token, refuse = ARGV[1], tonumber(ARGV[4])
 
 local v = redis.pcall('GET', lock)
+local now = now_ms()
+if refuse > 0 then
+  depart(gone, token, now, refuse)
+end
 leave(queue, times, entry(token, ARGV[2], ARGV[3]))
-prune(queue, times, now_ms())
+prune(queue, times, now)
 local head = redis.call('LINDEX', queue, 0)
 local htoken, httl, hfencing
 if head then

@@ -7,7 +7,9 @@
 -- Each removed holder is told with "force:" and its token (lease.MsgForce)
 -- on the key's channel, which wakes a waiter, and on the force channel,
 -- where its process hears it (a channel is not a key: no slot applies).
--- A key whose last holder goes is deleted, with its holder info.
+-- A key whose last holder goes is deleted, with its holder info; when
+-- holders are left, the holder info lives as long as the longest of them
+-- (info.lua).
 -- Reply: the number of holds removed; 0 the key is free, or has no holder
 -- with that token. An error reply "KIND type" for a key of a type no kind
 -- uses.
@@ -43,6 +45,16 @@ else
   end
   if empty then
     redis.call('DEL', lock, holders)
+  elseif k.ttl then
+    local last = 0
+    for _, tok in ipairs(k.tokens(lock)) do
+      last = math.max(last, k.ttl(lock, tok))
+    end
+    if last > 0 then
+      redis.call('PEXPIRE', holders, last)
+    else
+      redis.call('DEL', holders)
+    end
   end
 end
 if #gone == 0 then

@@ -9,6 +9,12 @@ import (
 //go:embed rw.lua
 var rwSrc string
 
+// infoSrc is info.lua: the holder info of the kinds with many holds on one
+// key (read-write lock, semaphore), in front of their scripts.
+//
+//go:embed info.lua
+var infoSrc string
+
 //go:embed rw_acquire.lua
 var rwAcquireBody string
 
@@ -21,13 +27,13 @@ var rwExtendBody string
 //go:embed rw_pttl.lua
 var rwPTTLBody string
 
-// The read-write lock's scripts start with fence.lua and rw.lua, which they
-// share.
+// The read-write lock's scripts start with fence.lua (the acquire), then
+// info.lua and rw.lua, which they share.
 var (
-	rwAcquireSrc = fenceSrc + rwSrc + rwAcquireBody
-	rwReleaseSrc = rwSrc + rwReleaseBody
-	rwExtendSrc  = rwSrc + rwExtendBody
-	rwPTTLSrc    = rwSrc + rwPTTLBody
+	rwAcquireSrc = fenceSrc + infoSrc + rwSrc + rwAcquireBody
+	rwReleaseSrc = infoSrc + rwSrc + rwReleaseBody
+	rwExtendSrc  = infoSrc + rwSrc + rwExtendBody
+	rwPTTLSrc    = infoSrc + rwSrc + rwPTTLBody
 )
 
 // RWAcquire takes a read or write hold of a read-write lock, or confirms

@@ -51,22 +51,27 @@ local function not_rw(key, ifnone, ifother)
   return nil
 end
 
--- prune drops the holds of lock that expired by now and returns how many
--- are left.
+-- prune drops the holds of lock that expired by now (and their holder
+-- info: see info.lua) and returns how many are left, and when the latest
+-- of them ends (0 for none).
 local function prune(lock, now)
   local all = redis.call('HGETALL', lock)
-  local n = 0
+  local n, last = 0, 0
   for i = 1, #all, 2 do
     if all[i] ~= 'mode' then
       local e = tonumber(all[i + 1])
       if e and e > now then
         n = n + 1
+        last = math.max(last, e)
       else
         redis.call('HDEL', lock, all[i])
+        if INFO then
+          redis.call('HDEL', INFO, all[i])
+        end
       end
     end
   end
-  return n
+  return n, last
 end
 
 -- live returns the expiry of token's hold on lock, or nil when it has none
@@ -81,6 +86,9 @@ local function live(lock, token, now)
     return e
   end
   redis.call('HDEL', lock, token)
+  if INFO then
+    redis.call('HDEL', INFO, token)
+  end
   return nil
 end
 

@@ -4,6 +4,9 @@
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] 'read' or 'write', ARGV[4] "1"
 -- to hand out a fence, ARGV[5] the waiting mark's ttl in ms, 0 for a writer
 -- that will not wait (TryAcquire).
+-- Holder info (optional, see info.lua): KEYS[4] the holder-info hash,
+-- ARGV[6] this holder's info ("owner US host US pid US metadata"). A hold
+-- taken or confirmed sets its field.
 -- Readers share the lock while no writer holds it and no writer waits; a
 -- writer needs it empty, and when it cannot have it marks itself waiting,
 -- which keeps new readers out until it has the lock or its mark expires.
@@ -16,30 +19,32 @@
 local lock, fence, mark = KEYS[1], KEYS[2], KEYS[3]
 local token, ttl, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local fencing, markttl = ARGV[4] == '1', ARGV[5]
+info_init(KEYS[4])
 local now = now_ms()
 
 local function grant()
   redis.call('HSET', lock, 'mode', mode)
   hold(lock, token, ttl, now)
-  if not fencing then
-    if mode == 'write' and redis.call('GET', mark) == token then
-      redis.call('DEL', mark)
-    end
-    return 0
-  end
+  local f = 0
   if mode == 'write' then
     if redis.call('GET', mark) == token then
       redis.call('DEL', mark)
     end
-    return next_fence(fence)
+    if fencing then
+      f = next_fence(fence)
+    end
+  elseif fencing then
+    f = tonumber(redis.call('GET', fence) or '0')
+    if f < CLOCKED then
+      -- No counter (or none from the clock): start one; every fence handed
+      -- out before lies below it.
+      f = next_fence(fence)
+    end
   end
-  local f = tonumber(redis.call('GET', fence) or '0')
-  if f >= CLOCKED then
-    return f
+  if INFO then
+    info.write(token, ARGV[6], f, now, now + ttl)
   end
-  -- No counter (or none from the clock): start one; every fence handed out
-  -- before lies below it.
-  return next_fence(fence)
+  return f
 end
 
 local function waiting()

@@ -1,8 +1,10 @@
 -- rw_pttl.lua: the time left on our hold of a read-write lock (see rw.lua).
--- KEYS[1] lock; ARGV[1] token.
+-- KEYS[1] lock; ARGV[1] token. KEYS[2] (may be absent) the holder-info
+-- hash, from which an expired hold's field goes (info.lua).
 -- Reply: milliseconds left (>= 0); -1 our hold is gone; -3 someone else
 -- holds the lock.
 local lock, token = KEYS[1], ARGV[1]
+info_init(KEYS[2])
 
 local r = not_rw(lock, -1, -3)
 if r then

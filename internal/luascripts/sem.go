@@ -31,10 +31,11 @@ var semPTTLBody string
 //go:embed sem_available.lua
 var semAvailableBody string
 
+// Those that write take info.lua (holder info) after other_kind.lua.
 var (
-	semAcquireSrc = fenceSrc + otherKindSrc + semAcquireBody
-	semReleaseSrc = otherKindSrc + semReleaseBody
-	semExtendSrc  = otherKindSrc + semExtendBody
+	semAcquireSrc = fenceSrc + otherKindSrc + infoSrc + semAcquireBody
+	semReleaseSrc = otherKindSrc + infoSrc + semReleaseBody
+	semExtendSrc  = otherKindSrc + infoSrc + semExtendBody
 	semPTTLSrc    = otherKindSrc + semPTTLBody
 )
 
@@ -57,11 +58,16 @@ var SemPTTL = redis.NewScript(semPTTLSrc)
 var SemAvailable = redis.NewScript(otherKindSrc + semAvailableBody)
 
 // SemExtendAll runs sem_extend.lua for every item in one pipeline, as
-// [ExtendAll] does extend.lua.
+// [ExtendAll] does extend.lua (with the holder-info hash for an item with
+// Holders).
 func SemExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem) []*redis.Cmd {
 	calls := make([]Call, len(items))
 	for i, it := range items {
-		calls[i] = Call{Script: SemExtend, Keys: it.Keys.LockKeys(), Args: []any{it.Token, it.TTL.Milliseconds()}}
+		keys := it.Keys.LockKeys()
+		if it.Holders {
+			keys = it.Keys.InfoLockKeys()
+		}
+		calls[i] = Call{Script: SemExtend, Keys: keys, Args: []any{it.Token, it.TTL.Milliseconds()}}
 	}
 	return EvalAll(ctx, rdb, calls)
 }
@@ -69,7 +75,7 @@ func SemExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem) []*red
 //go:embed sem_handoff.lua
 var semHandoffBody string
 
-var semHandoffSrc = fenceSrc + otherKindSrc + semHandoffBody
+var semHandoffSrc = fenceSrc + otherKindSrc + infoSrc + semHandoffBody
 
 // SemHandoff passes a permit to a waiting token in one step. Send it once
 // (OnceCmd). See sem_handoff.lua.

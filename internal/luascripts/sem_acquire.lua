@@ -4,6 +4,9 @@
 -- permit's expiry in ms on the server's clock (TIME); KEYS[2] fence counter.
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] n, ARGV[4] "1" to hand out a
 -- fence (next_fence: see fence.lua).
+-- Holder info (optional, see info.lua): KEYS[3] the holder-info hash,
+-- ARGV[5] this holder's info ("owner US host US pid US metadata"). A
+-- permit taken or confirmed sets its field; expired permits' fields go.
 -- Expired permits are dropped first, so a crashed holder's permit counts
 -- until its expiry and not a moment longer. The set's own TTL is kept at
 -- least as long as its latest permit's, so the key never outlives its
@@ -13,8 +16,12 @@
 -- when the key holds another kind of lock (see other_kind.lua).
 local sem, fence = KEYS[1], KEYS[2]
 local token, ttl, n, fencing = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+info_init(KEYS[3])
 
 local now = server_ms()
+if INFO then
+  info.prune(sem, now)
+end
 -- pcall: another kind's key makes ZREMRANGEBYSCORE fail with WRONGTYPE; the
 -- kind is only looked up then, so a free or zset key costs nothing more.
 local r = redis.pcall('ZREMRANGEBYSCORE', sem, '-inf', now)
@@ -35,7 +42,11 @@ redis.call('ZADD', sem, now + ttl, token)
 if redis.call('PTTL', sem) < ttl then
   redis.call('PEXPIRE', sem, ttl)
 end
+local f = 0
 if fencing then
-  return next_fence(fence)
+  f = next_fence(fence)
 end
-return 0
+if INFO then
+  info.write(token, ARGV[5], f, now, now + ttl)
+end
+return f

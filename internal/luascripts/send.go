@@ -36,7 +36,7 @@ type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// RunOnce runs s, one of All or ForceRelease, like Script.Run (EVALSHA, then EVAL if the
+// RunOnce runs s, one of All, ForceRelease or an audited variant of those (Audited), like Script.Run (EVALSHA, then EVAL if the
 // server lacks the script), each command sent once (OnceCmd): for Release
 // and Handoff.
 func RunOnce(ctx context.Context, rdb Processor, s *redis.Script, keys []string, args ...any) *redis.Cmd {
@@ -50,6 +50,11 @@ func RunOnce(ctx context.Context, rdb Processor, s *redis.Script, keys []string,
 		}
 		if s == ForceRelease {
 			cmd = runOnce(ctx, rdb, "eval", forceReleaseSrc, keys, args)
+		}
+		for _, a := range audited {
+			if a.s == s {
+				cmd = runOnce(ctx, rdb, "eval", a.src, keys, args)
+			}
 		}
 	}
 	return cmd

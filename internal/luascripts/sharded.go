@@ -50,6 +50,16 @@ var shardedScripts, shardedTexts = func() (map[*redis.Script]*redis.Script, map[
 		texts[p.src] = src
 		texts[p.s.Hash()] = v.Hash()
 	}
+	// The audited variants of those (audit.go), likewise.
+	for _, p := range publishing {
+		if a, ok := audited[p.s]; ok {
+			src := ShardedSource(a.src)
+			v := redis.NewScript(src)
+			scripts[a.s] = v
+			texts[a.src] = src
+			texts[a.s.Hash()] = v.Hash()
+		}
+	}
 	return scripts, texts
 }()
 
