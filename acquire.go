@@ -28,7 +28,7 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	if l.gated() {
 		l.cfg.c.local.settle(&l.hd)
 	}
-	if ok {
+	if ok && l.deg.Load() != nil {
 		l.deg.Store(nil)
 	}
 	if err != nil && l.degradable() && unreachable(err) {
@@ -99,7 +99,7 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 		r, err = k.cfg.acquire(ctx, &k.hd.Keys, token)
 	}
 	err = mixedKind(k.hd.Keys.User, err, "mutex") // a semaphore's backend maps its own
-	if errors.As(err, new(undoneError)) {
+	if err != nil && errors.As(err, new(undoneError)) {
 		return lease.Attempt{Err: err, Spent: true, Final: !retryable(err)}
 	}
 	if err != nil {

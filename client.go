@@ -26,6 +26,7 @@ type Client struct {
 	backends map[backendKind]backend
 	co       *lanes            // shared by every backend that coalesces; made on first use
 	sems     map[int]*settings // NewSemaphore's without options, by n (see semSettings)
+	shared   sharedSettings    // NewLock's with options, by config (shared.go)
 
 	once onceState // Once's flights and policy (once.go)
 

@@ -46,17 +46,7 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 	}
 	s, err := c.set, c.err
 	if err == nil && len(opts) > 0 {
-		// The options apply to the new settings' own copy of the config:
-		// one allocation, not two.
-		ns := &settings{config: c.cfg}
-		for _, o := range opts {
-			if o != nil {
-				o(&ns.config)
-			}
-		}
-		if err = ns.validate(); err == nil {
-			s = c.fill(ns)
-		}
+		s, err = c.lockSettings(opts) // shared by locks of the same options
 	}
 	if err == nil && key == "" {
 		err = invalidf("empty key")

@@ -49,7 +49,7 @@ func (n *Notifier) unlisten(h *Hold) {
 	}
 	delete(cs.holds, h.token)
 	if len(cs.holds) == 0 && len(cs.waiters) == 0 {
-		cs.idleSince = time.Now()
+		cs.idleSince = time.Time{} // idle from now: the next sweep times it
 	}
 }
 

@@ -90,8 +90,11 @@ type channelState struct {
 	subscribed bool            // a subscribe on every source was started
 	ready      bool            // a source confirmed the subscription
 	waiters    []*Waiter
-	idleSince  time.Time
-	handoffs   int // consecutive direct handoffs (handoff.go)
+	// idleSince is when a sweep first found the channel idle (no waiter,
+	// no hold); zero until then, and again whenever it becomes idle anew,
+	// so that leaving reads no clock (sweep).
+	idleSince time.Time
+	handoffs  int // consecutive direct handoffs (handoff.go)
 	// holds are this process's holds of the key listening for a
 	// force-release (force.go), by token.
 	holds map[string]*Hold
@@ -309,7 +312,7 @@ func (w *Waiter) leave() {
 	default:
 	}
 	if len(cs.waiters) == 0 {
-		cs.idleSince = time.Now()
+		cs.idleSince = time.Time{} // idle from now: the next sweep times it
 	}
 	n.mu.Unlock()
 	if undo {

@@ -98,22 +98,29 @@ func (n *Notifier) confirmed(channel string) {
 	}
 }
 
-// sweep unsubscribes on s the channels nobody has waited on for
-// notifyIdle, and forgets a channel subscribed nowhere any more. It holds
-// s.order throughout, so a join that subscribes one of them afresh sends
-// its SUBSCRIBE after the UNSUBSCRIBE, never before. A sharded s left
-// with no channel is retired: dropped from n.subs, so a Client that waited
-// on keys of many slots keeps no connection per slot once they are idle.
-// It reports whether s was retired; its caller then closes it.
+// sweep unsubscribes on s the channels nobody has waited on or held a
+// key of since an earlier sweep at least notifyIdle ago, and forgets a
+// channel subscribed nowhere any more. A channel that became idle is timed
+// from the first sweep that finds it so: leaving it reads no clock, which
+// a lone caller's every Release would pay. It holds s.order throughout, so
+// a join that subscribes one of them afresh sends its SUBSCRIBE after the
+// UNSUBSCRIBE, never before. A sharded s left with no channel is retired:
+// dropped from n.subs, so a Client that waited on keys of many slots keeps
+// no connection per slot once they are idle. It reports whether s was
+// retired; its caller then closes it.
 func (n *Notifier) sweep(s *subscription) (retired bool) {
 	s.order.Lock()
 	defer s.order.Unlock()
 	var idle []string
 	used := false
+	now := time.Now()
 	n.mu.Lock()
 	for name, cs := range n.chans {
 		i := slices.Index(cs.subs, s)
-		if cs.busy() || time.Since(cs.idleSince) < idleAfter() {
+		if !cs.busy() && cs.idleSince.IsZero() {
+			cs.idleSince = now // idle since the last sweep at most
+		}
+		if cs.busy() || now.Sub(cs.idleSince) < idleAfter() {
 			used = used || i >= 0
 			continue
 		}

@@ -37,7 +37,8 @@ local function note(f, left)
 end
 
 if not reentrant then
-  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+  -- set: what acquire_fast.lua's SET found (nil when it sent none).
+  if set or (set == nil and redis.call('SET', lock, token, 'NX', 'PX', ttl)) then
     if fencing then
       return note(next_fence(fence, hint))
     end

@@ -9,7 +9,9 @@
 // The scripts that hand out fences (Acquire, Handoff, FenceRaise) start with
 // fence.lua, which keeps the fencing counter: it lives [FenceTTL] from its
 // creation and restarts from the server's clock in microseconds, so that
-// fences keep increasing across its expiry.
+// fences keep increasing across its expiry. Acquire puts acquire_fast.lua
+// in front of it: a free key and a running counter take two commands and
+// no more Lua than that.
 //
 // Acquire, Extend and PTTL give the same outcome when run twice with the
 // same arguments (a retry or a resent command). Release and Handoff do not:
@@ -43,7 +45,10 @@ var fenceSrc string
 //go:embed acquire.lua
 var acquireBody string
 
-var acquireSrc = fenceSrc + otherKindSrc + acquireBody
+//go:embed acquire_fast.lua
+var acquireFastSrc string
+
+var acquireSrc = acquireFastSrc + fenceSrc + otherKindSrc + acquireBody
 
 //go:embed release.lua
 var releaseSrc string

@@ -27,6 +27,14 @@ func TestFenceConstants(t *testing.T) {
 			t.Fatalf("fence.lua: %s = %s, want %d", c.name, m[1], c.want)
 		}
 	}
+	// acquire_fast.lua runs before fence.lua and keeps its own CLOCKED.
+	m := regexp.MustCompile(`(?m)^local CLOCKED = ([0-9e]+)`).FindStringSubmatch(acquireFastSrc)
+	if m == nil {
+		t.Fatal("acquire_fast.lua defines no CLOCKED")
+	}
+	if got, err := strconv.ParseFloat(m[1], 64); err != nil || int64(got) != Clocked {
+		t.Fatalf("acquire_fast.lua: CLOCKED = %s, want %d", m[1], Clocked)
+	}
 }
 
 // TestAcquireReply: a reply >= 0 is a hold of ours and its fence; a

@@ -5,6 +5,7 @@
 -- ARGV: acquire.lua's.
 -- Reply: the stored result, a bulk string (see once.go for its layout); or,
 -- when none is stored, acquire.lua's integer reply.
+local set -- acquire.lua reads it: no SET sent yet (see acquire_fast.lua)
 local stored = redis.call('GET', KEYS[#KEYS])
 if stored then
   return stored
