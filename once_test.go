@@ -642,11 +642,17 @@ func TestOnce_followers(t *testing.T) {
 	const followers = 5
 	boom := errors.New("boom")
 	var runs atomic.Int64
+	// The first fn holds the flight open until the test has seen every
+	// follower join and the cancelled one leave: polled from here, the
+	// moment all have joined could pass unseen once fn returned.
+	joined, proceed := make(chan struct{}), make(chan struct{})
 	fn := func(context.Context) ([]byte, error) {
 		if runs.Add(1) == 1 {
 			if !waitFor(10*time.Second, func() bool { return lock.OnceFollowers(c, key) == followers+1 }) {
 				return nil, errors.New("followers never joined")
 			}
+			close(joined)
+			<-proceed
 			return nil, boom
 		}
 		return []byte("second"), nil
@@ -671,11 +677,14 @@ func TestOnce_followers(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	quit := make(chan error, 1)
 	go func() { _, _, err := c.Once(gone, key, fn); quit <- err }()
-	if !waitFor(10*time.Second, func() bool { return lock.OnceFollowers(c, key) == followers+1 }) {
-		t.Fatal("followers never joined")
+	select {
+	case <-joined:
+	case err := <-leader:
+		t.Fatalf("leader's Once() = %v before every follower joined", err)
 	}
 	cancel()
 	wantErr(t, "cancelled follower's Once()", <-quit, lock.ErrNotAcquired)
+	close(proceed)
 	wantErr(t, "leader's Once()", <-leader, boom)
 	sharedN := 0
 	for range followers {
