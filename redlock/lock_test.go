@@ -442,9 +442,7 @@ func TestClient_WithLock(t *testing.T) {
 	if err != nil || !ran {
 		t.Fatalf("WithLock() = %v (ran %v), want nil", err, ran)
 	}
-	if n := keysLeft(t, nodes, key); n != 0 {
-		t.Fatalf("nodes with the key after WithLock = %d, want 0", n)
-	}
+	waitKeysGone(t, nodes, key, "after WithLock") // a straggling node's delete follows its acquire
 	errFn := errors.New("fn failed")
 	err = c.WithLock(ctx, key, func(ctx context.Context) error {
 		time.Sleep(100 * time.Millisecond) // the grants after quorum land
@@ -471,7 +469,7 @@ func TestClient_Close(t *testing.T) {
 	wantIs(t, "Acquire(closed)", c.NewLock(key+"2").Acquire(ctx), lock.ErrClosed)
 	wantIs(t, "Extend(closed)", l.Extend(ctx, time.Second), lock.ErrClosed)
 	must(t, "Release(closed)", l.Release(ctx))
-	if n := keysLeft(t, nodes, key); n != 0 {
-		t.Fatalf("nodes with the key after Release = %d, want 0", n)
-	}
+	// A node whose acquire was still out when Acquire returned at quorum
+	// gets its delete once that call returns, which may be after Release.
+	waitKeysGone(t, nodes, key, "after Release on a closed Client")
 }
