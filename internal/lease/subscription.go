@@ -134,12 +134,7 @@ func (n *Notifier) sweep(s *subscription) (retired bool) {
 		}
 	}
 	if s.sharded() && !used {
-		s.retired = true
-		for k, x := range n.subs {
-			if x == s {
-				delete(n.subs, k)
-			}
-		}
+		n.retire(s)
 	}
 	n.mu.Unlock()
 	if len(idle) > 0 && !s.retired {
@@ -170,17 +165,24 @@ func SetNotifyIdle(d time.Duration) (restore func()) {
 	return func() { idleOverride.Store(old) }
 }
 
-// drop forgets s, closed for good: its channels are subscribed afresh by
-// their next join; until then their waiters rely on their backoff.
-func (n *Notifier) drop(s *subscription) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	s.retired = true // a subscribe that holds s opens a fresh one
+// retire takes s out of n.subs, so the next subscribe to its source opens
+// a fresh one, and marks it retired for a subscribe that holds it already.
+// Callers hold n.mu.
+func (n *Notifier) retire(s *subscription) {
+	s.retired = true
 	for k, x := range n.subs {
 		if x == s {
 			delete(n.subs, k)
 		}
 	}
+}
+
+// drop forgets s, closed for good: its channels are subscribed afresh by
+// their next join; until then their waiters rely on their backoff.
+func (n *Notifier) drop(s *subscription) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.retire(s)
 	for _, cs := range n.chans {
 		if i := slices.Index(cs.subs, s); i >= 0 {
 			cs.subs = slices.Delete(cs.subs, i, i+1)
