@@ -154,7 +154,7 @@ func (l *Lock) tryFair(ctx context.Context, token string, wait time.Duration) le
 	k := &l.hd.Keys
 	n, err := luascripts.FairAcquire.Run(ctx, l.cfg.c.rdb,
 		[]string{k.Lock(), k.Fence(), k.Queue(), k.QueueTimes(), k.QueueGone()},
-		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing), ms(wait)).Int64()
+		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing), ms(wait), l.cfg.c.eng.Notifier.ID()).Int64()
 	if err != nil {
 		if kerr := kindReply(k.User, err, "fair lock"); kerr != nil {
 			return lease.Attempt{Err: kerr, Final: true}
@@ -172,6 +172,6 @@ func (l *Lock) releaseFair(ctx context.Context, token string, refuse time.Durati
 	s, src := l.cfg.c.pub.script(ctx, luascripts.FairRelease, luascripts.FairReleaseSrc)
 	n, err := luascripts.RunOnceSrc(ctx, l.cfg.c.rdb, s, src,
 		[]string{k.Lock(), k.Fence(), k.Queue(), k.QueueTimes(), k.QueueGone(), k.Notify()},
-		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing), ms(refuse)).Int64()
+		token, ttlArg(l.cfg.ttl), flag(l.cfg.fencing), ms(refuse), l.cfg.c.eng.Notifier.ID()).Int64()
 	return checkStatus("release", n, err)
 }

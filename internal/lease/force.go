@@ -61,8 +61,11 @@ func (cs *channelState) forced(payload string) *Hold {
 }
 
 // busy reports whether cs has waiters or holds listening, so it stays
-// subscribed. Callers hold n.mu.
-func (cs *channelState) busy() bool { return len(cs.waiters) > 0 || len(cs.holds) > 0 }
+// subscribed; an inbox is busy while its key channel is. Callers hold n.mu.
+func (cs *channelState) busy() bool {
+	cs = cs.owner()
+	return len(cs.waiters) > 0 || len(cs.holds) > 0
+}
 
 // forceLost reports h lost to a force-release, taking it out of renewal.
 // A Release of h already out is left to find the key gone and report it.
@@ -77,5 +80,5 @@ func (n *Notifier) Listening(channel string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cs := n.chans[channel]
-	return cs != nil && cs.ready
+	return cs != nil && cs.listening()
 }

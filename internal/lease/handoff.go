@@ -189,7 +189,7 @@ func (n *Notifier) IdleWaiters(channel string) int {
 	if cs == nil {
 		return 0
 	}
-	if cs.subscribed && !cs.ready {
+	if cs.subscribed && !cs.listening() {
 		return 0
 	}
 	idle := 0

@@ -54,6 +54,7 @@ func (n *Notifier) deliver(channel, payload string) {
 	if cs == nil {
 		return
 	}
+	cs = cs.owner() // an inbox's messages are for its key's waiters
 	switch {
 	case payload == MsgAll:
 		for _, w := range cs.waiters {

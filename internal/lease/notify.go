@@ -57,6 +57,7 @@ type Sources func(channel string) []Source
 type Notifier struct {
 	e       *Engine
 	sources Sources
+	id      string // the Client's id, naming its inboxes (inbox.go)
 	wg      sync.WaitGroup // its goroutines; Close waits for them at most closeWait
 
 	mu    sync.Mutex
@@ -98,6 +99,9 @@ type channelState struct {
 	// holds are this process's holds of the key listening for a
 	// force-release (force.go), by token.
 	holds map[string]*Hold
+	// inbox is the key channel's inbox, once a queued waiter joined; of is
+	// an inbox's key channel, which its messages are for (inbox.go).
+	inbox, of *channelState
 }
 
 // Waiter is one Acquire listening on a channel.
@@ -127,6 +131,7 @@ type Waiter struct {
 
 func (n *Notifier) init(e *Engine, sources Sources) {
 	n.e, n.sources = e, sources
+	n.id = newID()
 	n.chans = map[string]*channelState{}
 	n.subs = map[Source]*subscription{}
 }
@@ -163,9 +168,15 @@ func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAg
 		w.ttl = hd.pol.TTL
 	}
 	cs.waiters = append(cs.waiters, w)
-	w.owed = cs.ready && lookAgain
+	if hd.pol.Queued {
+		// Its handoffs come to this Client's inbox on the key, which it
+		// listens on before its first attempt, as on the key's channel.
+		n.subscribeOnce(n.inboxOf(cs))
+	}
+	ready = cs.listening()
+	w.owed = ready && lookAgain
 	n.subscribeOnce(cs)
-	return w, cs.ready
+	return w, ready
 }
 
 // subscribeOnce starts subscribing cs's channel, on a goroutine of its own,
@@ -313,6 +324,9 @@ func (w *Waiter) leave() {
 	}
 	if len(cs.waiters) == 0 {
 		cs.idleSince = time.Time{} // idle from now: the next sweep times it
+		if cs.inbox != nil {
+			cs.inbox.idleSince = time.Time{}
+		}
 	}
 	n.mu.Unlock()
 	if undo {

@@ -50,10 +50,11 @@ func (n *Notifier) slotMoved(s *subscription) {
 		if !slices.Contains(cs.subs, s) {
 			continue
 		}
-		for _, w := range cs.waiters {
+		waiters := cs.owner().waiters
+		for _, w := range waiters {
 			signal(w)
 		}
-		if len(cs.waiters) > 0 {
+		if len(waiters) > 0 {
 			again = append(again, cs)
 		}
 	}
@@ -66,7 +67,7 @@ func (n *Notifier) slotMoved(s *subscription) {
 		return
 	}
 	for _, cs := range again {
-		if cs.subscribed || len(cs.waiters) == 0 {
+		if cs.subscribed || len(cs.owner().waiters) == 0 {
 			continue // a join subscribes it already
 		}
 		cs.subscribed = true

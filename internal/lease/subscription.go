@@ -83,8 +83,8 @@ func (n *Notifier) run(s *subscription) {
 	}
 }
 
-// confirmed marks channel ready and wakes all its waiters: each joined
-// before it listened, so each looks once more.
+// confirmed marks channel ready and wakes all its waiters (an inbox's: its
+// key channel's): each joined before it listened, so each looks once more.
 func (n *Notifier) confirmed(channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -93,7 +93,7 @@ func (n *Notifier) confirmed(channel string) {
 		return
 	}
 	cs.ready = true
-	for _, w := range cs.waiters {
+	for _, w := range cs.owner().waiters {
 		signal(w)
 	}
 }

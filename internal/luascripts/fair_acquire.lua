@@ -4,11 +4,13 @@
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] "1" to hand out a fence
 -- (next_fence: see fence.lua), ARGV[4] the entry timeout in ms: how long
 -- the waiter's place is kept unless it tries again; "0" to take the lock
--- only if it is free and nobody waits, without joining (TryAcquire).
+-- only if it is free and nobody waits, without joining (TryAcquire);
+-- ARGV[5] our Client's id, where a release tells us we are handed the key
+-- (inbox: see fair_queue.lua).
 -- The lock is ours when it holds our token (a release handed it to us as
 -- the queue's head, or an earlier attempt's reply was lost), or when it is
 -- free and we are the queue's head or the queue is empty. Our entry is
--- token|ttl|fencing (see fair_queue.lua). A token whose waiter left
+-- token|ttl|fencing|id (see fair_queue.lua). A token whose waiter left
 -- (depart) is refused: the attempt is a late one, and sets nothing.
 -- Reply: >= 0 acquired or confirmed ours (TTL reset), the hold's fence (0
 -- without fencing); < 0 not ours yet: -1 - the holder's milliseconds left
@@ -17,7 +19,7 @@
 local lock, fence, queue, times, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, ttl = ARGV[1], ARGV[2]
 local fencing, wait = ARGV[3] == '1', tonumber(ARGV[4])
-local me = entry(token, ttl, ARGV[3])
+local me = entry(token, ttl, ARGV[3], ARGV[5])
 
 local now = now_ms()
 if departed(gone, token, now) then

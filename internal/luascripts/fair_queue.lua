@@ -6,8 +6,9 @@
 --   P{K}:qtimes a sorted set entry -> the server time (ms) the entry expires
 --   P{K}:qgone  a sorted set token -> the server time (ms) until which the
 --               token, whose waiter gave up and left, is refused (depart)
--- An entry is the waiter's token, its hold's TTL in ms and its fencing flag,
--- joined by '|' (see entry), so a release can hand the key straight over.
+-- An entry is the waiter's token, its hold's TTL in ms, its fencing flag and
+-- its Client's id, joined by '|' (see entry), so a release can hand the key
+-- straight over and tell that Client alone, on its own channel (inbox).
 -- A waiter's entry expires unless its waiter refreshes it by a new attempt
 -- before then, so a dead waiter leaves the queue after its timeout. Each
 -- key lives as long as its longest entry, so an idle queue leaves nothing.
@@ -29,9 +30,17 @@ local function prune(queue, times, now)
   end
 end
 
--- entry is the queue entry of a waiter with token, ttl (ms) and fencing.
-local function entry(token, ttl, fencing)
-  return token .. '|' .. ttl .. '|' .. fencing
+-- entry is the queue entry of a waiter with token, ttl (ms) and fencing,
+-- of the Client with id (letters and digits).
+local function entry(token, ttl, fencing, id)
+  return token .. '|' .. ttl .. '|' .. fencing .. '|' .. id
+end
+
+-- inbox is the channel of the Client with id on the lock whose channel is
+-- channel: P{K}:notify:<id>, in the key's slot. The messages meant for one
+-- waiter (give:, to:) go there, so no other Client reads them.
+local function inbox(channel, id)
+  return channel .. ':' .. id
 end
 
 -- leave takes an entry out of the queue.
