@@ -57,7 +57,7 @@ type Sources func(channel string) []Source
 type Notifier struct {
 	e       *Engine
 	sources Sources
-	id      string // the Client's id, naming its inboxes (inbox.go)
+	id      string         // the Client's id, naming its inboxes (inbox.go)
 	wg      sync.WaitGroup // its goroutines; Close waits for them at most closeWait
 
 	mu    sync.Mutex
