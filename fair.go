@@ -16,8 +16,12 @@ import (
 // An Acquire that finds the key held joins the queue's tail. A Release
 // hands the key, in the same script, to the queue's head — whichever
 // process it is in: the key is set to the head's token with the head's TTL
-// and a new fence, and a message ("give:", token, fence) wakes that waiter
-// alone, which holds the lock from then on without a call of its own. Its
+// and a new fence, and a message ("give:", token, fence) on the inbox of
+// the waiter's Client (P{K}:notify:<id>, a channel only that Client reads;
+// the id is in the waiter's queue entry) wakes that waiter alone, which
+// holds the lock from then on without a call of its own. A message lost
+// on the way costs time, not the key: the waiter's next attempt finds the
+// key holding its token and takes the hold. Its
 // lease counts from when its last attempt was sent, which came before the
 // release; if that was half its TTL ago or more, or an attempt of its own
 // is out, it confirms the hold with one more attempt instead. With nobody

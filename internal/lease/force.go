@@ -74,8 +74,9 @@ func (e *Engine) forceLost(h *Hold) {
 	h.markLost(LossForceReleased, nil)
 }
 
-// Listening reports whether channel's subscription is confirmed, so that a
-// message published from now on reaches this process (for tests).
+// Listening reports whether channel's subscription is confirmed, and its
+// inbox's if a queued waiter joined it, so that a message published from
+// now on reaches this process (for tests).
 func (n *Notifier) Listening(channel string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()

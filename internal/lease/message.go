@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// The payloads a kind publishes on a lock's channel (P{K}:notify) say whom
-// the message wakes in each process that waits on it. Any other payload
+// The payloads a kind publishes on a lock's channel (P{K}:notify), or on a
+// Client's inbox on it (P{K}:notify:<id>, inbox.go), say whom the message
+// wakes in each process that waits on it. Any other payload
 // wakes the longest-waiting waiter, as MsgReleased does, so a message from
 // an older or newer version of the library still wakes someone.
 const (
@@ -18,12 +19,15 @@ const (
 	// stored (Once), or readers may all enter together.
 	MsgAll = "all"
 	// MsgTo is the prefix of a message for one waiter: "to:" and its token,
-	// as a fair queue names its next in line. Waiters with another token
-	// stay asleep; their backoff still bounds the wait.
+	// as a fair queue names its next in line, on its Client's inbox
+	// (inbox.go). Waiters with another token stay asleep; their backoff
+	// still bounds the wait.
 	MsgTo = "to:"
 	// MsgGive is the prefix of a message that hands one waiter the lock:
 	// "give:", its token, ':' and the new hold's fence, as a fair queue's
-	// release sets the key to its head's token. The waiter takes the hold
+	// release sets the key to its head's token; sent on the waiter's
+	// Client's inbox (inbox.go), so no other Client reads it. The waiter
+	// takes the hold
 	// without a call of its own when it is between attempts and its last
 	// attempt was sent recently enough (Waiter.give); otherwise it is woken
 	// and its next attempt finds the key holding its token.
@@ -34,7 +38,8 @@ const (
 	MsgForce = "force:"
 )
 
-// deliver wakes the waiters of channel that payload names.
+// deliver wakes the waiters of channel that payload names; a message on
+// an inbox is for the waiters of its key's channel.
 func (n *Notifier) deliver(channel, payload string) {
 	if strings.HasPrefix(payload, MsgForce) {
 		n.mu.Lock()

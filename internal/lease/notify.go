@@ -48,7 +48,9 @@ type Sources func(channel string) []Source
 // channel (P{K}:notify); a release message wakes the longest-waiting of
 // them, so each process sends one attempt per release instead of a herd.
 // A waiter that gives up passes an unused wake-up on. A release in this
-// process may also hand its hold straight to that waiter (handoff.go).
+// process may also hand its hold straight to that waiter (handoff.go). A
+// queued kind's waiters also listen on the Client's inbox on the key
+// (inbox.go), where a release in any process hands them the key by name.
 //
 // Subscribing happens on a goroutine of its own: a server that does not
 // answer delays no Acquire. No notifier lock is held across a go-redis
