@@ -19,12 +19,13 @@ import (
 // key would stay held for a whole TTL with the queue stuck behind it.
 
 // fairQueuedBehind starts a fair holder of key and one waiter queued
-// behind it (b), whose Acquire's error arrives on bErr.
-func fairQueuedBehind(t *testing.T, tg *target, key string) (holder, b *lock.Lock, bErr chan error) {
+// behind it (b, on a Client of its own with opts), whose Acquire's error
+// arrives on bErr.
+func fairQueuedBehind(t *testing.T, tg *target, key string, opts ...lock.Option) (holder, b *lock.Lock, bErr chan error) {
 	t.Helper()
 	holder = newClient(t, tg.rdb, lock.WithFair(true)).NewLock(key)
 	must(t, "Acquire()", holder.Acquire(context.Background()))
-	b = newClient(t, tg.newRDB(t), lock.WithFair(true)).NewLock(key)
+	b = newClient(t, tg.newRDB(t), append([]lock.Option{lock.WithFair(true)}, opts...)...).NewLock(key)
 	bErr = make(chan error, 1)
 	go func() { bErr <- b.Acquire(context.Background()) }()
 	waitWaiters(t, holder, 1)

@@ -43,6 +43,19 @@ func nextMessage(t *testing.T, ps *redis.PubSub) string {
 	return m.Payload
 }
 
+// releaseTo releases holder and checks that next, whose Acquire's error
+// arrives on nextErr, gets key: its Acquire succeeds and Redis holds its
+// token.
+func releaseTo(t *testing.T, rdb redis.Cmdable, key string, holder, next *lock.Lock, nextErr chan error) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, "Release()", holder.Release(ctx))
+	must(t, "next waiter's Acquire()", <-nextErr)
+	if got := rdb.Get(ctx, lockKey(key)).Val(); got != next.Token() {
+		t.Fatalf("GET = %q, want the next waiter's token %q", got, next.Token())
+	}
+}
+
 // TestFair_giveReachesHeadOnly: the release that hands the key to the
 // queue's head tells the head's Client alone, on its inbox: a listener on
 // the key's channel, as every other Client waiting on the key is, hears
@@ -63,11 +76,7 @@ func TestFair_giveReachesHeadOnly(t *testing.T) {
 		go func() { headErr <- head.Acquire(ctx) }()
 		waitWaiters(t, holder, 1)
 
-		must(t, "Release()", holder.Release(ctx))
-		must(t, "head's Acquire()", <-headErr)
-		if got := d.admin.Get(ctx, lockKey(key)).Val(); got != head.Token() {
-			t.Fatalf("GET = %q, want the head's token %q", got, head.Token())
-		}
+		releaseTo(t, d.admin, key, holder, head, headErr)
 		must(t, "Release()", head.Release(ctx))
 		// Messages on one channel arrive in order, and the give was
 		// published before this release's "released".
@@ -84,20 +93,13 @@ func TestFair_giveToInboxOnly(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	holder := newClient(t, tg.rdb, lock.WithFair(true)).NewLock(key)
-	must(t, "Acquire()", holder.Acquire(ctx))
+	holder, head, headErr := fairQueuedBehind(t, tg, key)
 	inboxes := tg.rdb.PSubscribe(ctx, "lock:{"+key+"}:notify:*")
 	defer inboxes.Close()
 	if _, err := inboxes.Receive(ctx); err != nil {
 		t.Fatalf("psubscribe: %v", err)
 	}
-	head := newClient(t, tg.newRDB(t), lock.WithFair(true)).NewLock(key)
-	headErr := make(chan error, 1)
-	go func() { headErr <- head.Acquire(ctx) }()
-	waitWaiters(t, holder, 1)
-	must(t, "Release()", holder.Release(ctx))
-	must(t, "head's Acquire()", <-headErr)
-
+	releaseTo(t, tg.rdb, key, holder, head, headErr)
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	m, err := inboxes.ReceiveMessage(mctx)
@@ -119,13 +121,7 @@ func TestFair_lostGiveTakenByNextAttempt(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	holder := newClient(t, tg.rdb, lock.WithFair(true)).NewLock(key)
-	must(t, "Acquire()", holder.Acquire(ctx))
-	head := newClient(t, tg.newRDB(t), lock.WithFair(true),
-		lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond)).NewLock(key)
-	headErr := make(chan error, 1)
-	go func() { headErr <- head.Acquire(ctx) }()
-	waitWaiters(t, holder, 1)
+	holder, head, headErr := fairQueuedBehind(t, tg, key, lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
 
 	// The head's entry, token|ttl|fencing|id, names a Client nobody is.
 	const misdirect = `
@@ -140,10 +136,9 @@ return other`
 	if err != nil || !strings.HasSuffix(entry, "|nobody") {
 		t.Fatalf("misdirecting the head's entry: %q, %v", entry, err)
 	}
-	must(t, "Release()", holder.Release(ctx))
-	must(t, "head's Acquire()", <-headErr)
-	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != head.Token() || !strings.HasPrefix(entry, got+"|") {
-		t.Fatalf("GET = %q, want the head's token %q, of the entry %q", got, head.Token(), entry)
+	releaseTo(t, tg.rdb, key, holder, head, headErr)
+	if !strings.HasPrefix(entry, head.Token()+"|") {
+		t.Fatalf("the misdirected entry %q is not the head's (token %q)", entry, head.Token())
 	}
 	if head.Fence() <= holder.Fence() {
 		t.Fatalf("fence %d after %d", head.Fence(), holder.Fence())

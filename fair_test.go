@@ -206,11 +206,7 @@ func TestFair_cancelledWaiterLeaves(t *testing.T) {
 		t.Fatalf("cancelled Acquire() error = %v, want ErrNotAcquired and context.Canceled", err)
 	}
 	waitWaiters(t, holder, 1)
-	must(t, "Release()", holder.Release(ctx))
-	must(t, "second waiter's Acquire()", <-bErr)
-	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != b.Token() {
-		t.Fatalf("GET = %q, want the second waiter's token %q", got, b.Token())
-	}
+	releaseTo(t, tg.rdb, key, holder, b, bErr)
 	must(t, "Release()", b.Release(ctx))
 }
 
