@@ -6,6 +6,8 @@ package luascripts
 //	P{K}          the lock: a token, or a hash owner→count for re-entrant holds
 //	P{K}:fence    the fencing counter
 //	P{K}:notify   the channel a release publishes on
+//	P{K}:notify:<id>  a Client's inbox: a fair release's message for one of
+//	              its waiters (fair_queue.lua inbox, lease.Notifier.Inbox)
 //	P{K}:holders  holder info, when written: a hash, hold token → info
 //	P{K}:<name>   further companions (Companion)
 //
