@@ -114,14 +114,16 @@ func run(lib string, n, idle int, pause time.Duration, traceOut string, show boo
 	admin := srv.NewClient()
 	defer admin.Close()
 
-	for range idle {
-		c := lock.NewClient(srv.NewClient())
-		l := c.NewLock("idle")
+	for i := range idle {
+		idleRdb := srv.NewClient()
+		defer idleRdb.Close()
+		c := lock.NewClient(idleRdb)
+		defer c.Close()
+		l := c.NewLock(fmt.Sprintf("idle%d", i))
 		if _, err := l.TryAcquire(ctx); err != nil {
 			return err
 		}
 		_ = l.Release(ctx)
-		defer c.Close()
 	}
 
 	if lib == "scripts" {

@@ -55,6 +55,7 @@ func variants() []variant {
 	minRel := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) redis.call('PUBLISH', KEYS[2], 'released') return 1 end return 0`)
 	minRelNoPub := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end return 0`)
 	minRelDel2 := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then if redis.call('DEL', KEYS[1], KEYS[3]) > 1 then redis.call('PUBLISH', KEYS[2], 'released') end return 1 end return 0`)
+	minRelNumsub := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) if redis.call('PUBSUB', 'NUMSUB', KEYS[2])[2] > 0 then redis.call('PUBLISH', KEYS[2], 'released') end return 1 end return 0`)
 	minAcqNoFence := redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end return -1`)
 	bsmAcq := redis.NewScript(`return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[3], "NX") and 1 or 0`)
 	bsmRel := redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
@@ -67,6 +68,7 @@ func variants() []variant {
 		{"minimal", minAcq, minRel, k, []any{tok36, 10000}, kr, []any{tok36}},
 		{"minimal-nopub", minAcq, minRelNoPub, k, []any{tok36, 10000}, kr, []any{tok36}},
 		{"minimal-del2", minAcq, minRelDel2, k, []any{tok36, 10000}, append(kr, "lock:{s1}:w"), []any{tok36}},
+		{"minimal-numsub", minAcq, minRelNumsub, k, []any{tok36, 10000}, kr, []any{tok36}},
 		{"minimal-nofence", minAcqNoFence, minRel, k, []any{tok36, 10000}, kr, []any{tok36}},
 		{"bsm", bsmAcq, bsmRel, []string{"s1"}, []any{tok22, 22, 10000}, []string{"s1"}, []any{tok22}},
 	}
