@@ -38,6 +38,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/bench/internal/srvinfo"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -278,39 +279,17 @@ func ctxtOf(path string) (vol, invol int64) {
 	return
 }
 
+// stat is one command's calls and usec, as floats for dividing.
 type stat struct{ calls, usec float64 }
 
+// parse reads INFO commandstats and cpu; "cpu" is the server's CPU in µs.
 func parse(info string) map[string]stat {
-	m := map[string]stat{}
-	var cpu float64
-	for _, l := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(l), ":")
-		if !ok {
-			continue
-		}
-		if k == "used_cpu_sys" || k == "used_cpu_user" {
-			x, _ := strconv.ParseFloat(v, 64)
-			cpu += x * 1e6
-			continue
-		}
-		name, ok := strings.CutPrefix(k, "cmdstat_")
-		if !ok {
-			continue
-		}
-		var s stat
-		for _, kv := range strings.Split(v, ",") {
-			f, val, _ := strings.Cut(kv, "=")
-			x, _ := strconv.ParseFloat(val, 64)
-			switch f {
-			case "calls":
-				s.calls = x
-			case "usec":
-				s.usec = x
-			}
-		}
-		m[name] = s
+	cmds, cpu := srvinfo.Parse(info)
+	m := make(map[string]stat, len(cmds)+1)
+	for name, c := range cmds {
+		m[name] = stat{float64(c.Calls), float64(c.Usec)}
 	}
-	m["cpu"] = stat{usec: cpu}
+	m["cpu"] = stat{usec: float64(cpu.Microseconds())}
 	return m
 }
 
