@@ -11,8 +11,8 @@ import (
 // Stat is one command's line of INFO commandstats: how often the server
 // ran it and the time it spent in it, in microseconds.
 type Stat struct {
-	Calls int64
-	Usec  int64
+	Calls int64 // times run
+	Usec  int64 // µs spent in it; a script's includes the commands it called
 }
 
 // Parse returns the command statistics in info, by name as the server
