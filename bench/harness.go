@@ -122,15 +122,25 @@ func warm(ctx context.Context, in *instance, key string, n int) error {
 	return nil
 }
 
+// shuffleRounds makes interleave run each round in a seeded random order
+// (-shuffle).
+var shuffleRounds bool
+
 // interleave runs fn for every implementation in every round, in an order
-// rotated by one each round (A B C, B C A, C A B, …), records each result in
-// t, and then computes medians and per-round ratios.
+// rotated by one each round (A B C, B C A, C A B, …), or shuffled with
+// -shuffle, records each result and each round's order in t, and then
+// computes medians and per-round ratios.
 func (e *env) interleave(t *table, rounds int, names []string, fn func(round int, name string) (map[string]float64, error)) error {
 	for _, n := range names {
 		t.row(n)
 	}
 	for r := range rounds {
-		for _, n := range rotate(names, r) {
+		order := rotate(names, r)
+		if shuffleRounds {
+			order = shuffled(names, r)
+		}
+		t.Runs = append(t.Runs, order)
+		for _, n := range order {
 			if err := e.ctx.Err(); err != nil {
 				return err
 			}

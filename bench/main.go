@@ -62,6 +62,7 @@ func main() {
 	out := flag.String("out", "results/latest.json", "where to write the machine-readable results")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	traceOut := flag.String("trace", "", "write a runtime/trace of the whole run to this file (go tool trace)")
+	flag.BoolVar(&shuffleRounds, "shuffle", false, "run each round's implementations in a seeded random order rather than a rotated one")
 	markdown := flag.String("markdown", "", "print this results file as Markdown tables and exit (runs nothing)")
 	flag.Parse()
 	if *markdown != "" {

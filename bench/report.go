@@ -48,6 +48,7 @@ type table struct {
 	Order    []string        `json:"order"`
 	Rows     map[string]*row `json:"rows"`
 	Notes    []string        `json:"notes,omitempty"`
+	Runs     [][]string      `json:"runs,omitempty"` // each round's order of implementations
 }
 
 // numRow is one row's figures by column key.

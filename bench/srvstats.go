@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"maps"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/bench/internal/srvinfo"
 )
 
 // cmdStat is one command's line of INFO commandstats: how often the server
@@ -40,35 +41,11 @@ func readStats(ctx context.Context, rdb *redis.Client, sections ...string) (srvS
 
 // parseStats parses the text of INFO commandstats and INFO cpu.
 func parseStats(info string, at time.Time) srvStats {
-	st := srvStats{cmds: map[string]cmdStat{}, at: at}
-	var cpu float64
-	for _, l := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(l), ":")
-		if !ok {
-			continue
-		}
-		if k == "used_cpu_sys" || k == "used_cpu_user" {
-			f, _ := strconv.ParseFloat(v, 64)
-			cpu += f
-			continue
-		}
-		name, ok := strings.CutPrefix(k, "cmdstat_")
-		if !ok {
-			continue
-		}
-		var cs cmdStat
-		for _, kv := range strings.Split(v, ",") {
-			f, val, _ := strings.Cut(kv, "=")
-			switch f {
-			case "calls":
-				cs.calls, _ = strconv.ParseInt(val, 10, 64)
-			case "usec":
-				cs.usec, _ = strconv.ParseInt(val, 10, 64)
-			}
-		}
-		st.cmds[name] = cs
+	cmds, cpu := srvinfo.Parse(info)
+	st := srvStats{cmds: make(map[string]cmdStat, len(cmds)), cpu: cpu, at: at}
+	for name, c := range cmds {
+		st.cmds[name] = cmdStat{calls: c.Calls, usec: c.Usec}
 	}
-	st.cpu = time.Duration(cpu * float64(time.Second))
 	return st
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -48,6 +49,15 @@ func ratio(a, b float64) float64 {
 		return math.NaN()
 	}
 	return a / b
+}
+
+// shuffled returns xs in an order drawn from a generator seeded with k:
+// the same k gives the same order in every run.
+func shuffled[T any](xs []T, k int) []T {
+	out := slices.Clone(xs)
+	rng := rand.New(rand.NewPCG(0x5eed, uint64(k)))
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
 }
 
 // rotate returns xs rotated left by k, so each round starts with another

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,6 +45,27 @@ func TestRotate(t *testing.T) {
 		if got := rotate(xs, k); !slices.Equal(got, want) {
 			t.Errorf("rotate(%d) = %v, want %v", k, got, want)
 		}
+	}
+}
+
+func TestShuffled_seededPermutation(t *testing.T) {
+	xs := []string{"a", "b", "c", "d", "e", "f"}
+	seen := map[string]bool{}
+	for k := range 20 {
+		got := shuffled(xs, k)
+		if again := shuffled(xs, k); !slices.Equal(got, again) {
+			t.Fatalf("shuffled(%d) = %v, then %v: want the same order for the same seed", k, got, again)
+		}
+		if sorted := slices.Sorted(slices.Values(got)); !slices.Equal(sorted, xs) {
+			t.Fatalf("shuffled(%d) = %v: not a permutation of %v", k, got, xs)
+		}
+		seen[strings.Join(got, "")] = true
+	}
+	if len(seen) < 10 {
+		t.Errorf("20 seeds gave %d distinct orders, want most of them distinct", len(seen))
+	}
+	if xs[0] != "a" || xs[5] != "f" {
+		t.Errorf("shuffled changed its input: %v", xs)
 	}
 }
 
