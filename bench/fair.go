@@ -36,10 +36,12 @@ func (e *env) fair() error {
 	}
 	t.Notes = append(t.Notes,
 		"columns as in S3; al-fair-8clients: WithFair(true), the release hands the key to the queue's head in Redis and wakes it alone",
+		"RT/acq, RT/rel: round trips of the Acquire calls (a fair waiter's queue join, made while another goroutine holds the key, and any poll) and of the Release calls (which hand the key over), per section",
 		"srv cmds/cs counts the commands inside the scripts too (TIME, ZRANGEBYSCORE, LINDEX, SET, PUBLISH ...)")
 	t.print(os.Stdout)
 	e.res.Tables = append(e.res.Tables, t)
 	e.check("FAIR", "commands sent per critical section (fair, 8 Clients)", t.med("al-fair-8clients", "cmds"), "<=", 2.5, "")
+	e.check("FAIR", "round trips per release, the handoff included (fair, 8 Clients)", t.med("al-fair-8clients", "rt_rel"), "<=", 1, "")
 	e.check("FAIR", "handoff gap p50 / PING p50 (fair, 8 Clients)", t.med("al-fair-8clients", "gap_ping"), "<=", 3,
 		fmt.Sprintf("gap p50 %.0fµs", t.med("al-fair-8clients", "gap50")))
 	e.check("FAIR", "fairness min/max sections per goroutine (fair, 8 Clients)", t.med("al-fair-8clients", "fair"), ">=", 0.9, "")

@@ -81,6 +81,14 @@ func (in *instance) counts() (rt, cmds int64) {
 	return rt, cmds
 }
 
+// phaseRT returns the round trips counted toward p so far, over every node.
+func (in *instance) phaseRT(p callPhase) (n int64) {
+	for _, c := range in.ctrs {
+		n += c.phaseRT(p)
+	}
+	return n
+}
+
 // openAll opens every impl on the first nodes servers.
 func (e *env) openAll(impls []impl, nodes int, s settings) (map[string]*instance, []string, func()) {
 	ins := map[string]*instance{}

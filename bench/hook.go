@@ -16,6 +16,9 @@ import (
 type counter struct {
 	rt   atomic.Int64
 	cmds atomic.Int64
+	// byPhase counts the round trips of calls made under a context that
+	// withPhase marked (S3, FAIR: the acquire's and the release's own).
+	byPhase [phases]atomic.Int64
 
 	mu       sync.Mutex
 	logPipe  atomic.Bool      // record every pipeline (S7)
@@ -46,6 +49,7 @@ func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		c.rt.Add(1)
 		c.cmds.Add(1)
+		c.phased(ctx)
 		c.last.Store(time.Now().UnixNano())
 		if c.logNames.Load() {
 			c.count([]redis.Cmder{cmd})
@@ -58,6 +62,7 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		c.rt.Add(1)
 		c.cmds.Add(int64(len(cmds)))
+		c.phased(ctx)
 		now := time.Now()
 		c.last.Store(now.UnixNano())
 		if c.logPipe.Load() {
@@ -115,3 +120,33 @@ func newClient(addr string) (*redis.Client, *counter) {
 	rdb.AddHook(c)
 	return rdb, c
 }
+
+// callPhase names the part of a scenario's loop a call belongs to.
+type callPhase int
+
+const (
+	phaseNone    callPhase = iota
+	phaseAcquire           // inside an Acquire (its attempts, and anything run on its context)
+	phaseRelease           // inside a Release
+	phases
+)
+
+type phaseKey struct{}
+
+// withPhase marks ctx: the round trips of calls made under it count
+// toward p (counter.phaseRT). A library that runs background work on a
+// context derived from the caller's (context.WithoutCancel keeps values)
+// has that work counted too, as the call's own cost.
+func withPhase(ctx context.Context, p callPhase) context.Context {
+	return context.WithValue(ctx, phaseKey{}, p)
+}
+
+// phased counts a round trip toward ctx's phase, if it has one.
+func (c *counter) phased(ctx context.Context) {
+	if p, ok := ctx.Value(phaseKey{}).(callPhase); ok && p > phaseNone && p < phases {
+		c.byPhase[p].Add(1)
+	}
+}
+
+// phaseRT returns the round trips counted toward p so far.
+func (c *counter) phaseRT(p callPhase) int64 { return c.byPhase[p].Load() }

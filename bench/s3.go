@@ -74,6 +74,7 @@ func (e *env) s3Round(in *instance, key string, d time.Duration) (map[string]flo
 		return nil, err
 	}
 	_, c0 := in.counts()
+	a0, r0 := in.phaseRT(phaseAcquire), in.phaseRT(phaseRelease)
 	var (
 		mu       sync.Mutex
 		acqAt    []time.Time
@@ -89,7 +90,7 @@ func (e *env) s3Round(in *instance, key string, d time.Duration) (map[string]flo
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				m := in.newMutex(key)
-				actx, acancel := context.WithTimeout(ctx, s3Patience)
+				actx, acancel := context.WithTimeout(withPhase(ctx, phaseAcquire), s3Patience)
 				err := m.acquire(actx)
 				acancel()
 				now := time.Now()
@@ -106,7 +107,7 @@ func (e *env) s3Round(in *instance, key string, d time.Duration) (map[string]flo
 				mu.Unlock()
 				per[g]++
 				time.Sleep(s3Hold)
-				err = m.release(context.WithoutCancel(ctx))
+				err = m.release(withPhase(context.WithoutCancel(ctx), phaseRelease))
 				now = time.Now()
 				mu.Lock()
 				relAt = append(relAt, now)
@@ -122,6 +123,7 @@ func (e *env) s3Round(in *instance, key string, d time.Duration) (map[string]flo
 		return nil, firstErr
 	}
 	_, c1 := in.counts()
+	a1, r1 := in.phaseRT(phaseAcquire), in.phaseRT(phaseRelease)
 	srv, err := commandCalls(e.ctx, admin)
 	if err != nil {
 		return nil, err
@@ -143,6 +145,8 @@ func (e *env) s3Round(in *instance, key string, d time.Duration) (map[string]flo
 		"gap99":    us(percentile(gaps, 99)),
 		"gap_ping": ratio(us(percentile(gaps, 50)), ping),
 		"cmds":     float64(c1-c0) / sections,
+		"rt_acq":   float64(a1-a0) / sections,
+		"rt_rel":   float64(r1-r0) / sections,
 		"srv":      float64(srv) / sections,
 		"fair":     ratio(float64(lo), float64(hi)),
 		"giveups":  float64(giveups),
@@ -157,6 +161,8 @@ func contendedColumns() []column {
 		{Key: "gap99", Header: "gap p99 µs", Prec: 0},
 		{Key: "gap_ping", Header: "gap/PING", Prec: 2},
 		{Key: "cmds", Header: "cmds/cs", Prec: 2},
+		{Key: "rt_acq", Header: "RT/acq", Prec: 2},
+		{Key: "rt_rel", Header: "RT/rel", Prec: 2},
 		{Key: "srv", Header: "srv cmds/cs", Prec: 2},
 		{Key: "fair", Header: "min/max", Prec: 2},
 		{Key: "giveups", Header: "give-ups", Prec: 0},
