@@ -99,7 +99,7 @@ func (e *Engine) expireInFlight(hs []*Hold) (next int64, lowered <-chan struct{}
 		}
 		if now >= h.deadline {
 			h.registered = false
-			lost = append(lost, lossNote{h, failedReason(h.lastErr), ErrRenewalTimeout})
+			lost = append(lost, lossNote{h, failedReason(h.lastErr()), ErrRenewalTimeout})
 			continue
 		}
 		if !ok || h.deadline < next {
@@ -151,16 +151,19 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 			renewed = h.noteRenewed(renewed, now, ttls[i])
 			dl := h.hd.pol.deadlineFor(sent, h.capped(ttls[i]))
 			renewAt := later(sent, h.capped(h.ttl)/3)
-			if h.extDeadline != never {
-				// An Extend may have landed after this renewal (see
-				// extending): keep the earlier deadline, and once every
-				// Extend is answered renew at once with the current TTL.
-				dl = min(dl, h.extDeadline)
-				if h.extending == 0 {
-					renewAt = now
+			if x := h.x.Load(); x != nil {
+				if x.extDeadline != never {
+					// An Extend may have landed after this renewal (see
+					// extending): keep the earlier deadline, and once every
+					// Extend is answered renew at once with the current TTL.
+					dl = min(dl, x.extDeadline)
+					if x.extending == 0 {
+						renewAt = now
+					}
 				}
+				x.lastErr = nil
 			}
-			h.sentAt, h.deadline, h.lastErr = sent, dl, nil
+			h.sentAt, h.deadline = sent, dl
 			h.next = nextFor(h, renewAt)
 			e.requeue(h, &left)
 		case o.Status != Failed:
@@ -170,11 +173,12 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 			h.next = h.deadline
 			e.requeue(h, &left)
 		default:
-			h.lastErr = lastFailure(h.lastErr, o.Err)
+			x := h.more()
+			x.lastErr = lastFailure(x.lastErr, o.Err)
 			failed = append(failed, i)
 			if now >= h.deadline-int64(time.Millisecond) {
 				h.registered = false
-				lost = append(lost, lossNote{h, failedReason(h.lastErr), h.lastErr})
+				lost = append(lost, lossNote{h, failedReason(x.lastErr), x.lastErr})
 				continue
 			}
 			h.next = nextFor(h, min(later(now, retryInterval(h.capped(h.ttl))), h.deadline))
