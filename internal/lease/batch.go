@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
@@ -214,5 +213,5 @@ func (e *Engine) requeue(h *Hold, left *[]leftNote) {
 		*left = append(*left, leftNote{h, h.deadline})
 		return
 	}
-	heap.Push(&e.q, h)
+	e.q.push(h)
 }

@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"container/heap"
 	"errors"
 	"time"
 )
@@ -39,7 +38,7 @@ func (e *Engine) add(h *Hold) {
 	}
 	h.registered = true
 	h.next = nextFor(h, later(h.sentAt, h.capped(h.ttl)/3))
-	heap.Push(&e.q, h)
+	e.q.push(h)
 	if !e.started {
 		e.started = true
 		e.wg.Add(1)
@@ -66,7 +65,7 @@ func (e *Engine) remove(h *Hold) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if h.index >= 0 {
-		heap.Remove(&e.q, int(h.index))
+		e.q.remove(int(h.index))
 	}
 	h.registered = false
 }
@@ -76,7 +75,7 @@ func (e *Engine) remove(h *Hold) {
 func (e *Engine) lose(h *Hold, st Status, byRelease bool) {
 	e.mu.Lock()
 	if h.index >= 0 {
-		heap.Remove(&e.q, int(h.index))
+		e.q.remove(int(h.index))
 	}
 	h.registered = false
 	reason := lossReason(st, monoNow(), h.capped(h.ttl), h.sentAt)
@@ -155,7 +154,7 @@ func (e *Engine) lower(h *Hold, dl int64) {
 		e.lowered = make(chan struct{})
 	case h.index >= 0:
 		h.next = min(h.next, dl)
-		heap.Fix(&e.q, int(h.index))
+		e.q.fix(int(h.index))
 		if dl < e.armed {
 			e.wake()
 		}
@@ -194,7 +193,7 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 	dl := h.hd.pol.deadlineFor(sent, h.capped(ttl))
 	if ok && now >= dl {
 		if h.index >= 0 {
-			heap.Remove(&e.q, int(h.index))
+			e.q.remove(int(h.index))
 		}
 		h.registered = false
 		return true
@@ -219,7 +218,7 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 		h.next = nextFor(h, now)
 	}
 	if h.index >= 0 {
-		heap.Fix(&e.q, int(h.index))
+		e.q.fix(int(h.index))
 	}
 	if h.next < e.armed {
 		e.wake()
@@ -275,11 +274,11 @@ func (e *Engine) tick() {
 	var due []*Hold
 	e.mu.Lock()
 	for len(e.q) > 0 {
-		h := e.q[0]
-		if h.next > now && !(renewalDue(h) && between(now, h.next) <= h.capped(h.ttl)/12) {
+		h := e.q[0].h
+		if e.q[0].next > now && !(renewalDue(h) && between(now, h.next) <= h.capped(h.ttl)/12) {
 			break
 		}
-		heap.Pop(&e.q)
+		e.q.pop()
 		switch {
 		case now >= h.deadline:
 			h.registered = false
@@ -320,7 +319,9 @@ func (e *Engine) abandon() {
 	e.mu.Lock()
 	e.abandoned = true
 	hs := make([]*Hold, len(e.q))
-	copy(hs, e.q)
+	for i, x := range e.q {
+		hs[i] = x.h
+	}
 	dls := make([]int64, len(hs))
 	for i, h := range hs {
 		h.index, h.registered = -1, false
