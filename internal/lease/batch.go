@@ -17,12 +17,30 @@ func (e *Engine) send(due []*Hold) {
 	if len(due) == 0 {
 		return
 	}
-	groups := map[Group][]*Hold{}
+	// Due holds come in runs of one group (one per Client off a cluster):
+	// the map is consulted only when the group changes.
+	type batch struct {
+		g  Group
+		hs []*Hold
+	}
+	var batches []batch
+	index := map[Group]int{}
+	last := -1
 	for _, h := range due {
 		g := h.hd.pol.Group(e.ctx, h)
-		groups[g] = append(groups[g], h)
+		if last < 0 || batches[last].g != g {
+			i, ok := index[g]
+			if !ok {
+				i = len(batches)
+				batches = append(batches, batch{g: g})
+				index[g] = i
+			}
+			last = i
+		}
+		batches[last].hs = append(batches[last].hs, h)
 	}
-	for g, hs := range groups {
+	for _, b := range batches {
+		g, hs := b.g, b.hs
 		for len(hs) > 0 {
 			n := min(len(hs), BatchSize)
 			chunk := hs[:n:n]
