@@ -20,27 +20,29 @@ type Call struct {
 // carrying its reply or its error. The calls must be safe to resend
 // (go-redis may retry a pipeline): renewals, not releases.
 func EvalAll(ctx context.Context, rdb Pipeliner, calls []Call) []*redis.Cmd {
-	return evalAll(ctx, rdb, calls, false)
+	return evalAll(ctx, rdb, len(calls), func(i int) Call { return calls[i] }, false)
 }
 
 // EvalAllOnce is EvalAll for calls that must not run twice, such as
 // releases: every command is an OnceCmd, which go-redis never resends.
 // Each call must carry its script's Src.
 func EvalAllOnce(ctx context.Context, rdb Pipeliner, calls []Call) []*redis.Cmd {
-	return evalAll(ctx, rdb, calls, true)
+	return evalAll(ctx, rdb, len(calls), func(i int) Call { return calls[i] }, true)
 }
 
-func evalAll(ctx context.Context, rdb Pipeliner, calls []Call, once bool) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
+// evalAll sends n calls, call(i) making the i-th: its Args may be reused by
+// the next call(j), as each is copied into its command at once.
+func evalAll(ctx context.Context, rdb Pipeliner, n int, call func(i int) Call, once bool) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, n)
 	run := func(eval bool, which []int) {
 		pipe := rdb.Pipeline()
 		if !once && !eval {
-			sendAll(ctx, pipe, calls, which, cmds)
+			sendAll(ctx, pipe, call, which, cmds)
 			_, _ = pipe.Exec(ctx) // per-command errors are read by the caller
 			return
 		}
 		for _, i := range which {
-			c := calls[i]
+			c := call(i)
 			if !once {
 				cmds[i] = c.Script.Eval(ctx, pipe, c.Keys, c.Args...)
 				continue
@@ -60,7 +62,7 @@ func evalAll(ctx context.Context, rdb Pipeliner, calls []Call, once bool) []*red
 		}
 		_, _ = pipe.Exec(ctx) // per-command errors are read by the caller
 	}
-	all := make([]int, len(calls))
+	all := make([]int, n)
 	for i := range all {
 		all[i] = i
 	}
@@ -80,20 +82,21 @@ func evalAll(ctx context.Context, rdb Pipeliner, calls []Call, once bool) []*red
 
 // sendAll queues the calls of which on pipe by EVALSHA, as Script.EvalSha
 // would, with two allocations fewer per call: their commands' arguments
-// share one array, and a script's SHA is boxed once for a run of calls of
-// the same script.
-func sendAll(ctx context.Context, pipe redis.Pipeliner, calls []Call, which []int, cmds []*redis.Cmd) {
-	n := 0
-	for _, i := range which {
-		n += 3 + len(calls[i].Keys) + len(calls[i].Args)
-	}
-	argv := make([]any, 0, n)
+// share one array (or a few, when calls differ in size), and a script's SHA
+// is boxed once for a run of calls of the same script.
+func sendAll(ctx context.Context, pipe redis.Pipeliner, call func(i int) Call, which []int, cmds []*redis.Cmd) {
+	var argv []any
 	var script *redis.Script
 	var sha any
-	for _, i := range which {
-		c := calls[i]
+	for k, i := range which {
+		c := call(i)
 		if c.Script != script {
 			script, sha = c.Script, c.Script.Hash()
+		}
+		if need := 3 + len(c.Keys) + len(c.Args); cap(argv)-len(argv) < need {
+			// Room for the rest, if they are the size of this one; the
+			// commands made so far keep the array they use.
+			argv = make([]any, 0, need*(len(which)-k))
 		}
 		start := len(argv)
 		argv = append(argv, "evalsha", sha, len(c.Keys))

@@ -89,22 +89,21 @@ type ExtendItem struct {
 
 // ExtendAll runs extend.lua for every item in one pipeline on rdb (see
 // EvalAll). It returns one command per item, carrying its reply (see
-// extend.lua) or its error. The items' arguments share one array, and a
-// TTL is boxed once for a run of items with the same one: a renewal costs
-// no allocation of ours beyond its token's and its keys' boxes (see
-// EvalAll).
+// extend.lua) or its error. Each call is made as it is sent, into one
+// argument array, and a TTL is boxed once for a run of items with the same
+// one: a renewal costs no allocation of ours beyond its token's and its
+// keys' boxes.
 func ExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem, reentrant bool) []*redis.Cmd {
-	calls := make([]Call, len(items))
-	args := make([]any, extendArgs*len(items))
+	var args [extendArgs]any
 	var ms int64
 	var msArg any
-	for i, it := range items {
+	return evalAll(ctx, rdb, len(items), func(i int) Call {
+		it := items[i]
 		if m := it.TTL.Milliseconds(); msArg == nil || m != ms {
 			ms, msArg = m, m
 		}
-		calls[i] = extendCall(it, reentrant, msArg, args[extendArgs*i:extendArgs*(i+1):extendArgs*(i+1)])
-	}
-	return EvalAll(ctx, rdb, calls)
+		return extendCall(it, reentrant, msArg, args[:])
+	}, false)
 }
 
 // extendArgs is the number of extend.lua's ARGV.
