@@ -25,11 +25,11 @@ type renewGroup struct {
 
 // group returns the renewal group of h now.
 func (s *settings) group(ctx context.Context, h *lease.Hold) lease.Group {
-	g := renewGroup{be: s.be}
-	if cl, ok := s.c.rdb.(*redis.ClusterClient); ok {
-		g.node = masterAddr(ctx, cl, h.Handle().Keys.Lock())
+	cl, ok := s.c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return s.grp
 	}
-	return g
+	return renewGroup{be: s.be, node: masterAddr(ctx, cl, h.Handle().Keys.Lock())}
 }
 
 // masterAddr returns the address of the cluster master serving key, or ""

@@ -106,6 +106,8 @@ func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
 	set.be = semBackend{sb: sb, rdb: c.rdb, n: n, info: set.info}
 	set.pol.Handoff = true // to waiters of the same settings only: see semHandoff
 	set.pol.Tag = semTag{} // so a mutex's release hands it nothing (handoff)
+	// The renewal group of its permits off a cluster (see semGroup).
+	set.grp = renewGroup{be: semBackend{sb: sb}}
 	set.pol.Group = set.semGroup
 	if shared {
 		c.beMu.Lock()

@@ -92,7 +92,9 @@ func (b semBackend) available(ctx context.Context, k *keys) (int, error) {
 // permits of every semaphore of the Client with the same script backend
 // (see semBackend).
 func (s *settings) semGroup(ctx context.Context, h *lease.Hold) lease.Group {
-	g := s.group(ctx, h).(renewGroup)
-	g.be = semBackend{sb: s.be.(semBackend).sb}
-	return g
+	cl, ok := s.c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return s.grp // boxed once, by the semaphore's settings
+	}
+	return renewGroup{be: semBackend{sb: s.be.(semBackend).sb}, node: masterAddr(ctx, cl, h.Handle().Keys.Lock())}
 }

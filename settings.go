@@ -21,6 +21,9 @@ type settings struct {
 	info any
 	// aud writes its audit entries ([WithAudit]); nil when off.
 	aud *auditor
+	// grp is the renewal group of its holds off a cluster, boxed once: the
+	// renewal loop asks for every hold's group at every renewal.
+	grp lease.Group
 }
 
 // settings returns the settings of cfg, which is valid.
@@ -33,6 +36,7 @@ func (c *Client) fill(s *settings) *settings {
 	s.info = holderInfo(cfg)
 	s.be = c.backend(backendKind{mode: cfg.mode, reentrant: cfg.ownerSet, fencing: cfg.fencing, coalesce: cfg.coalesce,
 		info: s.info != nil})
+	s.grp = renewGroup{be: s.be}
 	s.pol = lease.Policy{
 		Engine:     &c.eng,
 		Pkg:        "lock",

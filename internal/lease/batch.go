@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
@@ -18,12 +17,30 @@ func (e *Engine) send(due []*Hold) {
 	if len(due) == 0 {
 		return
 	}
-	groups := map[Group][]*Hold{}
+	// Due holds come in runs of one group (one per Client off a cluster):
+	// the map is consulted only when the group changes.
+	type batch struct {
+		g  Group
+		hs []*Hold
+	}
+	var batches []batch
+	index := map[Group]int{}
+	last := -1
 	for _, h := range due {
 		g := h.hd.pol.Group(e.ctx, h)
-		groups[g] = append(groups[g], h)
+		if last < 0 || batches[last].g != g {
+			i, ok := index[g]
+			if !ok {
+				i = len(batches)
+				batches = append(batches, batch{g: g})
+				index[g] = i
+			}
+			last = i
+		}
+		batches[last].hs = append(batches[last].hs, h)
 	}
-	for g, hs := range groups {
+	for _, b := range batches {
+		g, hs := b.g, b.hs
 		for len(hs) > 0 {
 			n := min(len(hs), BatchSize)
 			chunk := hs[:n:n]
@@ -99,7 +116,7 @@ func (e *Engine) expireInFlight(hs []*Hold) (next int64, lowered <-chan struct{}
 		}
 		if now >= h.deadline {
 			h.registered = false
-			lost = append(lost, lossNote{h, failedReason(h.lastErr), ErrRenewalTimeout})
+			lost = append(lost, lossNote{h, failedReason(h.lastErr()), ErrRenewalTimeout})
 			continue
 		}
 		if !ok || h.deadline < next {
@@ -151,16 +168,19 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 			renewed = h.noteRenewed(renewed, now, ttls[i])
 			dl := h.hd.pol.deadlineFor(sent, h.capped(ttls[i]))
 			renewAt := later(sent, h.capped(h.ttl)/3)
-			if h.extDeadline != never {
-				// An Extend may have landed after this renewal (see
-				// extending): keep the earlier deadline, and once every
-				// Extend is answered renew at once with the current TTL.
-				dl = min(dl, h.extDeadline)
-				if h.extending == 0 {
-					renewAt = now
+			if x := h.x.Load(); x != nil {
+				if x.extDeadline != never {
+					// An Extend may have landed after this renewal (see
+					// extending): keep the earlier deadline, and once every
+					// Extend is answered renew at once with the current TTL.
+					dl = min(dl, x.extDeadline)
+					if x.extending == 0 {
+						renewAt = now
+					}
 				}
+				x.lastErr = nil
 			}
-			h.sentAt, h.deadline, h.lastErr = sent, dl, nil
+			h.sentAt, h.deadline = sent, dl
 			h.next = nextFor(h, renewAt)
 			e.requeue(h, &left)
 		case o.Status != Failed:
@@ -170,11 +190,12 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 			h.next = h.deadline
 			e.requeue(h, &left)
 		default:
-			h.lastErr = lastFailure(h.lastErr, o.Err)
+			x := h.more()
+			x.lastErr = lastFailure(x.lastErr, o.Err)
 			failed = append(failed, i)
 			if now >= h.deadline-int64(time.Millisecond) {
 				h.registered = false
-				lost = append(lost, lossNote{h, failedReason(h.lastErr), h.lastErr})
+				lost = append(lost, lossNote{h, failedReason(x.lastErr), x.lastErr})
 				continue
 			}
 			h.next = nextFor(h, min(later(now, retryInterval(h.capped(h.ttl))), h.deadline))
@@ -210,5 +231,5 @@ func (e *Engine) requeue(h *Hold, left *[]leftNote) {
 		*left = append(*left, leftNote{h, h.deadline})
 		return
 	}
-	heap.Push(&e.q, h)
+	e.q.push(h)
 }

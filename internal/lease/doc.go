@@ -90,9 +90,9 @@
 // session key once for the whole batch and reports that outcome for every
 // hold in it: the Redis cost is then one command per slot and tick. To make
 // the loop's own work O(slots) too, the heap's entries would become the
-// sessions: a Hold's term is its own struct (term, embedded in Hold), so a
-// session is a term shared by many holds, and the heap, the deadline
-// rules and the watch over calls in flight already work on terms.
+// sessions: a session is a term (the renewal fields of a Hold, which the
+// Engine's mu guards) shared by many holds, and the heap, the deadline
+// rules and the watch over calls in flight already work on those fields.
 //
 // Close stops the loop. Holds still held are no longer renewed: each gets
 // a timer that reports it lost at its deadline.

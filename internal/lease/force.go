@@ -35,8 +35,16 @@ func (n *Notifier) listen(h *Hold, channel string) {
 		cs.holds = map[string]*Hold{}
 	}
 	cs.holds[h.token] = h
-	h.listening = true
 	n.subscribeOnce(cs)
+}
+
+// unlisten takes h off its force channel, if its Policy has one; a hold
+// never registered there (listen found the Notifier closed) is not found,
+// and nothing changes.
+func (h *Hold) unlisten() {
+	if h.hd.pol.Inbox != "" {
+		h.hd.pol.Engine.Notifier.unlisten(h)
+	}
 }
 
 // unlisten takes h off its channel; the channel may then go idle.

@@ -4,47 +4,56 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Hold is one acquisition of a lock: from a successful attempt until
 // Release or loss. A handle acquired again gets a new Hold.
+//
+// Every held lock has one, so its size counts (S7 holds 100 000 per
+// Client): it keeps what every hold uses, in 112 bytes, and its extra
+// (holdExtra) what few do, made on first use.
 type Hold struct {
 	hd    *Handle
 	token string
 	fence int64
-	since int64 // when the acquire that made it was sent (mono)
+	since int64 // when the acquire that made it was sent (mono); MaxHold counts from it
 
 	relMu sync.Mutex // serializes Releases of this hold
+	mu    sync.Mutex
+	x     atomic.Pointer[holdExtra] // nil until first needed (more)
 
-	mu        sync.Mutex
-	lost      chan struct{} // made on first use; closed when the hold ends involuntarily
-	ended     bool          // released or lost; nothing more to report
-	releasing bool          // a Release is out: only its own answer may report a loss
-	listening bool          // on its Policy's Inbox for force messages (force.go); set before the hold is shared
-	cause     error         // the kind's *LostError, set when lost
-	onLost    []func(error) // called once with the cause
-	afterFn   *time.Timer   // the deadline timer a Close leaves behind
+	// The hold's term: its renewal state, guarded by its Engine's mu. Times
+	// are clock readings (see mono). A write is an acquire, renewal or
+	// Extend call; see Engine.extending for the rules that keep deadline
+	// safe while writes with different TTLs overlap.
+	ttl       time.Duration // what renewals send
+	sentAt    int64         // when the write that set deadline was sent
+	deadline  int64         // lost if no write confirms the hold again by then
+	settledAt int64         // when the last renewal or Extend reply (or failure) came
+	next      int64         // when the renewal loop looks at this hold again
+	index     int32         // position in the renewal heap; -1 when not in it
 
-	term
+	inFlight   bool // a renewal call for it is under way (Engine's mu)
+	registered bool // known to the renewal loop (Engine's mu)
+	ended      bool // released or lost; nothing more to report (mu)
+	releasing  bool // a Release is out: only its own answer may report a loss (mu)
 }
 
-// term is a hold's renewal state, guarded by its Engine's mu. Times are
-// clock readings (see mono). A write is an acquire, renewal or Extend
-// call; see Engine.extending for the rules that keep deadline safe while
-// writes with different TTLs overlap.
-type term struct {
-	ttl        time.Duration // what renewals send
-	sentAt     int64         // when the write that set deadline was sent
-	deadline   int64         // lost if no write confirms the hold again by then
-	settledAt  int64         // when the last renewal or Extend reply (or failure) came
-	next       int64         // when the renewal loop looks at this hold again
-	capAt      int64         // MaxHold: no renewal past this; never = no cap
-	index      int           // position in the renewal heap; -1 when not in it
-	inFlight   bool          // a renewal call for it is under way
-	registered bool          // known to the renewal loop
-	extending  int32         // Extend calls out
-	lastErr    error         // the last renewal error, cleared by a success
+// holdExtra is the part of a Hold that most holds never need: loss
+// reporting beyond the ended flag, Extend and renewal-failure bookkeeping.
+// A Hold makes it on first use (Hold.more) and keeps it.
+type holdExtra struct {
+	// Guarded by the Hold's mu.
+	lost    chan struct{} // made on first use; closed when the hold ends involuntarily
+	cause   error         // the kind's *LostError, set when lost
+	onLost  []func(error) // called once with the cause
+	afterFn *time.Timer   // the deadline timer a Close leaves behind
+
+	// Guarded by the Engine's mu: the rest of the term.
+	extending int32 // Extend calls out
+	lastErr   error // the last renewal error, cleared by a success
 	// ttlCap is the shortest TTL of the writes whose outcome is unknown
 	// (failed after they may have been sent, or unanswered): any of them
 	// may still land, after later writes, and set that TTL. Every deadline
@@ -57,6 +66,37 @@ type term struct {
 	extDeadline int64
 }
 
+// more returns h's extra, making it on first use. Callers hold h.mu or the
+// Engine's mu, whichever guards the fields they touch.
+func (h *Hold) more() *holdExtra {
+	if x := h.x.Load(); x != nil {
+		return x
+	}
+	x := &holdExtra{extDeadline: never}
+	if h.x.CompareAndSwap(nil, x) {
+		return x
+	}
+	return h.x.Load()
+}
+
+// lastErr is the last renewal error, nil after a success. Callers hold the
+// Engine's mu.
+func (h *Hold) lastErr() error {
+	if x := h.x.Load(); x != nil {
+		return x.lastErr
+	}
+	return nil
+}
+
+// capAt is when MaxHold ends the hold: no renewal past it; never without a
+// cap.
+func (h *Hold) capAt() int64 {
+	if m := h.hd.pol.MaxHold; m > 0 {
+		return later(h.since, m)
+	}
+	return never
+}
+
 // newHold makes the hold of token on hd, confirmed by a write sent at sent.
 func newHold(hd *Handle, token string, fence int64, sent time.Time) *Hold {
 	p := hd.pol
@@ -64,30 +104,25 @@ func newHold(hd *Handle, token string, fence int64, sent time.Time) *Hold {
 	h.ttl = p.TTL
 	h.sentAt = mono(sent)
 	h.settledAt = math.MinInt64 // the acquire's reply came before any other call
-	h.capAt = never
-	h.extDeadline = never
 	h.index = -1
 	h.deadline = p.deadlineFor(h.sentAt, h.ttl)
-	if p.MaxHold > 0 {
-		h.capAt = later(h.sentAt, p.MaxHold)
-	}
 	return h
 }
 
 // capped returns ttl bounded by the hold's ttlCap. Callers hold the
 // Engine's mu.
-func (t *term) capped(ttl time.Duration) time.Duration {
-	if t.ttlCap > 0 {
-		return min(ttl, t.ttlCap)
+func (h *Hold) capped(ttl time.Duration) time.Duration {
+	if x := h.x.Load(); x != nil && x.ttlCap > 0 {
+		return min(ttl, x.ttlCap)
 	}
 	return ttl
 }
 
 // unknownWrite records a write of ttl whose outcome is unknown: it may land
 // later. Callers hold the Engine's mu.
-func (t *term) unknownWrite(ttl time.Duration) {
-	if t.ttlCap == 0 || ttl < t.ttlCap {
-		t.ttlCap = ttl
+func (h *Hold) unknownWrite(ttl time.Duration) {
+	if x := h.more(); x.ttlCap == 0 || ttl < x.ttlCap {
+		x.ttlCap = ttl
 	}
 }
 
@@ -118,13 +153,14 @@ var closedChan = func() chan struct{} {
 func (h *Hold) Lost() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.lost == nil {
-		if h.cause != nil {
+	x := h.more()
+	if x.lost == nil {
+		if x.cause != nil {
 			return closedChan
 		}
-		h.lost = make(chan struct{})
+		x.lost = make(chan struct{})
 	}
-	return h.lost
+	return x.lost
 }
 
 // Active reports whether the hold has neither been released nor lost.
@@ -146,20 +182,28 @@ func (h *Hold) givenUp() bool {
 func (h *Hold) LostErr() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.cause
+	return h.cause()
+}
+
+// cause is the loss, nil while the hold is not lost. Callers hold h.mu.
+func (h *Hold) cause() error {
+	if x := h.x.Load(); x != nil {
+		return x.cause
+	}
+	return nil
 }
 
 // OnLost registers fn to be called with the loss; at once if the hold is
 // already lost.
 func (h *Hold) OnLost(fn func(error)) {
 	h.mu.Lock()
-	if h.cause != nil {
-		cause := h.cause
+	if cause := h.cause(); cause != nil {
 		h.mu.Unlock()
 		fn(cause)
 		return
 	}
-	h.onLost = append(h.onLost, fn)
+	x := h.more()
+	x.onLost = append(x.onLost, fn)
 	h.mu.Unlock()
 }
 
@@ -175,14 +219,12 @@ func (h *Hold) beginRelease() (ended bool) {
 // finish ends the hold by Release.
 func (h *Hold) finish() {
 	h.mu.Lock()
-	if h.afterFn != nil {
-		h.afterFn.Stop()
+	if x := h.x.Load(); x != nil && x.afterFn != nil {
+		x.afterFn.Stop()
 	}
 	h.ended, h.releasing = true, false
 	h.mu.Unlock()
-	if h.listening {
-		h.hd.pol.Engine.Notifier.unlisten(h)
-	}
+	h.unlisten()
 }
 
 // markLost is the one place a loss is signalled: it closes Lost(), cancels
@@ -201,15 +243,14 @@ func (h *Hold) lose(reason Reason, err error, byRelease bool) {
 		return
 	}
 	h.ended = true
-	h.cause = p.Lost(h.hd.Keys.User, reason, err)
-	fns := h.onLost
-	h.onLost = nil
-	cause := h.cause
-	ch := h.lost
+	x := h.more()
+	x.cause = p.Lost(h.hd.Keys.User, reason, err)
+	fns := x.onLost
+	x.onLost = nil
+	cause := x.cause
+	ch := x.lost
 	h.mu.Unlock()
-	if h.listening {
-		p.Engine.Notifier.unlisten(h)
-	}
+	h.unlisten()
 
 	// The Observer and the log first: whoever reacts to Lost() finds the
 	// loss already reported.
@@ -244,10 +285,14 @@ func lossReason(st Status, now int64, ttl time.Duration, sentAt int64) Reason {
 func (h *Hold) abandon(deadline int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ended || h.afterFn != nil {
+	if h.ended {
 		return
 	}
-	h.afterFn = time.AfterFunc(untilMono(deadline), func() {
+	x := h.more()
+	if x.afterFn != nil {
+		return
+	}
+	x.afterFn = time.AfterFunc(untilMono(deadline), func() {
 		h.markLost(LossExpired, ErrClosed)
 	})
 }

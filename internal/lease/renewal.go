@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"container/heap"
 	"errors"
 	"time"
 )
@@ -23,7 +22,7 @@ func nextFor(h *Hold, renewAt int64) int64 {
 	if h.hd.pol.Watchdog {
 		n = min(n, renewAt)
 	}
-	return min(n, h.capAt)
+	return min(n, h.capAt())
 }
 
 // add puts a new hold into the loop, starting the loop on first use.
@@ -39,7 +38,7 @@ func (e *Engine) add(h *Hold) {
 	}
 	h.registered = true
 	h.next = nextFor(h, later(h.sentAt, h.capped(h.ttl)/3))
-	heap.Push(&e.q, h)
+	e.q.push(h)
 	if !e.started {
 		e.started = true
 		e.wg.Add(1)
@@ -66,7 +65,7 @@ func (e *Engine) remove(h *Hold) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if h.index >= 0 {
-		heap.Remove(&e.q, h.index)
+		e.q.remove(int(h.index))
 	}
 	h.registered = false
 }
@@ -76,7 +75,7 @@ func (e *Engine) remove(h *Hold) {
 func (e *Engine) lose(h *Hold, st Status, byRelease bool) {
 	e.mu.Lock()
 	if h.index >= 0 {
-		heap.Remove(&e.q, h.index)
+		e.q.remove(int(h.index))
 	}
 	h.registered = false
 	reason := lossReason(st, monoNow(), h.capped(h.ttl), h.sentAt)
@@ -127,8 +126,9 @@ func (e *Engine) extending(h *Hold, ttl time.Duration, sentAt time.Time) {
 		}
 		return
 	}
-	h.extending++
-	h.extDeadline = min(h.extDeadline, dl)
+	x := h.more()
+	x.extending++
+	x.extDeadline = min(x.extDeadline, dl)
 	e.lower(h, dl)
 }
 
@@ -136,8 +136,8 @@ func (e *Engine) extending(h *Hold, ttl time.Duration, sentAt time.Time) {
 func (h *Hold) rearm(dl int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.afterFn != nil {
-		h.afterFn.Reset(untilMono(dl))
+	if x := h.x.Load(); x != nil && x.afterFn != nil {
+		x.afterFn.Reset(untilMono(dl))
 	}
 }
 
@@ -154,7 +154,7 @@ func (e *Engine) lower(h *Hold, dl int64) {
 		e.lowered = make(chan struct{})
 	case h.index >= 0:
 		h.next = min(h.next, dl)
-		heap.Fix(&e.q, h.index)
+		e.q.fix(int(h.index))
 		if dl < e.armed {
 			e.wake()
 		}
@@ -193,13 +193,14 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 	dl := h.hd.pol.deadlineFor(sent, h.capped(ttl))
 	if ok && now >= dl {
 		if h.index >= 0 {
-			heap.Remove(&e.q, h.index)
+			e.q.remove(int(h.index))
 		}
 		h.registered = false
 		return true
 	}
-	h.extending--
-	alone := h.settledAt < sent && !h.inFlight && h.extending == 0
+	x := h.more()
+	x.extending--
+	alone := h.settledAt < sent && !h.inFlight && x.extending == 0
 	h.settledAt = max(h.settledAt, now)
 	if ok {
 		h.ttl = ttl
@@ -207,17 +208,17 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 	if ok && alone {
 		// Sent after every other write was answered, and none is out: this
 		// one landed last.
-		h.sentAt, h.deadline, h.lastErr, h.extDeadline = sent, dl, nil, never
+		h.sentAt, h.deadline, x.lastErr, x.extDeadline = sent, dl, nil, never
 		h.next = nextFor(h, later(sent, h.capped(ttl)/3))
 	} else {
 		e.lower(h, dl)
-		if h.inFlight || h.extending > 0 {
+		if h.inFlight || x.extending > 0 {
 			return false // the last answer to come renews (see apply)
 		}
 		h.next = nextFor(h, now)
 	}
 	if h.index >= 0 {
-		heap.Fix(&e.q, h.index)
+		e.q.fix(int(h.index))
 	}
 	if h.next < e.armed {
 		e.wake()
@@ -273,28 +274,28 @@ func (e *Engine) tick() {
 	var due []*Hold
 	e.mu.Lock()
 	for len(e.q) > 0 {
-		h := e.q[0]
-		if h.next > now && !(renewalDue(h) && between(now, h.next) <= h.capped(h.ttl)/12) {
+		h := e.q[0].h
+		if e.q[0].next > now && !(renewalDue(h) && between(now, h.next) <= h.capped(h.ttl)/12) {
 			break
 		}
-		heap.Pop(&e.q)
+		e.q.pop()
 		switch {
 		case now >= h.deadline:
 			h.registered = false
-			reason := LossExpired
-			if h.lastErr != nil {
-				reason = failedReason(h.lastErr)
+			reason, err := LossExpired, h.lastErr()
+			if err != nil {
+				reason = failedReason(err)
 			}
-			lost = append(lost, lossNote{h, reason, h.lastErr})
-		case now >= h.capAt:
+			lost = append(lost, lossNote{h, reason, err})
+		case now >= h.capAt():
 			h.registered = false
 			lost = append(lost, lossNote{h, LossMaxHold, nil})
 		default:
 			h.inFlight = true
-			if h.extending == 0 {
+			if x := h.x.Load(); x != nil && x.extending == 0 {
 				// Every Extend is answered: this renewal is sent after them
 				// all, so none can land after it (see extending).
-				h.extDeadline = never
+				x.extDeadline = never
 			}
 			due = append(due, h)
 		}
@@ -309,7 +310,7 @@ func (e *Engine) tick() {
 // renewalDue reports whether h's next event is a renewal (not its deadline
 // or cap). Callers hold e.mu.
 func renewalDue(h *Hold) bool {
-	return h.hd.pol.Watchdog && h.next < h.deadline && h.next < h.capAt
+	return h.hd.pol.Watchdog && h.next < h.deadline && h.next < h.capAt()
 }
 
 // abandon runs at Close, after the loop has stopped: every hold left is no
@@ -318,7 +319,9 @@ func (e *Engine) abandon() {
 	e.mu.Lock()
 	e.abandoned = true
 	hs := make([]*Hold, len(e.q))
-	copy(hs, e.q)
+	for i, x := range e.q {
+		hs[i] = x.h
+	}
 	dls := make([]int64, len(hs))
 	for i, h := range hs {
 		h.index, h.registered = -1, false

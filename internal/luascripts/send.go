@@ -89,18 +89,35 @@ type ExtendItem struct {
 
 // ExtendAll runs extend.lua for every item in one pipeline on rdb (see
 // EvalAll). It returns one command per item, carrying its reply (see
-// extend.lua) or its error.
+// extend.lua) or its error. Each call is made as it is sent, into one
+// argument array, and a TTL is boxed once for a run of items with the same
+// one: a renewal costs no allocation of ours beyond its token's and its
+// keys' boxes.
 func ExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem, reentrant bool) []*redis.Cmd {
-	calls := make([]Call, len(items))
-	for i, it := range items {
-		calls[i] = ExtendCall(it, reentrant)
-	}
-	return EvalAll(ctx, rdb, calls)
+	var args [extendArgs]any
+	var ms int64
+	var msArg any
+	return evalAll(ctx, rdb, len(items), func(i int) Call {
+		it := items[i]
+		if m := it.TTL.Milliseconds(); msArg == nil || m != ms {
+			ms, msArg = m, m
+		}
+		return extendCall(it, reentrant, msArg, args[:])
+	}, false)
 }
+
+// extendArgs is the number of extend.lua's ARGV.
+const extendArgs = 3
 
 // ExtendCall is the extend.lua call that renews it.
 func ExtendCall(it ExtendItem, reentrant bool) Call {
-	flag := "0"
+	return extendCall(it, reentrant, it.TTL.Milliseconds(), make([]any, extendArgs))
+}
+
+// extendCall is ExtendCall with the TTL in milliseconds already boxed, its
+// ARGV written into args.
+func extendCall(it ExtendItem, reentrant bool, ms any, args []any) Call {
+	var flag any = "0" // constants: boxing them costs nothing
 	if reentrant {
 		flag = "1"
 	}
@@ -108,5 +125,6 @@ func ExtendCall(it ExtendItem, reentrant bool) Call {
 	if it.Holders {
 		keys = it.Keys.InfoLockKeys()
 	}
-	return Call{Script: Extend, Keys: keys, Args: []any{it.Token, it.TTL.Milliseconds(), flag}}
+	args[0], args[1], args[2] = it.Token, ms, flag
+	return Call{Script: Extend, Keys: keys, Args: args}
 }
