@@ -71,6 +71,24 @@ func gatedClient(t *testing.T, tg *target, opts ...lock.Option) (*lock.Client, *
 	return c, g
 }
 
+// gatedHead returns a fair holder of key, and a fair lock of key (head)
+// on a gatedClient (c, g) of its own with the slow backoff, not waiting yet.
+func gatedHead(t *testing.T, tg *target, key string) (holder *lock.Lock, c *lock.Client, g *dialGate, head *lock.Lock) {
+	t.Helper()
+	holder = fairHolder(t, tg.rdb, key)
+	c, g = gatedClient(t, tg, lock.WithFair(true), slow)
+	return holder, c, g, c.NewLock(key)
+}
+
+// cutPubSub cuts every pub/sub connection of tg (CLIENT KILL) and returns
+// once g holds the redial of its Client's.
+func cutPubSub(t *testing.T, tg *target, g *dialGate) {
+	t.Helper()
+	g.armed.Store(true)
+	must(t, "CLIENT KILL TYPE pubsub", tg.rdb.ClientKillByFilter(context.Background(), "TYPE", "pubsub").Err())
+	<-g.blocked
+}
+
 // fairHolder returns a fair lock of key holding it for a minute, on a
 // Client of its own.
 func fairHolder(t *testing.T, rdb redis.UniversalClient, key string) *lock.Lock {
@@ -149,25 +167,33 @@ func TestFair_giveBeforeInboxConfirmed(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	holder := fairHolder(t, tg.rdb, key)
+	holder, _, g, head := gatedHead(t, tg, key)
 	waitInboxes(t, tg.rdb, key, 1) // the holder's Client's, from its Acquire
-	c, g := gatedClient(t, tg, lock.WithFair(true), slow)
 	g.armed.Store(true)
-	head := c.NewLock(key)
 	done := acquireBg(ctx, head)
 	waitWaiters(t, holder, 1)
 	<-g.blocked
 	if n := inboxes(t, tg.rdb, key); n != 1 {
 		t.Fatalf("%d inboxes subscribed while the dial is held, want 1 (the holder's Client's)", n)
 	}
+	giveLostThenHeld(t, tg, holder, head, g, done)
+}
+
+// giveLostThenHeld releases holder while head's Client (gated by g) cannot
+// hear the give, and wants the key left with head's token; then lets g go
+// and wants head, whose Acquire reports on done, woken and holding the
+// key, with a fence above the holder's.
+func giveLostThenHeld(t *testing.T, tg *target, holder, head *lock.Lock, g *dialGate, done <-chan error) {
+	t.Helper()
+	key := head.Key()
 	releaseToAbsent(t, tg.rdb, key, holder, headToken(t, tg.rdb, key))
-	wantPending(t, done, "head's Acquire() before its Client listens")
+	wantPending(t, done, "head's Acquire() while its Client cannot listen")
 	g.let()
-	must(t, "head's Acquire()", recv(t, done, "head woken by its inbox's confirmation"))
+	must(t, "head's Acquire()", recv(t, done, "head woken once its Client listens"))
 	if head.Fence() <= holder.Fence() {
 		t.Fatalf("head's fence %d, not above the holder's %d", head.Fence(), holder.Fence())
 	}
-	must(t, "head's Release()", head.Release(ctx))
+	must(t, "head's Release()", head.Release(context.Background()))
 }
 
 // TestFair_inboxResubscribedAfterRedial: the head's pub/sub connection is
@@ -176,20 +202,10 @@ func TestFair_giveBeforeInboxConfirmed(t *testing.T) {
 // and its confirmation wakes the head, which holds the key.
 func TestFair_inboxResubscribedAfterRedial(t *testing.T) {
 	tg := realTarget(t)
-	ctx := context.Background()
-	key := keyFor(t)
-	holder := fairHolder(t, tg.rdb, key)
-	c, g := gatedClient(t, tg, lock.WithFair(true), slow)
-	head := c.NewLock(key)
+	holder, c, g, head := gatedHead(t, tg, keyFor(t))
 	done := startAcquire(t, c, head, 1)
-	g.armed.Store(true)
-	must(t, "CLIENT KILL TYPE pubsub", tg.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err())
-	<-g.blocked
-	releaseToAbsent(t, tg.rdb, key, holder, headToken(t, tg.rdb, key))
-	wantPending(t, done, "head's Acquire() while its Client is cut off")
-	g.let()
-	must(t, "head's Acquire()", recv(t, done, "head woken after the redial"))
-	must(t, "head's Release()", head.Release(ctx))
+	cutPubSub(t, tg, g)
+	giveLostThenHeld(t, tg, holder, head, g, done)
 }
 
 // TestFair_closeWithGiveInFlight: the head's Client is cut off (its
@@ -201,18 +217,13 @@ func TestFair_closeWithGiveInFlight(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	holder := fairHolder(t, tg.rdb, key)
-	c, g := gatedClient(t, tg, lock.WithFair(true), slow)
-	head := c.NewLock(key)
+	holder, c, g, head := gatedHead(t, tg, key)
 	headDone := startAcquire(t, c, head, 1)
 	nc := newClient(t, tg.newRDB(t), lock.WithFair(true), slow)
 	next := nc.NewLock(key)
 	nextDone := startAcquire(t, nc, next, 1)
 	waitWaiters(t, holder, 2)
-
-	g.armed.Store(true)
-	must(t, "CLIENT KILL TYPE pubsub", tg.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err())
-	<-g.blocked
+	cutPubSub(t, tg, g)
 	releaseToAbsent(t, tg.rdb, key, holder, headToken(t, tg.rdb, key))
 	closeWithin(t, c)
 	wantErr(t, "closed head's Acquire()", recv(t, headDone, "closed head's Acquire"), lock.ErrClosed)
@@ -393,17 +404,8 @@ func TestFair_inboxAfterSlotMigration(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
 	key := keyFor(t)
-	from, err := cl.MasterForKey(ctx, lockKey(key))
-	must(t, "MasterForKey()", err)
-	var to *redistest.Server
-	for _, n := range cl.Nodes() {
-		if n != from {
-			to = n
-			break
-		}
-	}
+	from, to, slot := slotMove(t, cl, key)
 	rdb := cl.Client(t)
-	slot := int(rdb.ClusterKeySlot(ctx, lockKey(key)).Val())
 
 	holder := fairHolder(t, cl.Client(t), key)
 	c := newClient(t, cl.Client(t), lock.WithFair(true), slow)
@@ -433,3 +435,24 @@ func TestFair_inboxAfterSlotMigration(t *testing.T) {
 	wantHeldBy(t, rdb, head, "after the migration")
 	must(t, "head's Release()", head.Release(ctx))
 }
+
+// TestFair_ringGiveOnKeyShard: on a *redis.Ring of two real servers, for a
+// key on each shard, the head's Client listens on its inbox on the shard
+// of the key's hash tag, where the release's give is published.
+func TestFair_ringGiveOnKeyShard(t *testing.T) {
+	s1, s2 := redistest.Start(t, redistest.Config{}), redistest.Start(t, redistest.Config{})
+	ring := newRing(t, s1, s2)
+	ctx := context.Background()
+	byShard := keysOnEachShard(t, ring)
+	c := newClient(t, newRing(t, s1, s2), lock.WithFair(true), slow)
+	for _, key := range byShard {
+		holder := fairHolder(t, ring, key)
+		head := c.NewLock(key)
+		done := startAcquire(t, c, head, 1)
+		waitWaiters(t, holder, 1)
+		must(t, "holder Release()", holder.Release(ctx))
+		must(t, "head's Acquire()", recv(t, done, key+": head handed the key on its shard"))
+		must(t, "head's Release()", head.Release(ctx))
+	}
+}
+
