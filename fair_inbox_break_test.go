@@ -2,6 +2,8 @@ package lock_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -456,3 +458,32 @@ func TestFair_ringGiveOnKeyShard(t *testing.T) {
 	}
 }
 
+// TestFair_closeThenRedisCloseLeavesQueue: a Client whose fair waiter is
+// queued closes, and its go-redis client is closed right after (the usual
+// deferred shutdown order). Close waits for the waiter's way out, whose
+// undo takes its entry out of the queue: none is left behind for the next
+// release to hand the key to. Before, Close returned before the Acquire
+// even woke, and its undo failed on the closed redis client in about one
+// run of three, leaving the key to a closed Client for its TTL.
+func TestFair_closeThenRedisCloseLeavesQueue(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	for i := range 20 {
+		key := fmt.Sprintf("%s:%d", keyFor(t), i)
+		holder := fairHolder(t, tg.rdb, key)
+		rdb := tg.newRDB(t)
+		c := lock.NewClient(rdb, lock.WithFair(true), slow)
+		done := acquireBg(ctx, c.NewLock(key))
+		waitWaiters(t, holder, 1)
+		must(t, "Close()", c.Close())
+		must(t, "redis Close()", rdb.Close())
+		wantErr(t, "closed waiter's Acquire()", recv(t, done, "closed waiter"), lock.ErrClosed)
+		if n, err := holder.Waiters(ctx); err != nil || n != 0 {
+			t.Fatalf("run %d: Waiters() = %d, %v after the waiter's Client closed; want 0", i, n, err)
+		}
+		must(t, "holder Release()", holder.Release(ctx))
+		if got, err := tg.rdb.Get(ctx, lockKey(key)).Result(); !errors.Is(err, redis.Nil) {
+			t.Fatalf("run %d: GET after the release = %q, %v; want no key (nobody waits)", i, got, err)
+		}
+	}
+}
