@@ -85,7 +85,9 @@ func (c *Client) zero() bool { return c == nil || !c.eng.Ready() }
 // timeouts); a subscription still connecting to such a server is waited
 // for at most 100ms, and ends on its own later. Close also waits, at most
 // 5s, for the background work of calls their callers stopped waiting for
-// and for the undos of acquisitions whose outcome was unknown. It is
+// and for the undos of acquisitions whose outcome was unknown, and for the
+// fair locks' Acquires under way, which it ends, to leave their queues
+// ([WithFair]), so the redis client can be closed right after. It is
 // idempotent and always returns nil, also on a zero or nil Client.
 //
 // Locks still held are no longer renewed: their Lost channels close at

@@ -38,7 +38,7 @@ import (
 // timeout. An Acquire that gives up (ctx done, wait timeout, Close) takes
 // its place out of the queue on its way out, in the background (and passes
 // the key on if it was handed to it meanwhile), once no attempt of its is
-// out; Redis then refuses its token for FairEntryTimeout, so an attempt of
+// out (Close waits for an Acquire it ends to do so); Redis then refuses its token for FairEntryTimeout, so an attempt of
 // its that arrives late (a lost reply, a delayed write) neither rejoins the
 // queue nor takes the key. A [Lock.TryAcquire] takes the key only when it
 // is free and nobody waits, and never joins the queue. [Lock.Waiters] reads

@@ -37,15 +37,10 @@ func closeWithin(t *testing.T, c *lock.Client) {
 	must(t, "Close()", recv(t, done, "Close"))
 }
 
-// TestNotify_ringWakesWaiters: on a *redis.Ring of two real servers, for a
-// key on each shard, a waiter in another Client is woken by the release's
-// publish (its backoff is a minute), a waiter of the same Client is handed
-// the hold, and Close returns: no panic, no hang.
-func TestNotify_ringWakesWaiters(t *testing.T) {
-	s1, s2 := redistest.Start(t, redistest.Config{}), redistest.Start(t, redistest.Config{})
-	ring := newRing(t, s1, s2)
-	ctx := context.Background()
-	// One key on each shard.
+// keysOnEachShard returns a key of the test on each of ring's two shards,
+// by the shard's address.
+func keysOnEachShard(t *testing.T, ring *redis.Ring) map[string]string {
+	t.Helper()
 	byShard := map[string]string{}
 	for i := 0; len(byShard) < 2; i++ {
 		key := fmt.Sprintf("%s:%d", keyFor(t), i)
@@ -55,6 +50,18 @@ func TestNotify_ringWakesWaiters(t *testing.T) {
 			byShard[shard.Options().Addr] = key
 		}
 	}
+	return byShard
+}
+
+// TestNotify_ringWakesWaiters: on a *redis.Ring of two real servers, for a
+// key on each shard, a waiter in another Client is woken by the release's
+// publish (its backoff is a minute), a waiter of the same Client is handed
+// the hold, and Close returns: no panic, no hang.
+func TestNotify_ringWakesWaiters(t *testing.T) {
+	s1, s2 := redistest.Start(t, redistest.Config{}), redistest.Start(t, redistest.Config{})
+	ring := newRing(t, s1, s2)
+	ctx := context.Background()
+	byShard := keysOnEachShard(t, ring)
 	holders := newClient(t, ring)
 	others := newClient(t, newRing(t, s1, s2)) // another process's Client
 	for addr, key := range byShard {

@@ -400,6 +400,23 @@ func migrateSlot(t *testing.T, slot int, from, to *redistest.Server, nodes []*re
 	}
 }
 
+// slotMove returns the master of key's slot (from), another master (to)
+// and the slot, for migrateSlot.
+func slotMove(t *testing.T, cl *redistest.Cluster, key string) (from, to *redistest.Server, slot int) {
+	t.Helper()
+	ctx := context.Background()
+	from, err := cl.MasterForKey(ctx, lockKey(key))
+	must(t, "MasterForKey()", err)
+	for _, n := range cl.Nodes() {
+		if n != from {
+			to = n
+			break
+		}
+	}
+	slot = int(cl.Client(t).ClusterKeySlot(ctx, lockKey(key)).Val())
+	return from, to, slot
+}
+
 // TestShardedPubSub_slotMigration: a waiter listens by SSUBSCRIBE on the
 // master of its key's slot; the slot moves to another master while the key
 // is held (the old master ends the subscription with SUNSUBSCRIBE). The
@@ -411,17 +428,7 @@ func TestShardedPubSub_slotMigration(t *testing.T) {
 	holders := newClient(t, cl.Client(t))
 	others := newClient(t, cl.Client(t))
 	key := keyFor(t)
-	from, err := cl.MasterForKey(ctx, lockKey(key))
-	must(t, "MasterForKey()", err)
-	var to *redistest.Server
-	for _, n := range cl.Nodes() {
-		if n != from {
-			to = n
-			break
-		}
-	}
-	rdb := cl.Client(t)
-	slot := int(rdb.ClusterKeySlot(ctx, lockKey(key)).Val())
+	from, to, slot := slotMove(t, cl, key)
 	channel := lockKey(key) + ":notify"
 
 	holder := holders.NewLock(key)

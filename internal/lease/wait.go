@@ -17,13 +17,25 @@ import (
 // matching context.Cause(ctx) when ctx ended it, and the last failed
 // attempt's error, if any); the attempt's error when it is Final; or
 // ErrInvalid or ErrClosed. What a failed attempt may have set is undone in
-// the background.
+// the background; an Acquire of a queued kind (Policy.Queued) that Close
+// ends waits for its undo, and Close waits for that Acquire (up to
+// BackgroundWait).
 func (hd *Handle) Acquire(ctx context.Context, k Kind) error {
 	if err := hd.begin(); err != nil {
 		return err
 	}
 	defer hd.done()
 	p := hd.pol
+	if p.Queued {
+		// Its way out undoes its token, taking it out of the queue: Close
+		// waits for that (as for a background task), so a redis client
+		// closed right after Close does not leave the entry behind, to be
+		// handed the key by the next release and hold it for a TTL.
+		if !p.Engine.track() {
+			return hd.Err("acquire", ErrClosed)
+		}
+		defer p.Engine.bg.Done()
+	}
 	start := time.Now()
 	p.observe(hd.Keys.User, Event{Kind: EventAcquireStart, Ctx: ctx})
 	if p.Admit != nil {
