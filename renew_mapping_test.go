@@ -1,0 +1,192 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentlock/lock"
+)
+
+// renewCounter is an Observer counting each hold's renewals by token.
+type renewCounter struct {
+	mu      sync.Mutex
+	renewed map[string]int
+	changed chan struct{} // signalled on every renewal
+}
+
+func newRenewCounter() *renewCounter {
+	return &renewCounter{renewed: map[string]int{}, changed: make(chan struct{}, 1)}
+}
+
+func (r *renewCounter) Observe(e lock.Event) {
+	if e.Kind != lock.EventRenewed {
+		return
+	}
+	r.mu.Lock()
+	r.renewed[e.Token]++
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *renewCounter) count(token string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.renewed[token]
+}
+
+// mappedHold is one hold of TestRenewal_repliesMapToTheirHolds and what the
+// test did to its key before the first renewal.
+type mappedHold struct {
+	l     *lock.Lock
+	fate  string // "kept", "deleted", "stolen", "wrongtype"
+	token string
+	thief *lock.Lock // the other client's hold of a stolen key
+}
+
+// TestRenewal_repliesMapToTheirHolds: 1300 holds of one Client (mutexes,
+// read and write locks of RWLocks in the same pipelines, permits of two
+// semaphores with different n) are renewed in chunks of up to 500 calls
+// with mixed scripts, the first renewal after SCRIPT FLUSH (NOSCRIPT, then
+// EVAL). Before it, some keys are deleted, some taken by another client,
+// some replaced by a string (WRONGTYPE). Each hold must get its own
+// answer: the deleted and stolen ones are lost for those reasons, the
+// WRONGTYPE ones lost after failing, every other hold renewed at least
+// twice and never lost, and the thief's keys stay the thief's.
+func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	obs := newRenewCounter()
+	ttl := 3 * time.Second
+	c := newClient(t, tg.rdb, lock.WithTTL(ttl), lock.WithObserver(obs), lock.WithNotify(false))
+	thief := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute), lock.WithWatchdog(false), lock.WithNotify(false))
+
+	const mutexes, rws, permits = 1000, 100, 100
+	holds := make([]mappedHold, 0, mutexes+2*rws+permits)
+	for i := range mutexes {
+		fate := "kept"
+		switch {
+		case i%7 == 3:
+			fate = "deleted"
+		case i%11 == 5:
+			fate = "stolen"
+		case i%97 == 50:
+			fate = "wrongtype"
+		}
+		holds = append(holds, mappedHold{l: c.NewLock(fmt.Sprintf("%s:m%d", keyFor(t), i)), fate: fate})
+	}
+	for i := range rws {
+		rw := c.NewRWLock(fmt.Sprintf("%s:rw%d", keyFor(t), i))
+		if i%2 == 0 {
+			holds = append(holds, mappedHold{l: rw.ReadLock(), fate: "kept"})
+		} else {
+			holds = append(holds, mappedHold{l: rw.WriteLock(), fate: "kept"})
+		}
+	}
+	for i := range permits {
+		s := c.NewSemaphore(fmt.Sprintf("%s:s%d", keyFor(t), i), 2+i%2)
+		holds = append(holds, mappedHold{l: s.Permit(), fate: "kept"})
+	}
+	// Acquire in parallel so that their renewals fall due together.
+	var wg sync.WaitGroup
+	errs := make(chan error, len(holds))
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(holds); i += 8 {
+				if err := holds[i].l.Acquire(ctx); err != nil {
+					errs <- fmt.Errorf("hold %d: %w", i, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i := range holds {
+		holds[i].token = holds[i].l.Token()
+	}
+	// Spoil keys before the first renewal (due a third of the TTL after
+	// the acquire).
+	if err := tg.rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range holds {
+		h := &holds[i]
+		k := lockKey(h.l.Key())
+		switch h.fate {
+		case "deleted", "stolen":
+			must(t, "DEL", tg.rdb.Del(ctx, k).Err())
+			if h.fate == "stolen" {
+				h.thief = thief.NewLock(h.l.Key())
+				must(t, "thief Acquire", h.thief.Acquire(ctx))
+			}
+		case "wrongtype":
+			must(t, "SET", tg.rdb.Del(ctx, k).Err())
+			must(t, "SET", tg.rdb.Set(ctx, k, "x", 0).Err())
+		}
+	}
+	if obs.count(holds[0].token) > 0 {
+		t.Skip("a renewal came before the keys were spoiled: machine too slow")
+	}
+
+	deadline := time.After(20 * time.Second)
+	for {
+		pending := 0
+		for _, h := range holds {
+			switch h.fate {
+			case "kept":
+				if obs.count(h.token) < 2 {
+					pending++
+				}
+			default:
+				if !isClosed(h.l.Lost()) {
+					pending++
+				}
+			}
+		}
+		if pending == 0 {
+			break
+		}
+		select {
+		case <-obs.changed:
+		case <-deadline:
+			t.Fatalf("%d holds neither renewed twice nor lost as expected", pending)
+		case <-time.After(100 * time.Millisecond): // losses signal no renewal
+		}
+	}
+	for i, h := range holds {
+		var le *lock.LostError
+		lost := errors.As(h.l.LostErr(), &le)
+		switch h.fate {
+		case "kept":
+			if lost {
+				t.Errorf("hold %d (%s) kept its key, yet lost: %v", i, h.l.Key(), h.l.LostErr())
+			}
+		case "stolen":
+			if !lost || le.Reason != lock.LossStolen {
+				t.Errorf("hold %d stolen: loss %v, want LossStolen", i, h.l.LostErr())
+			}
+			if got := tg.rdb.Get(ctx, lockKey(h.l.Key())).Val(); got != h.thief.Token() {
+				t.Errorf("hold %d: the key holds %q, not the thief's token", i, got)
+			}
+		case "deleted":
+			if !lost || le.Reason == lock.LossStolen {
+				t.Errorf("hold %d deleted: loss %v, want one of a key gone", i, h.l.LostErr())
+			}
+		case "wrongtype":
+			if !lost {
+				t.Errorf("hold %d WRONGTYPE: not lost", i)
+			}
+		}
+	}
+}
