@@ -1,0 +1,146 @@
+package lock
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// laggyBackend is a fakeBackend whose renewals and extends take effect at a
+// random point of a call that takes up to lag: the write lands after the
+// call is sent and before its reply, as on a slow network.
+type laggyBackend struct {
+	*fakeBackend
+	lag time.Duration
+
+	rmu sync.Mutex
+	r   *rand.Rand
+}
+
+// delays returns how long a call waits before and after it lands.
+func (b *laggyBackend) delays() (before, after time.Duration) {
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	return time.Duration(b.r.Int64N(int64(b.lag)/2 + 1)), time.Duration(b.r.Int64N(int64(b.lag)/2 + 1))
+}
+
+func (b *laggyBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
+	before, after := b.delays()
+	time.Sleep(before)
+	b.fakeBackend.renew(ctx, items, st, errs)
+	time.Sleep(after)
+}
+
+func (b *laggyBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
+	before, after := b.delays()
+	time.Sleep(before)
+	st, err := b.fakeBackend.extend(ctx, k, token, ttl)
+	time.Sleep(after)
+	return st, err
+}
+
+// TestRenewal_laggyExtendsKeepDeadlinesSafe: 60 holds with TTLs of 300ms,
+// 1s and 3s, renewals and Extends (to any of those TTLs, shorter ones
+// included) overlapping on calls that land at a random point within 40ms,
+// over 8s. At every instant each active hold's deadline (now + Left) must
+// come before its key's expiry in the backend, and since every call
+// succeeds well within the TTLs, no hold may be lost: one renewed late (a
+// stale renewal-heap entry) would be.
+func TestRenewal_laggyExtendsKeepDeadlinesSafe(t *testing.T) {
+	for seed := range uint64(4) {
+		synctest.Test(t, func(t *testing.T) {
+			b := &laggyBackend{fakeBackend: newFake(), lag: 40 * time.Millisecond, r: rand.New(rand.NewPCG(seed, 7))}
+			c := newClientWithBackend(b)
+			defer c.Close()
+			ttls := []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second}
+			const n = 60
+			locks := make([]*Lock, n)
+			for i := range locks {
+				locks[i] = c.NewLock("k"+itoa(i), WithTTL(ttls[i%len(ttls)]))
+				mustAcquire(t, locks[i])
+			}
+			end := time.Now().Add(8 * time.Second)
+			var wg sync.WaitGroup
+			for i, l := range locks {
+				r := rand.New(rand.NewPCG(seed, uint64(i)))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for time.Now().Before(end) {
+						time.Sleep(time.Duration(r.Int64N(int64(400 * time.Millisecond))))
+						if err := l.Extend(context.Background(), ttls[r.IntN(len(ttls))]); err != nil {
+							t.Errorf("lock %d: Extend() error = %v", i, err)
+							return
+						}
+					}
+				}()
+			}
+			for time.Now().Before(end) {
+				b.mu.Lock()
+				for i, l := range locks {
+					left := l.hd.Left()
+					if left <= 0 {
+						continue
+					}
+					v, ok := b.keys[l.hd.Keys.Lock()]
+					if !ok || v.token != l.Token() || time.Now().Add(left).After(v.exp) {
+						t.Errorf("lock %d: held for %v more, but its key expires in %v (present %v)", i, left, time.Until(v.exp), ok)
+					}
+				}
+				b.mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+			wg.Wait()
+			for i, l := range locks {
+				if err := l.LostErr(); err != nil {
+					t.Errorf("lock %d (TTL %v): lost: %v", i, ttls[i%len(ttls)], err)
+				}
+			}
+		})
+	}
+}
+
+// hangingExtend is a fakeBackend whose extends take effect at once but
+// answer only after stall.
+type hangingExtend struct {
+	*fakeBackend
+	stall time.Duration
+}
+
+func (b *hangingExtend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
+	st, err := b.fakeBackend.extend(ctx, k, token, ttl)
+	time.Sleep(b.stall)
+	return st, err
+}
+
+// TestExtend_shorterUnansweredLostAtItsDeadline: a hold of TTL 3s, waiting
+// in the renewal loop for its renewal at 1s, is extended to 300ms by a call
+// that lands at once but answers only 2s later. Redis lets the key go 300ms
+// after the Extend, so the hold must be reported lost by the Extend's own
+// safety deadline (300ms less the margin), not at the renewal time the
+// loop had for it before.
+func TestExtend_shorterUnansweredLostAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &hangingExtend{fakeBackend: newFake(), stall: 2 * time.Second}
+		c := newClientWithBackend(b)
+		defer c.Close()
+		l := c.NewLock("k", WithTTL(3*time.Second))
+		mustAcquire(t, l)
+		time.Sleep(100 * time.Millisecond)
+		sent := time.Now()
+		short := 300 * time.Millisecond
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = l.Extend(context.Background(), short)
+		}()
+		at := lostAt(t, l, time.Minute).Sub(sent)
+		if want := short - safetyMargin(short); at > want {
+			t.Errorf("lost %v after the Extend (%v), want by %v", at, l.LostErr(), want)
+		}
+		<-done
+	})
+}
