@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
 )
 
 // renewCounter is an Observer counting each hold's renewals by token.
@@ -61,11 +64,29 @@ type mappedHold struct {
 // twice and never lost, and the thief's keys stay the thief's.
 func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
 	tg := realTarget(t)
+	repliesMapToTheirHolds(t, tg.rdb, tg.newRDB(t))
+}
+
+// TestRenewal_clusterRepliesMapToTheirHolds is
+// TestRenewal_repliesMapToTheirHolds on a three-master Redis Cluster: each
+// master's chunk spans many slots of that master.
+func TestRenewal_clusterRepliesMapToTheirHolds(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	rdb := redis.NewClusterClient(cl.ClusterOptions())
+	t.Cleanup(func() { rdb.Close() })
+	other := redis.NewClusterClient(cl.ClusterOptions())
+	t.Cleanup(func() { other.Close() })
+	repliesMapToTheirHolds(t, rdb, other)
+}
+
+// repliesMapToTheirHolds runs TestRenewal_repliesMapToTheirHolds on rdb,
+// the thief's calls going through other.
+func repliesMapToTheirHolds(t *testing.T, rdb, other redis.UniversalClient) {
 	ctx := context.Background()
 	obs := newRenewCounter()
 	ttl := 3 * time.Second
-	c := newClient(t, tg.rdb, lock.WithTTL(ttl), lock.WithObserver(obs), lock.WithNotify(false))
-	thief := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute), lock.WithWatchdog(false), lock.WithNotify(false))
+	c := newClient(t, rdb, lock.WithTTL(ttl), lock.WithObserver(obs), lock.WithNotify(false))
+	thief := newClient(t, other, lock.WithTTL(time.Minute), lock.WithWatchdog(false), lock.WithNotify(false))
 
 	const mutexes, rws, permits = 1000, 100, 100
 	holds := make([]mappedHold, 0, mutexes+2*rws+permits)
@@ -117,7 +138,7 @@ func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
 	}
 	// Spoil keys before the first renewal (due a third of the TTL after
 	// the acquire).
-	if err := tg.rdb.ScriptFlush(ctx).Err(); err != nil {
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for i := range holds {
@@ -125,14 +146,14 @@ func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
 		k := lockKey(h.l.Key())
 		switch h.fate {
 		case "deleted", "stolen":
-			must(t, "DEL", tg.rdb.Del(ctx, k).Err())
+			must(t, "DEL", rdb.Del(ctx, k).Err())
 			if h.fate == "stolen" {
 				h.thief = thief.NewLock(h.l.Key())
 				must(t, "thief Acquire", h.thief.Acquire(ctx))
 			}
 		case "wrongtype":
-			must(t, "SET", tg.rdb.Del(ctx, k).Err())
-			must(t, "SET", tg.rdb.Set(ctx, k, "x", 0).Err())
+			must(t, "SET", rdb.Del(ctx, k).Err())
+			must(t, "SET", rdb.Set(ctx, k, "x", 0).Err())
 		}
 	}
 	if obs.count(holds[0].token) > 0 {
@@ -176,7 +197,7 @@ func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
 			if !lost || le.Reason != lock.LossStolen {
 				t.Errorf("hold %d stolen: loss %v, want LossStolen", i, h.l.LostErr())
 			}
-			if got := tg.rdb.Get(ctx, lockKey(h.l.Key())).Val(); got != h.thief.Token() {
+			if got := rdb.Get(ctx, lockKey(h.l.Key())).Val(); got != h.thief.Token() {
 				t.Errorf("hold %d: the key holds %q, not the thief's token", i, got)
 			}
 		case "deleted":
