@@ -2,6 +2,8 @@ package lock
 
 import (
 	"context"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -14,31 +16,71 @@ import (
 // call is sent and before its reply, as on a slow network.
 type laggyBackend struct {
 	*fakeBackend
-	lag time.Duration
+	lag   time.Duration
+	flaky bool // a third of the calls fail (see callLost and after)
 
 	rmu sync.Mutex
 	r   *rand.Rand
 }
 
-// delays returns how long a call waits before and after it lands.
-func (b *laggyBackend) delays() (before, after time.Duration) {
+// errFlaky is the error of a call laggyBackend fails.
+var errFlaky = io.ErrUnexpectedEOF
+
+// How a call of laggyBackend goes.
+const (
+	callOK       = iota
+	callLost     // fails before it lands
+	callFailed   // lands, then fails (its reply lost)
+	callStraggle // fails, and lands later: after its failure is reported
+)
+
+// delays returns how long a call waits before and after it lands, and how
+// it goes.
+func (b *laggyBackend) delays() (before, after time.Duration, how int) {
 	b.rmu.Lock()
 	defer b.rmu.Unlock()
-	return time.Duration(b.r.Int64N(int64(b.lag)/2 + 1)), time.Duration(b.r.Int64N(int64(b.lag)/2 + 1))
+	if b.flaky {
+		how = max(b.r.IntN(9)-5, 0)
+	}
+	return time.Duration(b.r.Int64N(int64(b.lag)/2 + 1)), time.Duration(b.r.Int64N(int64(b.lag)/2 + 1)), how
+}
+
+// call runs land as a call that goes as how, waiting before and after.
+func (b *laggyBackend) call(land func()) error {
+	before, after, how := b.delays()
+	time.Sleep(before)
+	switch how {
+	case callOK, callFailed:
+		land()
+	case callStraggle:
+		time.AfterFunc(after+before+b.lag, land)
+	}
+	time.Sleep(after)
+	if how != callOK {
+		return errFlaky
+	}
+	return nil
 }
 
 func (b *laggyBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
-	before, after := b.delays()
-	time.Sleep(before)
-	b.fakeBackend.renew(ctx, items, st, errs)
-	time.Sleep(after)
+	var st2 = make([]extendStatus, len(items))
+	var errs2 = make([]error, len(items))
+	err := b.call(func() { b.fakeBackend.renew(context.Background(), items, st2, errs2) })
+	for i := range items {
+		if err != nil {
+			st[i], errs[i] = 0, err
+		} else {
+			st[i], errs[i] = st2[i], errs2[i]
+		}
+	}
 }
 
 func (b *laggyBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
-	before, after := b.delays()
-	time.Sleep(before)
-	st, err := b.fakeBackend.extend(ctx, k, token, ttl)
-	time.Sleep(after)
+	var st extendStatus
+	var err error
+	if ferr := b.call(func() { st, err = b.fakeBackend.extend(context.Background(), k, token, ttl) }); ferr != nil {
+		return 0, ferr
+	}
 	return st, err
 }
 
@@ -50,9 +92,24 @@ func (b *laggyBackend) extend(ctx context.Context, k *keys, token string, ttl ti
 // succeeds well within the TTLs, no hold may be lost: one renewed late (a
 // stale renewal-heap entry) would be.
 func TestRenewal_laggyExtendsKeepDeadlinesSafe(t *testing.T) {
+	laggyHolds(t, false)
+}
+
+// TestRenewal_flakyExtendsKeepDeadlinesSafe is
+// TestRenewal_laggyExtendsKeepDeadlinesSafe with a third of the calls
+// failing (half of them after they landed) and holds released and taken
+// again meanwhile: holds may now be lost, but no deadline may pass the
+// key's expiry, and a hold not lost must have its key.
+func TestRenewal_flakyExtendsKeepDeadlinesSafe(t *testing.T) {
+	laggyHolds(t, true)
+}
+
+// laggyHolds runs the holds of TestRenewal_laggyExtendsKeepDeadlinesSafe,
+// flaky as for TestRenewal_flakyExtendsKeepDeadlinesSafe.
+func laggyHolds(t *testing.T, flaky bool) {
 	for seed := range uint64(4) {
 		synctest.Test(t, func(t *testing.T) {
-			b := &laggyBackend{fakeBackend: newFake(), lag: 40 * time.Millisecond, r: rand.New(rand.NewPCG(seed, 7))}
+			b := &laggyBackend{fakeBackend: newFake(), lag: 40 * time.Millisecond, flaky: flaky, r: rand.New(rand.NewPCG(seed, 7))}
 			c := newClientWithBackend(b)
 			defer c.Close()
 			ttls := []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second}
@@ -71,7 +128,14 @@ func TestRenewal_laggyExtendsKeepDeadlinesSafe(t *testing.T) {
 					defer wg.Done()
 					for time.Now().Before(end) {
 						time.Sleep(time.Duration(r.Int64N(int64(400 * time.Millisecond))))
-						if err := l.Extend(context.Background(), ttls[r.IntN(len(ttls))]); err != nil {
+						if flaky && (r.IntN(4) == 0 || l.LostErr() != nil) {
+							_ = l.Release(context.Background())
+							for l.Acquire(context.Background()) != nil {
+							}
+							continue
+						}
+						err := l.Extend(context.Background(), ttls[r.IntN(len(ttls))])
+						if err != nil && !(flaky && (errors.Is(err, errFlaky) || errors.Is(err, ErrNotHeld))) {
 							t.Errorf("lock %d: Extend() error = %v", i, err)
 							return
 						}
@@ -85,7 +149,7 @@ func TestRenewal_laggyExtendsKeepDeadlinesSafe(t *testing.T) {
 					if left <= 0 {
 						continue
 					}
-					v, ok := b.keys[l.hd.Keys.Lock()]
+					v, ok := b.live(l.hd.Keys.Lock())
 					if !ok || v.token != l.Token() || time.Now().Add(left).After(v.exp) {
 						t.Errorf("lock %d: held for %v more, but its key expires in %v (present %v)", i, left, time.Until(v.exp), ok)
 					}
@@ -95,7 +159,7 @@ func TestRenewal_laggyExtendsKeepDeadlinesSafe(t *testing.T) {
 			}
 			wg.Wait()
 			for i, l := range locks {
-				if err := l.LostErr(); err != nil {
+				if err := l.LostErr(); err != nil && !flaky {
 					t.Errorf("lock %d (TTL %v): lost: %v", i, ttls[i%len(ttls)], err)
 				}
 			}
