@@ -211,3 +211,38 @@ func repliesMapToTheirHolds(t *testing.T, rdb, other redis.UniversalClient) {
 		}
 	}
 }
+
+// TestRenewal_mixedChunkKeepsMutexHolderInfo: with holder info on, a
+// mutex renewed in one pipeline with a read lock's renewal (same backend,
+// same tick) keeps its holder-info hash alive: its renewals extend the
+// hash as they do in a pipeline of mutexes alone.
+func TestRenewal_mixedChunkKeepsMutexHolderInfo(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	obs := newRenewCounter()
+	ttl := time.Second
+	c := newClient(t, tg.rdb, lock.WithTTL(ttl), lock.WithHolderInfo(true), lock.WithObserver(obs), lock.WithNotify(false))
+	m := c.NewLock(keyFor(t) + ":m")
+	r := c.NewRWLock(keyFor(t) + ":rw").ReadLock()
+	must(t, "mutex Acquire", m.Acquire(ctx))
+	must(t, "read Acquire", r.Acquire(ctx))
+	for obs.count(m.Token()) < 3 || obs.count(r.Token()) < 3 {
+		select {
+		case <-obs.changed:
+		case <-m.Lost():
+			t.Fatalf("mutex lost: %v", m.LostErr())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no third renewal in 10s")
+		}
+	}
+	if d := pttl(t, tg.rdb, lockKey(m.Key())+":holders"); d <= 0 {
+		t.Errorf("after 3 renewals (%v) the mutex's holder info has PTTL %v, want > 0 (it expired with the acquire's TTL)", 3*ttl/3, d)
+	}
+	info, err := c.Inspect(ctx, m.Key())
+	must(t, "Inspect()", err)
+	for _, h := range info.Holders {
+		if h.Since.IsZero() {
+			t.Errorf("Inspect() holder %+v has no holder info", h)
+		}
+	}
+}
