@@ -208,3 +208,67 @@ func TestExtend_shorterUnansweredLostAtItsDeadline(t *testing.T) {
 		<-done
 	})
 }
+
+// slowRenewals is a fakeBackend whose renewals land at once and answer
+// after reply; with firstOnly, only a hold's first renewal is slow.
+type slowRenewals struct {
+	*fakeBackend
+	reply     time.Duration
+	firstOnly bool
+	seen      map[string]bool // tokens renewed before (firstOnly)
+}
+
+func (b *slowRenewals) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
+	b.fakeBackend.renew(ctx, items, st, errs)
+	slow := !b.firstOnly
+	b.mu.Lock()
+	for _, it := range items {
+		if b.firstOnly && !b.seen[it.token] {
+			b.seen[it.token], slow = true, true
+		}
+	}
+	b.mu.Unlock()
+	if slow {
+		time.Sleep(b.reply)
+	}
+}
+
+// TestRenewal_lateRepliesKeepHolds: holds of TTL 300ms (50 of them,
+// acquired 3ms apart, so their renewals fall due in many ticks; deadline
+// 268ms after a write is sent, renewal 100ms after). A first renewal
+// answered 167ms after it was sent, just before the deadline the hold had
+// then, or every renewal answered 130ms after (the next is sent on the
+// reply, and answered before the deadline its predecessor set: a
+// round trip up to (TTL - margin)/2 is sustainable), keeps every hold, and
+// each goes on renewing.
+func TestRenewal_lateRepliesKeepHolds(t *testing.T) {
+	for _, tc := range []struct {
+		reply     time.Duration
+		firstOnly bool
+	}{{167 * time.Millisecond, true}, {100 * time.Millisecond, false}, {130 * time.Millisecond, false}} {
+		synctest.Test(t, func(t *testing.T) {
+			b := &slowRenewals{fakeBackend: newFake(), reply: tc.reply, firstOnly: tc.firstOnly, seen: map[string]bool{}}
+			c := newClientWithBackend(b)
+			defer c.Close()
+			locks := make([]*Lock, 50)
+			for i := range locks {
+				locks[i] = c.NewLock("k"+itoa(i), WithTTL(300*time.Millisecond))
+				mustAcquire(t, locks[i])
+				time.Sleep(3 * time.Millisecond)
+			}
+			time.Sleep(5 * time.Second)
+			for i, l := range locks {
+				if err := l.LostErr(); err != nil {
+					t.Errorf("%+v: lock %d lost: %v", tc, i, err)
+				}
+			}
+			renewed := 0
+			for _, bt := range b.snapshot() {
+				renewed += bt.n
+			}
+			if want := len(locks) * int(5*time.Second/(tc.reply+100*time.Millisecond)); renewed < want {
+				t.Errorf("%+v: %d renewals in 5s, want at least %d", tc, renewed, want)
+			}
+		})
+	}
+}
