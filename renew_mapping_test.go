@@ -49,11 +49,12 @@ func (r *renewCounter) count(token string) int {
 type mappedHold struct {
 	l     *lock.Lock
 	fate  string // "kept", "deleted", "stolen", "wrongtype"
+	round int    // when the fate strikes: 1 before the first renewal, 2 after it
 	token string
 	thief *lock.Lock // the other client's hold of a stolen key
 }
 
-// TestRenewal_repliesMapToTheirHolds: 1300 holds of one Client (mutexes,
+// TestRenewal_repliesMapToTheirHolds: up to 1300 holds of one Client (mutexes,
 // read and write locks of RWLocks in the same pipelines, permits of two
 // semaphores with different n) are renewed in chunks of up to 500 calls
 // with mixed scripts, the first renewal after SCRIPT FLUSH (NOSCRIPT, then
@@ -61,10 +62,16 @@ type mappedHold struct {
 // some replaced by a string (WRONGTYPE). Each hold must get its own
 // answer: the deleted and stolen ones are lost for those reasons, the
 // WRONGTYPE ones lost after failing, every other hold renewed at least
-// twice and never lost, and the thief's keys stay the thief's.
+// twice and never lost, and the thief's keys stay the thief's. It runs
+// with read-write locks among the mutexes (EvalAll's pipelines of mixed
+// scripts) and without (ExtendAll's).
 func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
-	tg := realTarget(t)
-	repliesMapToTheirHolds(t, tg.rdb, tg.newRDB(t))
+	for _, rws := range []int{100, 0} { // mixed pipelines (EvalAll), then ExtendAll's
+		t.Run(fmt.Sprintf("rw=%d", rws), func(t *testing.T) {
+			tg := realTarget(t)
+			repliesMapToTheirHolds(t, tg.rdb, tg.newRDB(t), rws)
+		})
+	}
 }
 
 // TestRenewal_clusterRepliesMapToTheirHolds is
@@ -76,31 +83,35 @@ func TestRenewal_clusterRepliesMapToTheirHolds(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	other := redis.NewClusterClient(cl.ClusterOptions())
 	t.Cleanup(func() { other.Close() })
-	repliesMapToTheirHolds(t, rdb, other)
+	repliesMapToTheirHolds(t, rdb, other, 100)
 }
 
 // repliesMapToTheirHolds runs TestRenewal_repliesMapToTheirHolds on rdb,
-// the thief's calls going through other.
-func repliesMapToTheirHolds(t *testing.T, rdb, other redis.UniversalClient) {
+// with rws read-write locks, the thief's calls going through other.
+func repliesMapToTheirHolds(t *testing.T, rdb, other redis.UniversalClient, rws int) {
 	ctx := context.Background()
 	obs := newRenewCounter()
 	ttl := 3 * time.Second
 	c := newClient(t, rdb, lock.WithTTL(ttl), lock.WithObserver(obs), lock.WithNotify(false))
 	thief := newClient(t, other, lock.WithTTL(time.Minute), lock.WithWatchdog(false), lock.WithNotify(false))
 
-	const mutexes, rws, permits = 1000, 100, 100
+	const mutexes, permits = 1000, 100
 	holds := make([]mappedHold, 0, mutexes+2*rws+permits)
 	for i := range mutexes {
-		fate := "kept"
+		fate, round := "kept", 0
 		switch {
 		case i%7 == 3:
-			fate = "deleted"
+			fate, round = "deleted", 1
 		case i%11 == 5:
-			fate = "stolen"
+			fate, round = "stolen", 1
 		case i%97 == 50:
-			fate = "wrongtype"
+			fate, round = "wrongtype", 1
+		case i%13 == 6:
+			fate, round = "deleted", 2
+		case i%17 == 8:
+			fate, round = "stolen", 2
 		}
-		holds = append(holds, mappedHold{l: c.NewLock(fmt.Sprintf("%s:m%d", keyFor(t), i)), fate: fate})
+		holds = append(holds, mappedHold{l: c.NewLock(fmt.Sprintf("%s:m%d", keyFor(t), i)), fate: fate, round: round})
 	}
 	for i := range rws {
 		rw := c.NewRWLock(fmt.Sprintf("%s:rw%d", keyFor(t), i))
@@ -136,53 +147,56 @@ func repliesMapToTheirHolds(t *testing.T, rdb, other redis.UniversalClient) {
 	for i := range holds {
 		holds[i].token = holds[i].l.Token()
 	}
-	// Spoil keys before the first renewal (due a third of the TTL after
-	// the acquire).
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range holds {
-		h := &holds[i]
-		k := lockKey(h.l.Key())
-		switch h.fate {
-		case "deleted", "stolen":
-			must(t, "DEL", rdb.Del(ctx, k).Err())
-			if h.fate == "stolen" {
-				h.thief = thief.NewLock(h.l.Key())
-				must(t, "thief Acquire", h.thief.Acquire(ctx))
+	// Round 1 spoils keys before the first renewal (due a third of the TTL
+	// after the acquire), which meets NOSCRIPT and replays by EVAL; round 2
+	// after it, for renewals by SHA.
+	must(t, "SCRIPT FLUSH", rdb.ScriptFlush(ctx).Err())
+	for round := 1; round <= 2; round++ {
+		base := map[string]int{}
+		for i := range holds {
+			h := &holds[i]
+			base[h.token] = obs.count(h.token)
+			if h.round != round {
+				continue
 			}
-		case "wrongtype":
-			must(t, "SET", rdb.Del(ctx, k).Err())
-			must(t, "SET", rdb.Set(ctx, k, "x", 0).Err())
-		}
-	}
-	if obs.count(holds[0].token) > 0 {
-		t.Skip("a renewal came before the keys were spoiled: machine too slow")
-	}
-
-	deadline := time.After(20 * time.Second)
-	for {
-		pending := 0
-		for _, h := range holds {
+			k := lockKey(h.l.Key())
 			switch h.fate {
-			case "kept":
-				if obs.count(h.token) < 2 {
-					pending++
+			case "deleted", "stolen":
+				must(t, "DEL", rdb.Del(ctx, k).Err())
+				if h.fate == "stolen" {
+					h.thief = thief.NewLock(h.l.Key())
+					must(t, "thief Acquire", h.thief.Acquire(ctx))
 				}
-			default:
-				if !isClosed(h.l.Lost()) {
+			case "wrongtype":
+				must(t, "DEL", rdb.Del(ctx, k).Err())
+				must(t, "SET", rdb.Set(ctx, k, "x", 0).Err())
+			}
+		}
+		if round == 1 && obs.count(holds[0].token) > 0 {
+			t.Skip("a renewal came before the keys were spoiled: machine too slow")
+		}
+		deadline := time.After(20 * time.Second)
+		for {
+			pending := 0
+			for _, h := range holds {
+				switch {
+				case h.round > round || h.fate == "kept":
+					if obs.count(h.token) < base[h.token]+2 {
+						pending++
+					}
+				case !isClosed(h.l.Lost()):
 					pending++
 				}
 			}
-		}
-		if pending == 0 {
-			break
-		}
-		select {
-		case <-obs.changed:
-		case <-deadline:
-			t.Fatalf("%d holds neither renewed twice nor lost as expected", pending)
-		case <-time.After(100 * time.Millisecond): // losses signal no renewal
+			if pending == 0 {
+				break
+			}
+			select {
+			case <-obs.changed:
+			case <-deadline:
+				t.Fatalf("round %d: %d holds neither renewed twice nor lost as expected", round, pending)
+			case <-time.After(100 * time.Millisecond): // losses signal no renewal
+			}
 		}
 	}
 	for i, h := range holds {
