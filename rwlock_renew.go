@@ -10,7 +10,8 @@ import (
 
 // renewMixed renews hs when some of them are read-write holds: they ride
 // the same pipeline as the mutex holds of their group (one backend, one
-// cluster master), each with its kind's extend script. It reports false,
+// cluster master), each with its kind's extend script and, when the
+// backend writes holder info, its holder-info key. It reports false,
 // doing nothing, when hs holds no read-write hold.
 func (g renewGroup) renewMixed(ctx context.Context, hs []*lease.Hold, ttls []time.Duration, out []lease.Outcome) bool {
 	sb, ok := g.be.(*scriptBackend)
@@ -23,7 +24,7 @@ func (g renewGroup) renewMixed(ctx context.Context, hs []*lease.Hold, ttls []tim
 		if isRW(hd.Policy()) {
 			calls[i] = luascripts.Call{Script: luascripts.RWExtend, Keys: sb.extendKeys(&hd.Keys), Args: []any{h.Token(), ttls[i].Milliseconds()}}
 		} else {
-			calls[i] = luascripts.ExtendCall(luascripts.ExtendItem{Keys: &hd.Keys, Token: h.Token(), TTL: ttls[i]}, sb.reentrant)
+			calls[i] = luascripts.ExtendCall(luascripts.ExtendItem{Keys: &hd.Keys, Token: h.Token(), TTL: ttls[i], Holders: sb.info}, sb.reentrant)
 		}
 	}
 	for i, cmd := range luascripts.EvalAll(ctx, sb.rdb, calls) {
