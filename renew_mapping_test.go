@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,9 +236,13 @@ func TestRenewal_mixedChunkKeepsMutexHolderInfo(t *testing.T) {
 	ctx := context.Background()
 	obs := newRenewCounter()
 	ttl := time.Second
-	c := newClient(t, tg.rdb, lock.WithTTL(ttl), lock.WithHolderInfo(true), lock.WithObserver(obs), lock.WithNotify(false))
+	rdb := tg.newRDB(t)
+	shared := &sharedPipeline{}
+	rdb.AddHook(shared)
+	c := newClient(t, rdb, lock.WithTTL(ttl), lock.WithHolderInfo(true), lock.WithObserver(obs), lock.WithNotify(false))
 	m := c.NewLock(keyFor(t) + ":m")
 	r := c.NewRWLock(keyFor(t) + ":rw").ReadLock()
+	shared.keys = [2]string{lockKey(m.Key()), lockKey(r.Key())}
 	must(t, "mutex Acquire", m.Acquire(ctx))
 	must(t, "read Acquire", r.Acquire(ctx))
 	for obs.count(m.Token()) < 3 || obs.count(r.Token()) < 3 {
@@ -249,6 +254,9 @@ func TestRenewal_mixedChunkKeepsMutexHolderInfo(t *testing.T) {
 			t.Fatalf("no third renewal in 10s")
 		}
 	}
+	if shared.n.Load() == 0 {
+		t.Fatalf("the two holds were never renewed in one pipeline: the window this test is about did not open")
+	}
 	if d := pttl(t, tg.rdb, lockKey(m.Key())+":holders"); d <= 0 {
 		t.Errorf("after 3 renewals (%v) the mutex's holder info has PTTL %v, want > 0 (it expired with the acquire's TTL)", 3*ttl/3, d)
 	}
@@ -258,5 +266,33 @@ func TestRenewal_mixedChunkKeepsMutexHolderInfo(t *testing.T) {
 		if h.Since.IsZero() {
 			t.Errorf("Inspect() holder %+v has no holder info", h)
 		}
+	}
+}
+
+// sharedPipeline counts the pipelines that carry a command naming each of
+// two keys: renewals of both holds sent in one round trip.
+type sharedPipeline struct {
+	keys [2]string // set before the first renewal
+	n    atomic.Int32
+}
+
+func (h *sharedPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *sharedPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *sharedPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var seen [2]bool
+		for _, cmd := range cmds {
+			for _, a := range cmd.Args() {
+				for i, k := range h.keys {
+					if a == k {
+						seen[i] = true
+					}
+				}
+			}
+		}
+		if seen[0] && seen[1] {
+			h.n.Add(1)
+		}
+		return next(ctx, cmds)
 	}
 }
