@@ -21,9 +21,8 @@ import (
 // the id is in the waiter's queue entry) wakes that waiter alone, which
 // holds the lock from then on without a call of its own. A message lost
 // on the way costs time, not the key: the waiter's next attempt finds the
-// key holding its token and takes the hold. Its
-// lease counts from when its last attempt was sent, which came before the
-// release; if that was half its TTL ago or more, or an attempt of its own
+// key holding its token and takes the hold. Its lease counts from when its
+// last attempt was sent, which came before the release; if that was half its TTL ago or more, or an attempt of its own
 // is out, it confirms the hold with one more attempt instead. With nobody
 // queued the key is freed as a mutex's is. The in-process handoff of a
 // plain lock is off for fair locks, so the queue alone decides who is
@@ -38,11 +37,12 @@ import (
 // timeout. An Acquire that gives up (ctx done, wait timeout, Close) takes
 // its place out of the queue on its way out, in the background (and passes
 // the key on if it was handed to it meanwhile), once no attempt of its is
-// out (Close waits for an Acquire it ends to do so); Redis then refuses its token for FairEntryTimeout, so an attempt of
-// its that arrives late (a lost reply, a delayed write) neither rejoins the
-// queue nor takes the key. A [Lock.TryAcquire] takes the key only when it
-// is free and nobody waits, and never joins the queue. [Lock.Waiters] reads
-// the queue's length.
+// out (Close waits for an Acquire it ends to do so); Redis then refuses
+// its token for FairEntryTimeout, so an attempt of its that arrives late
+// (a lost reply, a delayed write) neither rejoins the queue nor takes the
+// key. A [Lock.TryAcquire] takes the key only when it is free and nobody
+// waits, and never joins the queue. [Lock.Waiters] reads the queue's
+// length.
 //
 // Fairness holds among fair locks: a plain lock on the same key takes a
 // free key without looking at the queue (it never takes a key handed to a

@@ -23,13 +23,16 @@ type renewGroup struct {
 	node string // the master's address on a cluster; "" elsewhere
 }
 
-// group returns the renewal group of h now.
+// group returns the renewal group of h now: s.grp, with h's master on a
+// cluster.
 func (s *settings) group(ctx context.Context, h *lease.Hold) lease.Group {
 	cl, ok := s.c.rdb.(*redis.ClusterClient)
 	if !ok {
 		return s.grp
 	}
-	return renewGroup{be: s.be, node: masterAddr(ctx, cl, h.Handle().Keys.Lock())}
+	g := s.grp.(renewGroup)
+	g.node = masterAddr(ctx, cl, h.Handle().Keys.Lock())
+	return g
 }
 
 // masterAddr returns the address of the cluster master serving key, or ""

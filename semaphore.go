@@ -106,9 +106,10 @@ func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
 	set.be = semBackend{sb: sb, rdb: c.rdb, n: n, info: set.info}
 	set.pol.Handoff = true // to waiters of the same settings only: see semHandoff
 	set.pol.Tag = semTag{} // so a mutex's release hands it nothing (handoff)
-	// The renewal group of its permits off a cluster (see semGroup).
+	// The renewal group of its permits (settings.group): one per script
+	// backend, shared by the permits of every semaphore of the Client
+	// that uses it, whatever their n.
 	set.grp = renewGroup{be: semBackend{sb: sb}}
-	set.pol.Group = set.semGroup
 	if shared {
 		c.beMu.Lock()
 		defer c.beMu.Unlock()

@@ -6,7 +6,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentlock/lock/internal/lease"
 	"github.com/agentlock/lock/internal/luascripts"
 )
 
@@ -86,15 +85,4 @@ func (b semBackend) handoff(ctx context.Context, k *keys, ours, token string, tt
 func (b semBackend) available(ctx context.Context, k *keys) (int, error) {
 	n, err := luascripts.SemAvailable.Run(ctx, b.rdb, k.LockKeys(), b.n).Int()
 	return n, mixedKind(k.User, err, "semaphore")
-}
-
-// semGroup is the renewal group of a permit: its master's, shared by the
-// permits of every semaphore of the Client with the same script backend
-// (see semBackend).
-func (s *settings) semGroup(ctx context.Context, h *lease.Hold) lease.Group {
-	cl, ok := s.c.rdb.(*redis.ClusterClient)
-	if !ok {
-		return s.grp // boxed once, by the semaphore's settings
-	}
-	return renewGroup{be: semBackend{sb: s.be.(semBackend).sb}, node: masterAddr(ctx, cl, h.Handle().Keys.Lock())}
 }

@@ -21,8 +21,8 @@ type settings struct {
 	info any
 	// aud writes its audit entries ([WithAudit]); nil when off.
 	aud *auditor
-	// grp is the renewal group of its holds off a cluster, boxed once: the
-	// renewal loop asks for every hold's group at every renewal.
+	// grp is the renewal group of its holds (with no master named), boxed
+	// once: the renewal loop asks for every hold's group at every renewal.
 	grp lease.Group
 }
 

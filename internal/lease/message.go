@@ -8,9 +8,9 @@ import (
 
 // The payloads a kind publishes on a lock's channel (P{K}:notify), or on a
 // Client's inbox on it (P{K}:notify:<id>, inbox.go), say whom the message
-// wakes in each process that waits on it. Any other payload
-// wakes the longest-waiting waiter, as MsgReleased does, so a message from
-// an older or newer version of the library still wakes someone.
+// wakes in each process that waits on it. Any other payload wakes the
+// longest-waiting waiter, as MsgReleased does, so a message from an older
+// or newer version of the library still wakes someone.
 const (
 	// MsgReleased: the lock is free; wake the longest-waiting waiter, so
 	// each process sends one attempt instead of a herd.
@@ -27,9 +27,8 @@ const (
 	// "give:", its token, ':' and the new hold's fence, as a fair queue's
 	// release sets the key to its head's token; sent on the waiter's
 	// Client's inbox (inbox.go), so no other Client reads it. The waiter
-	// takes the hold
-	// without a call of its own when it is between attempts and its last
-	// attempt was sent recently enough (Waiter.give); otherwise it is woken
+	// takes the hold without a call of its own when it is between attempts
+	// and its last attempt was sent recently enough (Waiter.give); otherwise it is woken
 	// and its next attempt finds the key holding its token.
 	MsgGive = "give:"
 	// MsgForce is the prefix of a force-release's message: "force:" and
