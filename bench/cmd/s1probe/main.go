@@ -78,6 +78,8 @@ func main() {
 	wait := flag.Duration("pause", 0, "sleep this long before the run (to attach strace -p)")
 	traceOut := flag.String("trace", "", "write a runtime/trace of the measured ops here and summarise its goroutine events")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the measured ops here")
+	flag.IntVar(&scriptRounds, "rounds", 5, "with -lib scripts: rounds of every variant")
+	flag.IntVar(&scriptPipe, "pipe", 0, "with -lib scripts: send the ops this many pairs per pipeline (0: one at a time)")
 	show := flag.Bool("show", false, "print the commands of one op and stop")
 	sumTrace := flag.String("summarise", "", "only summarise this trace (e.g. the bench's -trace), taking -n as its op count")
 	flag.Parse()
@@ -128,7 +130,7 @@ func run(lib string, n, idle int, pause time.Duration, traceOut string, show boo
 	}
 
 	if lib == "scripts" {
-		return runScripts(ctx, rdb, admin, n, 5)
+		return runScripts(ctx, rdb, admin, n, scriptRounds, scriptPipe)
 	}
 	var do op
 	switch lib {

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// scriptRounds and scriptPipe are -lib scripts' -rounds and -pipe.
+var scriptRounds, scriptPipe int
 
 // variant is one pair of acquire and release scripts with their keys and
 // arguments, run as S1 runs the library's.
@@ -47,7 +51,7 @@ func lua(names ...string) string {
 }
 
 func variants() []variant {
-	acq := redis.NewScript(lua("acquire_fast.lua", "fence.lua", "other_kind.lua", "acquire.lua"))
+	acq := redis.NewScript(lua("acquire_fast.lua", "fence.lua", "other_kind.lua", "waiting.lua", "acquire.lua"))
 	rel := redis.NewScript(lua("release.lua"))
 	tok36 := "e1ca6c7c-4ebd-4106-8d1c-3f128fb091d0"
 	tok22 := "vvedARNTbEU19X4R7lUU4Q"
@@ -76,7 +80,10 @@ func variants() []variant {
 
 // runScripts runs n ops of each variant, alternated, rounds times, and
 // prints server usec (commandstats) and server CPU per op.
-func runScripts(ctx context.Context, rdb, admin *redis.Client, n, rounds int) error {
+// With pipe > 0 the ops go pipe pairs at a time, the server kept busy, so
+// its usec are those of a warm server and vary less between rounds; the
+// medians are printed after the rounds.
+func runScripts(ctx context.Context, rdb, admin *redis.Client, n, rounds, pipe int) error {
 	vs := variants()
 	sum := map[string][]float64{}
 	cpu := map[string][]float64{}
@@ -92,10 +99,8 @@ func runScripts(ctx context.Context, rdb, admin *redis.Client, n, rounds int) er
 			if err != nil {
 				return err
 			}
-			for range n {
-				if err := v.once(ctx, rdb); err != nil {
-					return fmt.Errorf("%s: %w", v.name, err)
-				}
+			if err := v.run(ctx, rdb, n, pipe); err != nil {
+				return fmt.Errorf("%s: %w", v.name, err)
 			}
 			s1, err := admin.Info(ctx, "commandstats", "cpu").Result()
 			if err != nil {
@@ -107,7 +112,8 @@ func runScripts(ctx context.Context, rdb, admin *redis.Client, n, rounds int) er
 		}
 	}
 	for _, v := range vs {
-		fmt.Printf("%-18s evalsha usec/op %v  server cpu µs/op %v\n", v.name, fmt1(sum[v.name]), fmt1(cpu[v.name]))
+		fmt.Printf("%-18s evalsha usec/op median %6.2f of%v  server cpu µs/op median %6.2f\n",
+			v.name, median(sum[v.name]), fmt1(sum[v.name]), median(cpu[v.name]))
 	}
 	return nil
 }
@@ -136,4 +142,49 @@ func (v variant) once(ctx context.Context, rdb *redis.Client) error {
 		return fmt.Errorf("release reply %d", m)
 	}
 	return nil
+}
+
+// run runs n ops of v, one at a time, or pipe at a time in one pipeline.
+func (v variant) run(ctx context.Context, rdb *redis.Client, n, pipe int) error {
+	if pipe <= 0 {
+		for range n {
+			if err := v.once(ctx, rdb); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for done := 0; done < n; done += pipe {
+		p := rdb.Pipeline()
+		var acq, rel []*redis.Cmd
+		for range min(pipe, n-done) {
+			acq = append(acq, v.acq.EvalSha(ctx, p, v.acqKeys, v.acqArgs...))
+			rel = append(rel, v.rel.EvalSha(ctx, p, v.relKeys, v.relArgs...))
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return err
+		}
+		for i := range acq {
+			if a, _ := acq[i].Int64(); a < 0 {
+				return fmt.Errorf("acquire reply %d", a)
+			}
+			if r, _ := rel[i].Int64(); r != 1 {
+				return fmt.Errorf("release reply %d", r)
+			}
+		}
+	}
+	return nil
+}
+
+// median is the middle of xs (the mean of the two middle ones when even).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
