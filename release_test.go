@@ -551,3 +551,48 @@ func TestLock_TTL_stolenReason(t *testing.T) {
 		}
 	})
 }
+
+// TestRelease_tellsOwnWaitersAfterTheirMarkWasTaken: a release publishes
+// its wake-up only when a waiter's attempt marked the key since it was
+// taken, or when the releasing Client has waiters of its own on it. Here
+// two re-entrant owners of one Client wait (no handoff between re-entrant
+// holds); another Client's release takes their marks and wakes the
+// longest, a; a's release then finds no mark, and must still wake b. The
+// waiters' backoff is a minute, so only a message wakes b in time.
+func TestRelease_tellsOwnWaitersAfterTheirMarkWasTaken(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	holder := newClient(t, tg.rdb)
+	waiters := newClient(t, tg.rdb, lock.WithBackoff(time.Minute, time.Minute))
+	h := holder.NewLock(key)
+	must(t, "holder Acquire()", h.Acquire(ctx))
+
+	a := waiters.NewLock(key, lock.WithOwner("a"))
+	b := waiters.NewLock(key, lock.WithOwner("b"))
+	got := make(chan string, 2)
+	wait := func(name string, l *lock.Lock) {
+		if err := l.Acquire(ctx); err != nil {
+			got <- name + ": " + err.Error()
+			return
+		}
+		got <- name
+	}
+	go wait("a", a)
+	waitIdle(t, waiters, key, 1)
+	go wait("b", b)
+	waitIdle(t, waiters, key, 2)
+
+	must(t, "holder Release()", h.Release(ctx)) // the mark is there: it publishes
+	if w := recv(t, got, "first waiter"); w != "a" {
+		t.Fatalf("first waiter to acquire = %q, want a", w)
+	}
+	if n := tg.rdb.Exists(ctx, "lock:{"+key+"}:notify").Val(); n != 0 {
+		t.Fatalf("waiters' mark still there after the holder's release (%d): the test would not open its window", n)
+	}
+	must(t, "a.Release()", a.Release(ctx))
+	if w := recv(t, got, "b woken by a's release"); w != "b" {
+		t.Fatalf("second waiter = %q, want b", w)
+	}
+	must(t, "b.Release()", b.Release(ctx))
+}
