@@ -69,6 +69,8 @@ func variants() []variant {
 		{"agentlock", acq, rel, k, []any{tok36, 10000, "0", "1"}, kr, []any{tok36, "0"}},
 		{"agentlock-nofence", acq, rel, k, []any{tok36, 10000, "0", "0"}, kr, []any{tok36, "0"}},
 		{"agentlock-tok22", acq, rel, k, []any{tok22, 10000, "0", "1"}, kr, []any{tok22, "0"}},
+		{"al-acq+min-rel", acq, minRelDel2, k, []any{tok36, 10000, "0", "1"}, append(kr, "lock:{s1}:w"), []any{tok36}},
+		{"min-acq+al-rel", minAcq, rel, k, []any{tok36, 10000}, kr, []any{tok36, "0"}},
 		{"minimal", minAcq, minRel, k, []any{tok36, 10000}, kr, []any{tok36}},
 		{"minimal-nopub", minAcq, minRelNoPub, k, []any{tok36, 10000}, kr, []any{tok36}},
 		{"minimal-del2", minAcq, minRelDel2, k, []any{tok36, 10000}, append(kr, "lock:{s1}:w"), []any{tok36}},
