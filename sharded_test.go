@@ -451,6 +451,7 @@ func TestShardedPubSub_slotMigration(t *testing.T) {
 	ctx := context.Background()
 	holders := newClient(t, cl.Client(t))
 	others := newClient(t, cl.Client(t))
+	waitShardedPubSub(t, holders, others)
 	key := keyFor(t)
 	from, to, slot := slotMove(t, cl, key)
 	channel := lockKey(key) + ":notify"
@@ -481,6 +482,23 @@ func wakeOnNewMaster(t *testing.T, cl *redistest.Cluster, master *redistest.Serv
 	closeWithin(t, others)
 }
 
+// waitShardedPubSub waits until each Client has settled on sharded pub/sub.
+// A Client's check (INFO on every master, one SPUBLISH) may not finish in
+// time on a cluster just started under load; the Client then publishes
+// classically, and subscribes nowhere, until a later check passes.
+func waitShardedPubSub(t *testing.T, clients ...*lock.Client) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, c := range clients {
+		for !lock.ShardedPubSub(c) {
+			if time.Now().After(deadline) {
+				t.Fatal("a ClusterClient on Redis >= 7.0 does not use sharded pub/sub after 20s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
 // waitShardSubscribed waits until node counts a sharded subscriber of
 // channel (PUBSUB SHARDNUMSUB).
 func waitShardSubscribed(t *testing.T, node *redistest.Server, channel string) {
@@ -500,6 +518,25 @@ func waitShardSubscribed(t *testing.T, node *redistest.Server, channel string) {
 	}
 }
 
+// waitRoutes waits until rdb sends key's commands to node. A cluster
+// client learns of a failover from its periodic slot map reload, not from a
+// refused connection, and a Release is sent once: one sent through a stale
+// map fails on the dead master.
+func waitRoutes(t *testing.T, rdb *redis.ClusterClient, key string, node *redistest.Server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := rdb.MasterForKey(context.Background(), key)
+		if err == nil && c.Options().Addr == node.Addr() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster client does not route %s to %s after 10s (%v, %v)", key, node.Addr(), c, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestShardedPubSub_failover: the master a waiter listens on dies and its
 // replica takes over; the waiter's Client subscribes afresh on the new
 // master, and the release there wakes it by SPUBLISH, well before its
@@ -508,8 +545,10 @@ func waitShardSubscribed(t *testing.T, node *redistest.Server, channel string) {
 func TestShardedPubSub_failover(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 1)
 	ctx := context.Background()
-	holders := newClient(t, cl.Client(t))
+	hrdb := cl.Client(t)
+	holders := newClient(t, hrdb)
 	others := newClient(t, cl.Client(t))
+	waitShardedPubSub(t, holders, others)
 	key := keyFor(t)
 	master, err := cl.MasterForKey(ctx, lockKey(key))
 	must(t, "MasterForKey()", err)
@@ -525,6 +564,7 @@ func TestShardedPubSub_failover(t *testing.T) {
 	defer cancel()
 	promoted, err := cl.KillMasterAndWaitFailover(fctx, master)
 	must(t, "KillMasterAndWaitFailover()", err)
+	waitRoutes(t, hrdb, lockKey(key), promoted)
 	wakeOnNewMaster(t, cl, promoted, holders, others, holder, w, done, "after the failover")
 }
 

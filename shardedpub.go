@@ -35,8 +35,9 @@ import (
 // and the waiter wakes by its backoff instead, which costs time, never
 // safety. A subscription waits for the check (it runs on a goroutine of
 // its own) and does not subscribe when the check fails (it would stay
-// subscribed the wrong way): its waiter relies on its backoff, and its
-// key's next waiter tries again.
+// subscribed the wrong way): the Notifier tries again, with a check each
+// time, while the key has waiters, and they rely on their backoff
+// meanwhile.
 type shardedPub struct {
 	cc     *redis.ClusterClient // nil: never sharded
 	prefix string               // the Client's key prefix, for the probe

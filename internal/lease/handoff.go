@@ -196,7 +196,9 @@ func (n *Notifier) IdleWaiters(channel string) int {
 	if cs == nil {
 		return 0
 	}
-	if cs.subscribed && !cs.listening() {
+	// A subscribe under way: its confirmation wakes them for another look.
+	// One that failed and waits to try again leaves them to their backoff.
+	if cs.subscribed && cs.retry == nil && !cs.listening() {
 		return 0
 	}
 	idle := 0

@@ -33,6 +33,13 @@ func idleAfter() time.Duration {
 // closeWait bounds how long Close waits for the subscriptions to end.
 const closeWait = 100 * time.Millisecond
 
+// A subscribe that no source took is tried again after a pause, jittered,
+// from retryMin doubling up to retryMax (see Notifier.subscribe).
+const (
+	retryMin = 10 * time.Millisecond
+	retryMax = time.Second
+)
+
 // Source is a client a channel's messages arrive through. Equal Sources
 // share one subscription (one pub/sub connection).
 type Source interface {
@@ -41,7 +48,8 @@ type Source interface {
 
 // Sources returns the Sources of channel: the core's one client (a Ring's
 // shard for the channel), redlock's every node. It returns none when none
-// is at hand (every Ring shard down); waiters then rely on their backoff.
+// is at hand (every Ring shard down): the subscribe is tried again while
+// the channel has waiters, and they rely on their backoff meanwhile.
 type Sources func(channel string) []Source
 
 // Notifier is a Client's pub/sub subscription. Waiters of a key join its
@@ -69,6 +77,9 @@ type Notifier struct {
 	// giftTaken, set only by tests (SetGiftHook), runs on a waiter's
 	// goroutine after it took a handed-over hold, before it installs it.
 	giftTaken func()
+	// readerWaits, set only by tests before the first subscribe, runs on a
+	// subscription's reader (run) as it waits for the first subscribe.
+	readerWaits func()
 }
 
 // subscription is one pub/sub connection, read by its own goroutine (run).
@@ -85,14 +96,21 @@ type subscription struct {
 	// (drop), or an idle sharded subscription closed by sweep. A subscribe
 	// that picked s up before then opens a fresh one instead.
 	retired bool
+	// first is closed, under order, once the first subscribe on ps has
+	// returned; run reads ps only then (see run).
+	first chan struct{}
 }
 
 type channelState struct {
 	name       string
 	subs       []*subscription // those SUBSCRIBE was sent on
-	subscribed bool            // a subscribe on every source was started
+	subscribed bool            // a subscribe on every source was started, or waits to try again
 	ready      bool            // a source confirmed the subscription
 	waiters    []*Waiter
+	// retry, while a subscribe that no source took waits to try again,
+	// makes it try at once: a join sends on it (subscribeOnce). Nil when
+	// no subscribe waits.
+	retry chan struct{}
 	// idleSince is when a sweep first found the channel idle (no waiter,
 	// no hold); zero until then, and again whenever it becomes idle anew,
 	// so that leaving reads no clock (sweep).
@@ -182,32 +200,78 @@ func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAg
 }
 
 // subscribeOnce starts subscribing cs's channel, on a goroutine of its own,
-// unless that was done. Callers hold n.mu.
+// unless that was done; a subscribe that waits to try again tries at once.
+// Callers hold n.mu.
 func (n *Notifier) subscribeOnce(cs *channelState) {
-	if !cs.subscribed {
-		cs.subscribed = true
-		n.wg.Add(1) // under n.mu: close either sees it or we saw closed
-		go func() {
-			defer n.wg.Done()
-			n.subscribe(cs)
-		}()
+	if cs.subscribed {
+		select {
+		case cs.retry <- struct{}{}: // never, while cs.retry is nil
+		default:
+		}
+		return
 	}
+	cs.subscribed = true
+	n.wg.Add(1) // under n.mu: close either sees it or we saw closed
+	go func() {
+		defer n.wg.Done()
+		n.subscribe(cs)
+	}()
 }
 
 // subscribe sends SUBSCRIBE for cs's channel on the subscription of each
-// of its sources.
+// of its sources. When no source takes it (none at hand, or the SUBSCRIBE
+// failed on each), it tries again after a pause (Backoff from retryMin to
+// retryMax), or at once when a join asks, for as long as the channel has
+// waiters and the Client is open: the waiters joined already wait for the
+// confirmation to wake them. It then leaves the channel unsubscribed, and
+// the next join starts afresh.
 func (n *Notifier) subscribe(cs *channelState) {
+	for attempt := 0; !n.subscribeSources(cs); attempt++ {
+		kick := n.retryWait(cs)
+		if kick == nil {
+			return
+		}
+		t := time.NewTimer(Backoff(retryMin, retryMax, attempt))
+		select {
+		case <-n.e.ctx.Done():
+			t.Stop()
+			return
+		case <-kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	n.mu.Lock()
+	cs.retry = nil
+	n.mu.Unlock()
+}
+
+// subscribeSources sends SUBSCRIBE for cs's channel on the subscription of
+// each of its sources, and reports whether one of them took it.
+func (n *Notifier) subscribeSources(cs *channelState) bool {
 	sent := false
 	for _, src := range n.sources(cs.name) {
 		if n.subscribeOn(src, cs) {
 			sent = true
 		}
 	}
-	if !sent {
-		n.mu.Lock()
-		cs.subscribed = false // the next join tries again
-		n.mu.Unlock()
+	return sent
+}
+
+// retryWait returns the channel a join wakes cs's failed subscribe through
+// (cs.retry), or nil when it is not to be tried again: the channel has no
+// waiters left, or the Client closed. cs is then left unsubscribed.
+func (n *Notifier) retryWait(cs *channelState) chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.e.Closed() || len(cs.owner().waiters) == 0 {
+		cs.subscribed, cs.retry = false, nil
+		return nil
 	}
+	if cs.retry == nil {
+		cs.retry = make(chan struct{}, 1)
+	}
+	return cs.retry
 }
 
 // subscribeOn sends SUBSCRIBE for cs's channel on the subscription of src,
@@ -228,6 +292,7 @@ func (n *Notifier) subscribeOn(src Source, cs *channelState) bool {
 			continue // subscription no longer finds it in n.subs
 		}
 		ok := done || s.subscribe(n.e.ctx, cs.name) == nil
+		s.firstSent()
 		if ok && !done {
 			n.mu.Lock()
 			cs.subs = append(cs.subs, s)
@@ -259,7 +324,7 @@ func (n *Notifier) subscription(src Source) *subscription {
 		_ = ps.Close()
 		return s
 	}
-	s = &subscription{ps: ps}
+	s = &subscription{ps: ps, first: make(chan struct{})}
 	s.slot, _ = src.(SlotSource)
 	n.subs[src] = s
 	n.wg.Add(1) // under n.mu, so close either sees s or we saw closed

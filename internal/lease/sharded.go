@@ -67,14 +67,8 @@ func (n *Notifier) slotMoved(s *subscription) {
 		return
 	}
 	for _, cs := range again {
-		if cs.subscribed || len(cs.owner().waiters) == 0 {
-			continue // a join subscribes it already
+		if len(cs.owner().waiters) > 0 {
+			n.subscribeOnce(cs) // or makes a subscribe that waits try at once
 		}
-		cs.subscribed = true
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.subscribe(cs)
-		}()
 	}
 }

@@ -14,10 +14,26 @@ import (
 // wake every waiter of those channels, since a release may have been missed
 // meanwhile. A connection go-redis closed for good (a Ring shard removed,
 // the redis client closed) is dropped.
+//
+// It reads only once the first subscribe on s has returned: a read
+// connects a PubSub that has no connection yet, and go-redis routes a
+// sharded one by the slot of its first channel, one without a channel to a
+// random node of the cluster. That can be the slot's replica, which takes
+// the SSUBSCRIBE (the slot's master then counts no subscriber), or another
+// master, which refuses it with MOVED. After that subscribe, the PubSub is
+// connected, or keeps the channel for the redial.
 func (n *Notifier) run(s *subscription) {
 	defer n.wg.Done()
 	ctx := n.e.ctx
 	ps := s.ps
+	if n.readerWaits != nil {
+		n.readerWaits()
+	}
+	select {
+	case <-s.first:
+	case <-ctx.Done():
+		return
+	}
 	pause := time.NewTimer(0)
 	defer pause.Stop()
 	<-pause.C
@@ -223,6 +239,16 @@ func (n *Notifier) listed(channel string, s *subscription) bool {
 	defer n.mu.Unlock()
 	cs := n.chans[channel]
 	return cs != nil && slices.Contains(cs.subs, s)
+}
+
+// firstSent lets run read s: a subscribe on it has returned. Callers hold
+// s.order.
+func (s *subscription) firstSent() {
+	select {
+	case <-s.first:
+	default:
+		close(s.first)
+	}
 }
 
 // sharded reports whether s listens with SSUBSCRIBE.
