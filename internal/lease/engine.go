@@ -27,10 +27,17 @@ type Engine struct {
 	Logger *slog.Logger
 
 	// The renewal loop's state, and every hold's term.
-	mu        sync.Mutex
-	q         holdHeap
-	kick      chan struct{} // wakes the loop when an earlier event arrives
-	armed     int64         // when the loop's timer fires next (see mono)
+	mu    sync.Mutex
+	q     holdHeap
+	kick  chan struct{} // wakes the loop when an earlier event arrives
+	armed int64         // when the loop's timer fires next (see mono)
+	// lead is how far ahead of its sending the last hold added was due
+	// (its renewal time, TTL/3 for most), and idle the loop's wake-ups in a
+	// row with no hold to renew: an idle loop sleeps lead/2 rather than an
+	// hour, maxIdle times, so that the next hold of the same TTL finds the
+	// loop due before it and need not wake it (see add).
+	lead      time.Duration
+	idle      int
 	started   bool
 	abandoned bool // Close has run: holds only get deadline timers
 	// lowered is closed, and replaced, when the deadline of a hold in a

@@ -39,13 +39,17 @@ func (e *Engine) add(h *Hold) {
 	h.registered = true
 	h.next = nextFor(h, later(h.sentAt, h.capped(h.ttl)/3))
 	e.q.push(h)
+	e.lead, e.idle = between(h.sentAt, h.next), 0
 	if !e.started {
 		e.started = true
 		e.wg.Add(1)
 		go e.run()
 	}
 	// Wake the loop only if it would sleep past this hold's time: waking a
-	// goroutine on every acquire costs more than the acquire's own work.
+	// goroutine on every acquire costs more than the acquire's own work (a
+	// futex call in the acquire, and the loop's goroutine run on another
+	// CPU, perhaps Redis's). An idle loop sleeps only half a lead for that
+	// reason (see run).
 	early := h.next < e.armed
 	e.mu.Unlock()
 	if early {
@@ -226,6 +230,11 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 	return false
 }
 
+// maxIdle is how many times in a row an idle renewal loop wakes after half
+// a lead before it sleeps an hour (until a hold comes): about 16 renewal
+// intervals of a Client that holds nothing, then no wake-ups at all.
+const maxIdle = 16
+
 func (e *Engine) run() {
 	defer e.wg.Done()
 	t := time.NewTimer(time.Hour)
@@ -234,8 +243,17 @@ func (e *Engine) run() {
 		e.mu.Lock()
 		now := monoNow()
 		wait := time.Hour
-		if len(e.q) > 0 {
+		switch {
+		case len(e.q) > 0:
 			wait = max(between(now, e.q[0].next), 0)
+		case e.lead > 0 && e.idle < maxIdle:
+			// No hold now, as between the holds of one goroutine that
+			// acquires and releases in turn: a loop asleep for an hour
+			// would be woken by the next acquire, and find its hold gone
+			// again, acquire after acquire. Half a lead keeps the loop due
+			// before a hold of the same TTL sent from now on.
+			e.idle++
+			wait = e.lead / 2
 		}
 		e.armed = later(now, wait)
 		e.mu.Unlock()
