@@ -113,7 +113,7 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 // token's hold only: a re-entrant token names one hold, so the owner's
 // others stay. If the undo's own reply is lost, the hold expires by its TTL.
 func (k *kind) Undo(ctx context.Context, token string) {
-	_, _ = k.cfg.release(ctx, &k.hd.Keys, token, 0, false)
+	_, _ = k.cfg.release(ctx, &k.hd.Keys, token, 0)
 }
 
 // undoneError is the error of an attempt that took the lock and sent the

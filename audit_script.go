@@ -118,19 +118,14 @@ func (s *settings) acquire(ctx context.Context, k *keys, token string) (acquireR
 }
 
 // release drops the hold of token (fence: its fence, 0 when unknown)
-// through s's backend, auditing it in its script where it can. tell makes
-// it publish the wake-up even when no waiter marked the key (see teller).
-func (s *settings) release(ctx context.Context, k *keys, token string, fence int64, tell bool) (extendStatus, error) {
-	be := s.be
+// through s's backend, auditing it in its script where it can.
+func (s *settings) release(ctx context.Context, k *keys, token string, fence int64) (extendStatus, error) {
 	if s.aud != nil {
-		if a := s.audited(k, token, fence); a != nil {
-			be = a
+		if be := s.audited(k, token, fence); be != nil {
+			return be.release(ctx, k, token)
 		}
 	}
-	if t, ok := be.(teller); ok && tell {
-		return t.releaseTelling(ctx, k, token)
-	}
-	return be.release(ctx, k, token)
+	return s.be.release(ctx, k, token)
 }
 
 // extend sets the TTL of the hold of token (fence: its fence) through s's
@@ -196,14 +191,6 @@ func (b auditedBackend) release(ctx context.Context, k *keys, token string) (ext
 		return 0, err
 	}
 	n, err := b.runAudit(ctx, scriptRelease, b.au, b.releaseKeys(k), []any{token, flag(b.reentrant)}).Int64()
-	return releaseStatus(n, err)
-}
-
-func (b auditedBackend) releaseTelling(ctx context.Context, k *keys, token string) (extendStatus, error) {
-	if err := b.awaitAcquire(ctx, token); err != nil {
-		return 0, err
-	}
-	n, err := b.runAudit(ctx, scriptRelease, b.au, b.releaseKeys(k), []any{token, flag(b.reentrant), argOne}).Int64()
 	return releaseStatus(n, err)
 }
 

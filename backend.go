@@ -49,16 +49,6 @@ type backend interface {
 	renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error)
 }
 
-// teller is a backend whose release can publish the wake-up even when no
-// waiter marked the key (release.lua publishes only then; see
-// internal/luascripts/waiting.lua): the releasing Client has waiters of its
-// own on the key, whose marks an earlier release may have taken, and its
-// own subscription then wakes the longest of them. ReleaseWatch publishes
-// on every release and needs no such call.
-type teller interface {
-	releaseTelling(ctx context.Context, k *keys, token string) (extendStatus, error)
-}
-
 // renewItem is one hold the renewal loop asks to extend.
 type renewItem struct {
 	k     *keys
@@ -332,17 +322,6 @@ func (b *scriptBackend) release(ctx context.Context, k *keys, token string) (ext
 	}
 	n, err := b.run(ctx, scriptRelease, b.releaseKeys(k),
 		token, flag(b.reentrant)).Int64()
-	return releaseStatus(n, err)
-}
-
-// releaseTelling is release, publishing the wake-up whether or not a
-// waiter marked the key (see teller).
-func (b *scriptBackend) releaseTelling(ctx context.Context, k *keys, token string) (extendStatus, error) {
-	if err := b.awaitAcquire(ctx, token); err != nil {
-		return 0, err
-	}
-	n, err := b.run(ctx, scriptRelease, b.releaseKeys(k),
-		token, flag(b.reentrant), argOne).Int64()
 	return releaseStatus(n, err)
 }
 

@@ -25,7 +25,7 @@ type watchBackend struct {
 const watchRetries = 16
 
 // acquire sends SET NX PX, the fence INCR and the counter's PEXPIRE in one
-// MULTI, with the waiters' mark, and a GET and PTTL of the key to tell a hold of ours (an earlier
+// MULTI, with a GET and PTTL of the key to tell a hold of ours (an earlier
 // attempt whose reply was lost) from someone else's. The INCR runs even when
 // the SET fails, so fences leave gaps, but a successful SET and its INCR are
 // one atomic step. A fence below luascripts.Clocked comes from a counter that
@@ -47,10 +47,6 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 		}
 		get = p.Get(ctx, k.Lock())
 		pttlc = p.PTTL(ctx, k.Lock())
-		// The waiters' mark (internal/luascripts/waiting.lua), set whatever
-		// the SET found, since a transaction cannot choose: a script-mode
-		// holder's release then tells us, and our own release deletes it.
-		p.Set(ctx, k.Notify(), "1", luascripts.WaitMarkTTL)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
@@ -187,7 +183,7 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 	return 0, redis.TxFailedErr
 }
 
-// release deletes the key, and the waiters' mark, in a transaction that go-redis must not resend
+// release deletes the key in a transaction that go-redis must not resend
 // (see luascripts.OnceCmd): run again, it would find the key gone and report our own
 // release as a loss. go-redis does not resend a MULTI/EXEC whose reply was
 // cut today; the OnceCmd makes that a rule for every client. A transaction
@@ -196,7 +192,7 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 func (b *watchBackend) release(ctx context.Context, k *keys, token string) (extendStatus, error) {
 	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
 		del := new(luascripts.OnceCmd)
-		del.Cmder = redis.NewIntCmd(ctx, append(del.Argv[:0], "del", k.Lock(), k.Notify())...)
+		del.Cmder = redis.NewIntCmd(ctx, append(del.Argv[:0], "del", k.Lock())...)
 		_ = p.Process(ctx, del)
 		if b.pub.sharded(ctx) {
 			p.SPublish(ctx, k.Notify(), "released")
@@ -220,10 +216,6 @@ func (b *watchBackend) pttl(ctx context.Context, k *keys, token string) (time.Du
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.Get(ctx, k.Lock())
 		pttlc = p.PTTL(ctx, k.Lock())
-		// The waiters' mark (internal/luascripts/waiting.lua), set whatever
-		// the SET found, since a transaction cannot choose: a script-mode
-		// holder's release then tells us, and our own release deletes it.
-		p.Set(ctx, k.Notify(), "1", luascripts.WaitMarkTTL)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {

@@ -42,7 +42,7 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 		// the handoff's script could not audit as its own would (see
 		// audit_script.go). It tries for itself, told once the key is free
 		// (claimed meanwhile, it sends nothing).
-		o = outcome(l.cfg.release(ctx, &l.hd.Keys, h.Token(), h.Fence(), false))
+		o = outcome(l.cfg.release(ctx, &l.hd.Keys, h.Token(), h.Fence()))
 		n.Settle(w, lease.Gift{Retry: true})
 		return o, true
 	}

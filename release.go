@@ -48,8 +48,7 @@ func (l *Lock) Release(ctx context.Context) error {
 // Release drops h: it hands the hold straight to a waiter of this Client
 // when it can (only a hold that has not ended: once released or lost here,
 // the key may be a waiter's by now, and a handoff would claim a waiter for
-// nothing), and otherwise deletes it, publishing the wake-up when a waiter
-// marked the key or this Client has waiters on it.
+// nothing), and otherwise deletes it.
 func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
 	if (*Lock)(k).gated() {
 		defer k.cfg.c.local.leaveRedis(&k.hd, true) // the hold is gone, or nobody's
@@ -59,8 +58,7 @@ func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Out
 			return o
 		}
 	}
-	tell := k.cfg.c.eng.Notifier.Waiting(k.hd.Keys.Notify())
-	return outcome(k.cfg.release(ctx, &k.hd.Keys, h.Token(), h.Fence(), tell))
+	return outcome(k.cfg.release(ctx, &k.hd.Keys, h.Token(), h.Fence()))
 }
 
 // Extend sets the hold's TTL to ttl, counted from now, if Redis still has

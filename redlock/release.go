@@ -31,14 +31,7 @@ import (
 // that node.
 func (l *Lock) drop(ctx context.Context, token string, which []int, acq *round, deadline time.Time) tally {
 	c := l.cfg.c
-	// A node publishes its wake-up when a waiter marked the key there; with
-	// waiters of this Client on the key, whose marks an earlier release may
-	// have taken, every node publishes (see lease.Notifier.Waiting).
-	tell := "0"
-	if c.eng.Notifier.Waiting(l.hd.Keys.Notify()) {
-		tell = "1"
-	}
-	call := luascripts.NewPrebuilt(luascripts.ReleaseBoxed, true, l.hd.Keys.ReleaseKeys(), token, "0", tell)
+	call := luascripts.NewPrebuilt(luascripts.ReleaseBoxed, true, l.hd.Keys.ReleaseKeys(), token, "0")
 	d := c.newRound(context.Background(), call, deadline, l.cfg.callTimeout, which, false)
 	c.handOver(acq, d)
 	for i := range d.nodes {

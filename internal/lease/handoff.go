@@ -64,13 +64,6 @@ func (n *Notifier) Claim(channel string) *Waiter {
 	return nil
 }
 
-// Waiting reports whether this process has waiters on channel. A release
-// that frees the key while they wait publishes its wake-up even if no mark
-// of theirs is left in Redis (see internal/luascripts/waiting.lua): an
-// earlier release takes the marks, and the waiter of theirs that won the
-// key then may be this very holder.
-func (n *Notifier) Waiting(channel string) bool { return n.queued(channel) }
-
 // Settle delivers the handoff's outcome to w. A waiter that left meanwhile
 // cannot take the hold, so it is undone here with the waiter's token.
 func (n *Notifier) Settle(w *Waiter, g Gift) {

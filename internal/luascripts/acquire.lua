@@ -93,8 +93,6 @@ local other = kind_of(lock)
 if other ~= 'mutex' then
   return redis.error_reply('KIND ' .. other)
 end
--- The holder's release is to tell us (waiting.lua).
-mark_waiting(lock)
 local left = redis.call('PTTL', lock)
 if left < 0 then left = 0 end
 return -1 - left

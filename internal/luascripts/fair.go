@@ -25,7 +25,7 @@ var fairWaitersSrc string
 // FairAcquireSrc, FairReleaseSrc and FairWaitersSrc are the fair lock's
 // scripts, whole.
 var (
-	FairAcquireSrc = fenceSrc + otherKindSrc + waitingSrc + kindCheckSrc + fairQueueSrc + fairAcquireBody
+	FairAcquireSrc = fenceSrc + otherKindSrc + kindCheckSrc + fairQueueSrc + fairAcquireBody
 	FairReleaseSrc = fenceSrc + fairQueueSrc + fairReleaseBody
 	FairWaitersSrc = fairWaitersSrc
 )

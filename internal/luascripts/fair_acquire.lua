@@ -53,8 +53,6 @@ if wait > 0 then
 end
 local left = 0
 if v ~= false then
-  -- Held: a plain mutex's release is to tell us too (waiting.lua).
-  mark_waiting(lock)
   left = redis.call('PTTL', lock)
   if left < 0 then left = 0 end
 end

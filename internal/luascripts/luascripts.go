@@ -35,12 +35,6 @@ const FenceTTL = time.Minute
 // from the clock before its value serves as a fence.
 const Clocked = 1_000_000_000_000_000
 
-// WaitMarkTTL is how long the mark a waiter leaves on a taken key lives
-// (WAIT_MARK_TTL in waiting.lua): a release publishes only when a mark is
-// there, so a waiter that sleeps longer than this between attempts may
-// miss the message and wake by its timer.
-const WaitMarkTTL = time.Minute
-
 // FenceHintAhead is how far past a server's clock a restarting counter may
 // start when the acquire names a value (HINT_AHEAD in fence.lua).
 const FenceHintAhead = 2 * time.Second
@@ -54,10 +48,7 @@ var acquireBody string
 //go:embed acquire_fast.lua
 var acquireFastSrc string
 
-//go:embed waiting.lua
-var waitingSrc string
-
-var acquireSrc = acquireFastSrc + fenceSrc + otherKindSrc + waitingSrc + acquireBody
+var acquireSrc = acquireFastSrc + fenceSrc + otherKindSrc + acquireBody
 
 //go:embed release.lua
 var releaseSrc string
@@ -86,9 +77,8 @@ func AcquireReply(n int64) (ours bool, fence int64, left time.Duration) {
 	return false, 0, time.Duration(-1-n) * time.Millisecond
 }
 
-// Release deletes a lock still holding the caller's token and, when a
-// waiter marked it (waiting.lua), publishes on the notify channel; or it
-// drops one re-entrant hold. Send it once: see the
+// Release deletes a lock still holding the caller's token and publishes on
+// the notify channel, or drops one re-entrant hold. Send it once: see the
 // package comment and release.lua.
 var Release = redis.NewScript(releaseSrc)
 
@@ -116,7 +106,7 @@ var onceAcquireHead string
 
 // OnceAcquireSrc is the text of OnceAcquire, for callers that build their
 // own EVAL commands.
-var OnceAcquireSrc = fenceSrc + otherKindSrc + waitingSrc + onceAcquireHead + acquireBody
+var OnceAcquireSrc = fenceSrc + otherKindSrc + onceAcquireHead + acquireBody
 
 // OnceAcquire returns a Once's stored result, or else makes Acquire's
 // attempt (same keys and arguments, the result key appended to KEYS). See

@@ -37,17 +37,6 @@ func TestFenceConstants(t *testing.T) {
 	}
 }
 
-// TestWaitMarkConstant: WaitMarkTTL says what waiting.lua does.
-func TestWaitMarkConstant(t *testing.T) {
-	m := regexp.MustCompile(`(?m)^local WAIT_MARK_TTL = ([0-9]+)`).FindStringSubmatch(waitingSrc)
-	if m == nil {
-		t.Fatal("waiting.lua defines no WAIT_MARK_TTL")
-	}
-	if got, err := strconv.ParseInt(m[1], 10, 64); err != nil || got != WaitMarkTTL.Milliseconds() {
-		t.Fatalf("waiting.lua: WAIT_MARK_TTL = %s, want %d", m[1], WaitMarkTTL.Milliseconds())
-	}
-}
-
 // TestAcquireReply: a reply >= 0 is a hold of ours and its fence; a
 // negative one another holder's time left, -1 for none.
 func TestAcquireReply(t *testing.T) {

@@ -51,7 +51,7 @@ func lua(names ...string) string {
 }
 
 func variants() []variant {
-	acq := redis.NewScript(lua("acquire_fast.lua", "fence.lua", "other_kind.lua", "waiting.lua", "acquire.lua"))
+	acq := redis.NewScript(lua("acquire_fast.lua", "fence.lua", "other_kind.lua", "acquire.lua"))
 	rel := redis.NewScript(lua("release.lua"))
 	tok36 := "e1ca6c7c-4ebd-4106-8d1c-3f128fb091d0"
 	tok22 := "vvedARNTbEU19X4R7lUU4Q"
