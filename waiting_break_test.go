@@ -1,0 +1,298 @@
+package lock_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
+)
+
+// The tests here try to miss a waiter's wake-up since a release publishes
+// only when a waiter marked the key (internal/luascripts/waiting.lua) or the
+// releasing Client has waiters of its own on it. Every waiter's backoff is a
+// minute and every holder's TTL too, so only a message wakes a waiter in
+// time; windows are opened with scriptGate, never with sleeps.
+
+// scriptGate is a go-redis hook that, once armed, holds the reply of the
+// next call of one script (single or in a pipeline) after Redis ran it,
+// until proceed is called: the call took effect, its caller does not know
+// yet.
+type scriptGate struct {
+	texts map[string]bool // the script's SHA1s and sources, audited too
+	mu    sync.Mutex
+	armed bool
+	held  chan struct{} // closed once a call is held
+	go_   chan struct{} // closed by proceed
+	once  sync.Once
+}
+
+// newScriptGate returns a gate for script s (one of luascripts.All).
+func newScriptGate(s *redis.Script) *scriptGate {
+	g := &scriptGate{texts: map[string]bool{}, held: make(chan struct{}), go_: make(chan struct{})}
+	for i, a := range luascripts.All {
+		if a != s {
+			continue
+		}
+		g.texts[a.Hash()], g.texts[luascripts.Sources[i]] = true, true
+		if v, src := luascripts.Audited(a); v != nil {
+			g.texts[v.Hash()], g.texts[src] = true, true
+		}
+	}
+	return g
+}
+
+func (g *scriptGate) arm() {
+	g.mu.Lock()
+	g.armed = true
+	g.mu.Unlock()
+}
+
+// proceed lets the held reply through (and any later one).
+func (g *scriptGate) proceed() { g.once.Do(func() { close(g.go_) }) }
+
+// take reports whether cmds carry the script while the gate is armed,
+// disarming it.
+func (g *scriptGate) take(cmds ...redis.Cmder) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.armed {
+		return false
+	}
+	for _, c := range cmds {
+		if a := c.Args(); len(a) > 1 && g.texts[fmt.Sprint(a[1])] {
+			g.armed = false
+			return true
+		}
+	}
+	return false
+}
+
+func (g *scriptGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *scriptGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if g.take(cmd) {
+			close(g.held)
+			<-g.go_
+		}
+		return err
+	}
+}
+
+func (g *scriptGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if g.take(cmds...) {
+			close(g.held)
+			<-g.go_
+		}
+		return err
+	}
+}
+
+// waiterSet runs Acquires of one Client and reports each one's outcome by
+// name.
+type waiterSet struct {
+	t   *testing.T
+	c   *lock.Client
+	key string
+	got chan string
+	n   int
+}
+
+func newWaiterSet(t *testing.T, c *lock.Client, key string) *waiterSet {
+	return &waiterSet{t: t, c: c, key: key, got: make(chan string, 16)}
+}
+
+// wait starts l's Acquire under ctx as name, and waits until it sits
+// between attempts with the ones started before.
+func (ws *waiterSet) wait(ctx context.Context, name string, l *lock.Lock) {
+	ws.t.Helper()
+	go func() {
+		if err := l.Acquire(ctx); err != nil {
+			ws.got <- name + ": " + err.Error()
+			return
+		}
+		ws.got <- name
+	}()
+	ws.n++
+	waitIdle(ws.t, ws.c, ws.key, ws.n)
+}
+
+// next returns the next outcome, failing after d.
+func (ws *waiterSet) next(d time.Duration, what string) string {
+	ws.t.Helper()
+	select {
+	case s := <-ws.got:
+		return s
+	case <-time.After(d):
+		ws.t.Fatalf("%s: nothing within %v", what, d)
+		return ""
+	}
+}
+
+// wokenWithin is how long a waiter woken by a message may take to get a
+// free key: far below the minute its timer would take.
+const wokenWithin = 5 * time.Second
+
+// takeMarks has a holder of another Client take key and release it while
+// ws's Client waits with first: the release takes the waiters' mark and
+// wakes first, which must get the key. The key then holds first's hold and
+// no mark.
+func takeMarks(t *testing.T, rdb redis.UniversalClient, key string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	other := newClient(t, rdb, lock.WithTTL(time.Minute))
+	h := other.NewLock(key)
+	must(t, "other Client's Acquire()", h.Acquire(ctx))
+	return func() {
+		t.Helper()
+		must(t, "other Client's Release()", h.Release(ctx))
+	}
+}
+
+func markGone(t *testing.T, rdb redis.UniversalClient, key string) {
+	t.Helper()
+	if n := rdb.Exists(context.Background(), lockKey(key)+":notify").Val(); n != 0 {
+		t.Fatalf("waiters' mark still there: the test would not open its window")
+	}
+}
+
+// TestUndo_ofWokenWaitersCutAttemptWakesTheNext: two waiters of one Client
+// wait behind another Client's holder. Its release takes their mark and
+// wakes the longer, a; a's attempt takes the key in Redis, but a's ctx ends
+// before the reply comes, so a leaves and the attempt is undone by a
+// release of a's token. No mark is left and that undo frees the key: it
+// must still wake b, the Client's other waiter.
+func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	release := takeMarks(t, tg.rdb, key)
+
+	rdb := tg.newRDB(t)
+	gate := newScriptGate(luascripts.Acquire)
+	rdb.AddHook(gate)
+	c := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
+	ws := newWaiterSet(t, c, key)
+	// A deadline: the attempt then returns at a's cancel (the call is bounded).
+	actx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	ws.wait(actx, "a", c.NewLock(key))
+	ws.wait(ctx, "b", c.NewLock(key))
+
+	gate.arm()
+	release() // a is woken; its attempt takes the key, its reply is held
+	waitClosed(t, gate.held, 10*time.Second, "a's attempt")
+	defer gate.proceed()
+	markGone(t, tg.rdb, key)
+	cancel()
+	if got := ws.next(10*time.Second, "a leaving"); got == "a" || got == "b" {
+		t.Fatalf("first outcome = %q, want a's error", got)
+	}
+	waitIdle(t, c, key, 1) // b still sleeps
+	gate.proceed()         // a's attempt returns: its undo frees the key
+	if got := ws.next(wokenWithin, "b woken once a's undo freed the key"); got != "b" {
+		t.Fatalf("second outcome = %q, want b", got)
+	}
+}
+
+// TestHandoff_toWaiterThatLeftWakesTheNext: three waiters of one Client, a
+// b and c, wait behind another Client's holder, whose release takes their
+// mark and wakes a. a's release hands the key to b (handoff.lua, which
+// leaves marks alone), but b's ctx ends while the handoff's reply is out;
+// the handoff is then undone with b's token, freeing the key. c must be
+// woken.
+func TestHandoff_toWaiterThatLeftWakesTheNext(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	release := takeMarks(t, tg.rdb, key)
+
+	rdb := tg.newRDB(t)
+	gate := newScriptGate(luascripts.Handoff)
+	rdb.AddHook(gate)
+	c := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
+	ws := newWaiterSet(t, c, key)
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a := c.NewLock(key)
+	ws.wait(ctx, "a", a)
+	ws.wait(bctx, "b", c.NewLock(key))
+	ws.wait(ctx, "c", c.NewLock(key))
+
+	release()
+	if got := ws.next(10*time.Second, "a woken"); got != "a" {
+		t.Fatalf("first outcome = %q, want a", got)
+	}
+	markGone(t, tg.rdb, key)
+	waitIdle(t, c, key, 2)
+
+	gate.arm()
+	done := make(chan error, 1)
+	go func() { done <- a.Release(ctx) }()
+	waitClosed(t, gate.held, 10*time.Second, "a's handoff to b")
+	defer gate.proceed()
+	cancel()
+	if got := ws.next(10*time.Second, "b leaving"); got == "b" || got == "c" {
+		t.Fatalf("second outcome = %q, want b's error", got)
+	}
+	gate.proceed() // the handoff returns to a b that left: it is undone
+	must(t, "a.Release()", recv(t, done, "a.Release"))
+	if got := ws.next(wokenWithin, "c woken once b's handoff was undone"); got != "c" {
+		t.Fatalf("third outcome = %q, want c", got)
+	}
+}
+
+// TestHandoff_auditedWaiterThatLeftWakesTheNext: as
+// TestHandoff_toWaiterThatLeftWakesTheNext, but b audits to a stream and a
+// does not, so a's release cannot hand b the key: it deletes it and wakes b
+// to try (handoff.go). b's ctx ends while that release is out; c must be
+// woken.
+func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	release := takeMarks(t, tg.rdb, key)
+
+	rdb := tg.newRDB(t)
+	gate := newScriptGate(luascripts.Release)
+	rdb.AddHook(gate)
+	c := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
+	ws := newWaiterSet(t, c, key)
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a := c.NewLock(key)
+	ws.wait(ctx, "a", a)
+	ws.wait(bctx, "b", c.NewLock(key, lock.WithAudit("{"+key+"}:audit", 100)))
+	ws.wait(ctx, "c", c.NewLock(key))
+
+	release()
+	if got := ws.next(10*time.Second, "a woken"); got != "a" {
+		t.Fatalf("first outcome = %q, want a", got)
+	}
+	markGone(t, tg.rdb, key)
+	waitIdle(t, c, key, 2)
+
+	gate.arm()
+	done := make(chan error, 1)
+	go func() { done <- a.Release(ctx) }()
+	waitClosed(t, gate.held, 10*time.Second, "a's release")
+	defer gate.proceed()
+	cancel()
+	if got := ws.next(10*time.Second, "b leaving"); got == "b" || got == "c" {
+		t.Fatalf("second outcome = %q, want b's error", got)
+	}
+	gate.proceed()
+	must(t, "a.Release()", recv(t, done, "a.Release"))
+	if got := ws.next(wokenWithin, "c woken once a's release freed the key"); got != "c" {
+		t.Fatalf("third outcome = %q, want c", got)
+	}
+}
