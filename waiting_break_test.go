@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -22,8 +23,9 @@ import (
 // scriptGate is a go-redis hook that, once armed, holds the reply of the
 // next call of one script (single or in a pipeline) after Redis ran it,
 // until proceed is called: the call took effect, its caller does not know
-// yet.
+// yet. An early gate holds the call before it is sent instead.
 type scriptGate struct {
+	early bool
 	texts map[string]bool // the script's SHA1s and sources, audited too
 	mu    sync.Mutex
 	armed bool
@@ -77,8 +79,13 @@ func (g *scriptGate) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (g *scriptGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if g.early && g.take(cmd) {
+			close(g.held)
+			<-g.go_
+			return next(ctx, cmd)
+		}
 		err := next(ctx, cmd)
-		if g.take(cmd) {
+		if !g.early && g.take(cmd) {
 			close(g.held)
 			<-g.go_
 		}
@@ -88,8 +95,13 @@ func (g *scriptGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (g *scriptGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if g.early && g.take(cmds...) {
+			close(g.held)
+			<-g.go_
+			return next(ctx, cmds)
+		}
 		err := next(ctx, cmds)
-		if g.take(cmds...) {
+		if !g.early && g.take(cmds...) {
 			close(g.held)
 			<-g.go_
 		}
@@ -158,10 +170,13 @@ func takeMarks(t *testing.T, rdb redis.UniversalClient, key string) (release fun
 	}
 }
 
+// markGone logs whether the waiters' mark is gone, as the window each test
+// opens needs today (release.lua deletes it); a design that keeps it has no
+// such window, and the test then checks the outcome alone.
 func markGone(t *testing.T, rdb redis.UniversalClient, key string) {
 	t.Helper()
 	if n := rdb.Exists(context.Background(), lockKey(key)+":notify").Val(); n != 0 {
-		t.Fatalf("waiters' mark still there: the test would not open its window")
+		t.Logf("waiters' mark still there: no window to open, only the outcome is checked")
 	}
 }
 
@@ -254,8 +269,11 @@ func TestHandoff_toWaiterThatLeftWakesTheNext(t *testing.T) {
 // TestHandoff_auditedWaiterThatLeftWakesTheNext: as
 // TestHandoff_toWaiterThatLeftWakesTheNext, but b audits to a stream and a
 // does not, so a's release cannot hand b the key: it deletes it and wakes b
-// to try (handoff.go). b's ctx ends while that release is out; c must be
-// woken.
+// to try (handoff.go). b's ctx ends before that release is sent, and b
+// leaves; c must be woken. (Were the release's message to reach the Client
+// before b left, b, claimed, would take the wake-up and drop it: the
+// Notifier's signalHead skips only waiters owed one already. Not tested
+// here: the order is not under the test's control.)
 func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
@@ -264,6 +282,7 @@ func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
 
 	rdb := tg.newRDB(t)
 	gate := newScriptGate(luascripts.Release)
+	gate.early = true
 	rdb.AddHook(gate)
 	c := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
 	ws := newWaiterSet(t, c, key)
@@ -284,7 +303,7 @@ func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
 	gate.arm()
 	done := make(chan error, 1)
 	go func() { done <- a.Release(ctx) }()
-	waitClosed(t, gate.held, 10*time.Second, "a's release")
+	waitClosed(t, gate.held, 10*time.Second, "a's release, unsent")
 	defer gate.proceed()
 	cancel()
 	if got := ws.next(10*time.Second, "b leaving"); got == "b" || got == "c" {
@@ -294,5 +313,117 @@ func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
 	must(t, "a.Release()", recv(t, done, "a.Release"))
 	if got := ws.next(wokenWithin, "c woken once a's release freed the key"); got != "c" {
 		t.Fatalf("third outcome = %q, want c", got)
+	}
+}
+
+// scriptFail is a go-redis hook that, once armed, fails the next call of
+// one script (single or in a pipeline) without sending it: before, it runs
+// its func (if any); the call's error is err.
+type scriptFail struct {
+	*scriptGate
+	err    error
+	before func()
+}
+
+func (f *scriptFail) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.take(cmd) {
+			if f.before != nil {
+				f.before()
+			}
+			cmd.SetErr(f.err)
+			return f.err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *scriptFail) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if f.take(cmds...) {
+			if f.before != nil {
+				f.before()
+			}
+			for _, c := range cmds {
+				c.SetErr(f.err)
+			}
+			return f.err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestRelease_wakesWaiterWhoseWokenAttemptFailed: a waits in one Client, c
+// in another, behind a third Client's holder. The holder's release takes
+// their mark and wakes both; a's attempt fails (the connection drops before
+// it is sent), c's takes the key. c's release must wake a: no attempt of
+// a's has marked the key since, and c's Client has no other waiter.
+func TestRelease_wakesWaiterWhoseWokenAttemptFailed(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	release := takeMarks(t, tg.rdb, key)
+
+	rdb := tg.newRDB(t)
+	fail := &scriptFail{scriptGate: newScriptGate(luascripts.Acquire), err: io.EOF}
+	rdb.AddHook(fail)
+	ca := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
+	cc := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
+	wa, wc := newWaiterSet(t, ca, key), newWaiterSet(t, cc, key)
+	wa.wait(ctx, "a", ca.NewLock(key))
+	c := cc.NewLock(key)
+	wc.wait(ctx, "c", c)
+
+	fail.arm()
+	release()
+	if got := wc.next(10*time.Second, "c woken"); got != "c" {
+		t.Fatalf("c's outcome = %q, want c", got)
+	}
+	waitIdle(t, ca, key, 1) // a failed its attempt and sleeps
+	markGone(t, tg.rdb, key)
+	must(t, "c.Release()", c.Release(ctx))
+	if got := wa.next(wokenWithin, "a woken by c's release"); got != "a" {
+		t.Fatalf("a's outcome = %q, want a", got)
+	}
+}
+
+// TestRelease_wakesWaitersAfterWokenOneGaveUp: a and b wait in one Client,
+// c in another, behind a third Client's holder. The holder's release takes
+// their mark and wakes a and c; a's wait ends as it is about to send its
+// attempt (its ctx is cancelled then), so a never marks the key again and
+// the wake-up it used is not passed on to b; c takes the key. c's release
+// must wake b.
+func TestRelease_wakesWaitersAfterWokenOneGaveUp(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	release := takeMarks(t, tg.rdb, key)
+
+	rdb := tg.newRDB(t)
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fail := &scriptFail{scriptGate: newScriptGate(luascripts.Acquire), err: context.Canceled, before: cancel}
+	rdb.AddHook(fail)
+	ca := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
+	cc := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
+	wa, wc := newWaiterSet(t, ca, key), newWaiterSet(t, cc, key)
+	wa.wait(actx, "a", ca.NewLock(key))
+	wa.wait(ctx, "b", ca.NewLock(key))
+	c := cc.NewLock(key)
+	wc.wait(ctx, "c", c)
+
+	fail.arm()
+	release()
+	if got := wc.next(10*time.Second, "c woken"); got != "c" {
+		t.Fatalf("c's outcome = %q, want c", got)
+	}
+	if got := wa.next(10*time.Second, "a giving up"); got == "a" || got == "b" {
+		t.Fatalf("first outcome in a's Client = %q, want a's error", got)
+	}
+	waitIdle(t, ca, key, 1) // b sleeps
+	markGone(t, tg.rdb, key)
+	must(t, "c.Release()", c.Release(ctx))
+	if got := wa.next(wokenWithin, "b woken by c's release"); got != "b" {
+		t.Fatalf("second outcome in a's Client = %q, want b", got)
 	}
 }
