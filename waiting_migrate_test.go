@@ -1,0 +1,84 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
+)
+
+// setMigrating puts slot in the middle of a move from from to to, as
+// redis-cli --cluster reshard does before it moves the keys: IMPORTING on
+// to, MIGRATING on from.
+func setMigrating(t *testing.T, slot int, from, to *redistest.Server) {
+	t.Helper()
+	ctx := context.Background()
+	src := redis.NewClient(&redis.Options{Addr: from.Addr()})
+	dst := redis.NewClient(&redis.Options{Addr: to.Addr()})
+	t.Cleanup(func() { _ = src.Close(); _ = dst.Close() })
+	srcID, err := src.Do(ctx, "cluster", "myid").Text()
+	must(t, "CLUSTER MYID", err)
+	dstID, err := dst.Do(ctx, "cluster", "myid").Text()
+	must(t, "CLUSTER MYID", err)
+	must(t, "SETSLOT IMPORTING", dst.Do(ctx, "cluster", "setslot", slot, "importing", srcID).Err())
+	must(t, "SETSLOT MIGRATING", src.Do(ctx, "cluster", "setslot", slot, "migrating", dstID).Err())
+}
+
+// TestTryAcquire_heldKeyInMigratingSlot: while the slot of a held key is
+// being moved (MIGRATING on its master, its keys not moved yet), an attempt
+// by another Client finds the key taken: TryAcquire returns false, nil.
+func TestTryAcquire_heldKeyInMigratingSlot(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	key := keyFor(t)
+	holders := newClient(t, cl.Client(t))
+	others := newClient(t, cl.Client(t))
+	from, to, slot := slotMove(t, cl, key)
+	h := holders.NewLock(key)
+	must(t, "holder Acquire()", h.Acquire(ctx))
+	setMigrating(t, slot, from, to)
+	ok, err := others.NewLock(key).TryAcquire(ctx)
+	if ok || err != nil {
+		t.Fatalf("TryAcquire() of a held key in a migrating slot = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// TestAcquire_waitsOnHeldKeyInMigratingSlot: as
+// TestTryAcquire_heldKeyInMigratingSlot, for a waiting Acquire (holder info
+// on, so the attempt carries the holder-info hash too): it must wait, not
+// fail.
+func TestAcquire_waitsOnHeldKeyInMigratingSlot(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	key := keyFor(t)
+	holders := newClient(t, cl.Client(t), lock.WithHolderInfo(true))
+	others := newClient(t, cl.Client(t), lock.WithHolderInfo(true), lock.WithBackoff(time.Minute, time.Minute))
+	from, to, slot := slotMove(t, cl, key)
+	h := holders.NewLock(key)
+	must(t, "holder Acquire()", h.Acquire(ctx))
+	setMigrating(t, slot, from, to)
+
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- others.NewLock(key).Acquire(actx) }()
+	for deadline := time.Now().Add(10 * time.Second); lock.IdleWaiters(others, key) != 1; time.Sleep(time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("Acquire() of a held key in a migrating slot returned %v; want it waiting", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Acquire() neither waits nor returns")
+		}
+	}
+	cancel()
+	if err := recv(t, done, "Acquire() after cancel"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire() = %v, want context.Canceled", err)
+	}
+}
