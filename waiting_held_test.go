@@ -1,0 +1,166 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agentlock/lock"
+)
+
+// Windows that held: each test has a holder in one Client and waiters in
+// others whose backoff is a minute, so that only a release's message wakes
+// them in time (see waiting_break_test.go).
+
+// slowWaiters are the options of a Client whose waiters wake only by a
+// message: a minute's backoff, and a minute's TTL on what they take.
+var slowWaiters = []lock.Option{lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute)}
+
+// TestRelease_wakesWaiterAcrossModes: a holder's release wakes a waiter of
+// another Client through the waiters' mark, whatever each side's options:
+// release modes mixed, holder info, audit in the script, re-entrant
+// owners, a holder's Client that does not listen, a fair waiter behind a
+// plain holder.
+func TestRelease_wakesWaiterAcrossModes(t *testing.T) {
+	watch := lock.WithReleaseMode(lock.ReleaseWatch)
+	cases := []struct {
+		name           string
+		holder, waiter []lock.Option
+	}{
+		{"script", nil, nil},
+		{"watchHolder", []lock.Option{watch}, nil},
+		{"watchWaiter", nil, []lock.Option{watch}},
+		{"watchBoth", []lock.Option{watch}, []lock.Option{watch}},
+		{"holderInfo", []lock.Option{lock.WithHolderInfo(true)}, []lock.Option{lock.WithHolderInfo(true)}},
+		{"reentrant", []lock.Option{lock.WithOwner("h")}, []lock.Option{lock.WithOwner("w")}},
+		{"holderNotListening", []lock.Option{lock.WithNotify(false)}, nil},
+		{"fairWaiter", nil, []lock.Option{lock.WithFair(true)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := realTarget(t)
+			ctx := context.Background()
+			key := keyFor(t)
+			hc := newClient(t, tg.newRDB(t), append([]lock.Option{lock.WithTTL(time.Minute)}, tc.holder...)...)
+			wc := newClient(t, tg.newRDB(t), append(append([]lock.Option{}, slowWaiters...), tc.waiter...)...)
+			h := hc.NewLock(key)
+			must(t, "holder Acquire()", h.Acquire(ctx))
+			ws := newWaiterSet(t, wc, key)
+			w := wc.NewLock(key)
+			ws.wait(ctx, "w", w)
+			must(t, "holder Release()", h.Release(ctx))
+			if got := ws.next(wokenWithin, "waiter woken by the release"); got != "w" {
+				t.Fatalf("waiter's outcome = %q, want w", got)
+			}
+			must(t, "waiter Release()", w.Release(ctx))
+		})
+	}
+}
+
+// TestRelease_auditedHolderWakesWaiter: a holder auditing in its script
+// (the stream in the key's slot) and its waiter in another Client.
+func TestRelease_auditedHolderWakesWaiter(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	audit := lock.WithAudit("{"+key+"}:audit", 100)
+	hc := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute), audit)
+	wc := newClient(t, tg.newRDB(t), append(append([]lock.Option{}, slowWaiters...), audit)...)
+	h := hc.NewLock(key)
+	must(t, "holder Acquire()", h.Acquire(ctx))
+	ws := newWaiterSet(t, wc, key)
+	w := wc.NewLock(key)
+	ws.wait(ctx, "w", w)
+	must(t, "holder Release()", h.Release(ctx))
+	if got := ws.next(wokenWithin, "waiter woken by the audited release"); got != "w" {
+		t.Fatalf("waiter's outcome = %q, want w", got)
+	}
+	must(t, "waiter Release()", w.Release(ctx))
+}
+
+// TestOnce_failedCallWakesOnceWaiter: fn fails in one Client, so its hold
+// is released without a result; a Once of another Client waiting on the
+// key marked it, and is woken to run fn itself.
+func TestOnce_failedCallWakesOnceWaiter(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	hc := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute))
+	wc := newClient(t, tg.newRDB(t), slowWaiters...)
+	inFn, fail := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := hc.Once(ctx, key, func(context.Context) ([]byte, error) {
+			close(inFn)
+			<-fail
+			return nil, errors.New("fn failed")
+		})
+		first <- err
+	}()
+	waitClosed(t, inFn, 10*time.Second, "first fn")
+	second := make(chan error, 1)
+	go func() {
+		v, _, err := wc.Once(ctx, key, func(context.Context) ([]byte, error) { return []byte("v"), nil })
+		if err == nil && string(v) != "v" {
+			err = errors.New("second Once() = " + string(v))
+		}
+		second <- err
+	}()
+	waitIdle(t, wc, key, 1)
+	close(fail)
+	if err := recv(t, first, "first Once()"); err == nil {
+		t.Fatal("first Once() error = nil, want fn's")
+	}
+	select {
+	case err := <-second:
+		must(t, "second Once()", err)
+	case <-time.After(wokenWithin):
+		t.Fatalf("second Once() not woken within %v once the first fn failed", wokenWithin)
+	}
+}
+
+// TestRelease_afterHandoffBoundWakesOtherClient: a Client hands its key
+// from waiter to waiter until the bound of consecutive handoffs; its waiter
+// of another Client marked the key once, before the handoffs, which leave
+// the mark alone. The release that ends the run of handoffs must wake it
+// (or, if one of the first Client's waiters wins that race, the next
+// release must).
+func TestRelease_afterHandoffBoundWakesOtherClient(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	const chain = 18 // more than the 16 handoffs in a row lease allows
+	hc := newClient(t, tg.newRDB(t), slowWaiters...)
+	oc := newClient(t, tg.newRDB(t), slowWaiters...)
+	h := hc.NewLock(key)
+	must(t, "holder Acquire()", h.Acquire(ctx))
+	hs, os := newWaiterSet(t, hc, key), newWaiterSet(t, oc, key)
+	os.wait(ctx, "other", oc.NewLock(key))
+	for i := range chain {
+		l := hc.NewLock(key)
+		name := string(rune('a' + i))
+		hs.n++
+		go func() {
+			if err := l.Acquire(ctx); err != nil {
+				hs.got <- name + ": " + err.Error()
+				return
+			}
+			if err := l.Release(ctx); err != nil {
+				hs.got <- name + " release: " + err.Error()
+				return
+			}
+			hs.got <- name
+		}()
+		waitIdle(t, hc, key, hs.n)
+	}
+	must(t, "holder Release()", h.Release(ctx))
+	for range chain {
+		if got := hs.next(wokenWithin, "the Client's chain"); len(got) != 1 {
+			t.Fatalf("chain outcome %q", got)
+		}
+	}
+	if got := os.next(wokenWithin, "other Client's waiter"); got != "other" {
+		t.Fatalf("other Client's outcome = %q, want other", got)
+	}
+}
