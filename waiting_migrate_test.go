@@ -82,3 +82,25 @@ func TestAcquire_waitsOnHeldKeyInMigratingSlot(t *testing.T) {
 		t.Fatalf("Acquire() = %v, want context.Canceled", err)
 	}
 }
+
+// TestTryAcquire_watchHeldKeyInMigratingSlot: as
+// TestTryAcquire_heldKeyInMigratingSlot, for a ReleaseWatch attempt, whose
+// MULTI sets the waiters' mark too, on a key a ReleaseScript holder took
+// (which sets no mark). Only TryAcquire is hurt: the MULTI fails with
+// TRYAGAIN (the mark is missing on the slot's old master), which a waiting
+// Acquire retries.
+func TestTryAcquire_watchHeldKeyInMigratingSlot(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	key := keyFor(t)
+	holders := newClient(t, cl.Client(t))
+	others := newClient(t, cl.Client(t), lock.WithReleaseMode(lock.ReleaseWatch))
+	from, to, slot := slotMove(t, cl, key)
+	h := holders.NewLock(key)
+	must(t, "holder Acquire()", h.Acquire(ctx))
+	setMigrating(t, slot, from, to)
+	ok, err := others.NewLock(key).TryAcquire(ctx)
+	if ok || err != nil {
+		t.Fatalf("TryAcquire() of a held key in a migrating slot = %v, %v; want false, nil", ok, err)
+	}
+}
