@@ -427,3 +427,26 @@ func TestRelease_wakesWaitersAfterWokenOneGaveUp(t *testing.T) {
 		t.Fatalf("second outcome in a's Client = %q, want b", got)
 	}
 }
+
+// TestLock_TTL_watchSetsNoMark: in ReleaseWatch mode TTL reads the hold;
+// it must not set the waiters' mark (backend_watch.go's pttl sends the
+// acquire's SET of it in its MULTI), which would make the release publish
+// for a waiter that never was.
+func TestLock_TTL_watchSetsNoMark(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	c := newClient(t, tg.rdb, lock.WithReleaseMode(lock.ReleaseWatch))
+	l := c.NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	defer l.Release(ctx)
+	// The acquire's MULTI set the mark; it lives a minute. Gone, as after
+	// that minute:
+	must(t, "DEL mark", tg.rdb.Del(ctx, lockKey(key)+":notify").Err())
+	if _, err := l.TTL(ctx); err != nil {
+		t.Fatalf("TTL() error = %v", err)
+	}
+	if n := tg.rdb.Exists(ctx, lockKey(key)+":notify").Val(); n != 0 {
+		t.Fatal("TTL() set the waiters' mark")
+	}
+}
