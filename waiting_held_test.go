@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -121,46 +122,56 @@ func TestOnce_failedCallWakesOnceWaiter(t *testing.T) {
 }
 
 // TestRelease_afterHandoffBoundWakesOtherClient: a Client hands its key
-// from waiter to waiter until the bound of consecutive handoffs; its waiter
-// of another Client marked the key once, before the handoffs, which leave
-// the mark alone. The release that ends the run of handoffs must wake it
-// (or, if one of the first Client's waiters wins that race, the next
-// release must).
+// from waiter to waiter (handoff.lua leaves the waiters' mark alone); a
+// waiter of another Client marked the key once, before the handoffs. With
+// 16 waiters the last one's release finds none left to hand to, and its
+// Client none waiting: the mark alone must make it publish. With 18 the
+// run of handoffs reaches lease's bound of 16 and a release frees the key
+// while the Client still has waiters. Either way the other Client's waiter
+// gets its turn (or, if a waiter of the first Client wins that race, at
+// the next release).
 func TestRelease_afterHandoffBoundWakesOtherClient(t *testing.T) {
-	tg := realTarget(t)
-	ctx := context.Background()
-	key := keyFor(t)
-	const chain = 18 // more than the 16 handoffs in a row lease allows
-	hc := newClient(t, tg.newRDB(t), slowWaiters...)
-	oc := newClient(t, tg.newRDB(t), slowWaiters...)
-	h := hc.NewLock(key)
-	must(t, "holder Acquire()", h.Acquire(ctx))
-	hs, os := newWaiterSet(t, hc, key), newWaiterSet(t, oc, key)
-	os.wait(ctx, "other", oc.NewLock(key))
-	for i := range chain {
-		l := hc.NewLock(key)
-		name := string(rune('a' + i))
-		hs.n++
-		go func() {
-			if err := l.Acquire(ctx); err != nil {
-				hs.got <- name + ": " + err.Error()
-				return
+	for _, chain := range []int{16, 18} {
+		t.Run(fmt.Sprint(chain), func(t *testing.T) {
+			tg := realTarget(t)
+			ctx := context.Background()
+			key := keyFor(t)
+			hc := newClient(t, tg.newRDB(t), slowWaiters...)
+			oc := newClient(t, tg.newRDB(t), slowWaiters...)
+			h := hc.NewLock(key)
+			must(t, "holder Acquire()", h.Acquire(ctx))
+			hs, os := newWaiterSet(t, hc, key), newWaiterSet(t, oc, key)
+			os.waitAndRelease(ctx, "other", oc.NewLock(key))
+			for i := range chain {
+				hs.waitAndRelease(ctx, string(rune('a'+i)), hc.NewLock(key))
 			}
-			if err := l.Release(ctx); err != nil {
-				hs.got <- name + " release: " + err.Error()
-				return
+			must(t, "holder Release()", h.Release(ctx))
+			for range chain {
+				if got := hs.next(wokenWithin, "the Client's chain"); len(got) != 1 {
+					t.Fatalf("chain outcome %q", got)
+				}
 			}
-			hs.got <- name
-		}()
-		waitIdle(t, hc, key, hs.n)
+			if got := os.next(wokenWithin, "other Client's waiter"); got != "other" {
+				t.Fatalf("other Client's outcome = %q, want other", got)
+			}
+		})
 	}
-	must(t, "holder Release()", h.Release(ctx))
-	for range chain {
-		if got := hs.next(wokenWithin, "the Client's chain"); len(got) != 1 {
-			t.Fatalf("chain outcome %q", got)
+}
+
+// waitAndRelease is wait, l releasing the key as soon as it has it.
+func (ws *waiterSet) waitAndRelease(ctx context.Context, name string, l *lock.Lock) {
+	ws.t.Helper()
+	go func() {
+		if err := l.Acquire(ctx); err != nil {
+			ws.got <- name + ": " + err.Error()
+			return
 		}
-	}
-	if got := os.next(wokenWithin, "other Client's waiter"); got != "other" {
-		t.Fatalf("other Client's outcome = %q, want other", got)
-	}
+		if err := l.Release(ctx); err != nil {
+			ws.got <- name + " release: " + err.Error()
+			return
+		}
+		ws.got <- name
+	}()
+	ws.n++
+	waitIdle(ws.t, ws.c, ws.key, ws.n)
 }
