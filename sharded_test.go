@@ -378,13 +378,8 @@ func migrateSlot(t *testing.T, slot int, from, to *redistest.Server, nodes []*re
 		t.Cleanup(func() { _ = rdb.Close() })
 		return rdb
 	}
-	src, dst := client(from), client(to)
-	srcID, err := src.Do(ctx, "cluster", "myid").Text()
-	must(t, "CLUSTER MYID", err)
-	dstID, err := dst.Do(ctx, "cluster", "myid").Text()
-	must(t, "CLUSTER MYID", err)
-	must(t, "SETSLOT IMPORTING", dst.Do(ctx, "cluster", "setslot", slot, "importing", srcID).Err())
-	must(t, "SETSLOT MIGRATING", src.Do(ctx, "cluster", "setslot", slot, "migrating", dstID).Err())
+	dstID := setMigrating(t, slot, from, to)
+	src := client(from)
 	keys, err := src.ClusterGetKeysInSlot(ctx, slot, 1000).Result()
 	must(t, "GETKEYSINSLOT", err)
 	if len(keys) > 0 {

@@ -127,8 +127,25 @@ func newWaiterSet(t *testing.T, c *lock.Client, key string) *waiterSet {
 // between attempts with the ones started before.
 func (ws *waiterSet) wait(ctx context.Context, name string, l *lock.Lock) {
 	ws.t.Helper()
+	ws.start(ctx, name, l, false)
+}
+
+// waitAndRelease is wait, l releasing the key as soon as it has it.
+func (ws *waiterSet) waitAndRelease(ctx context.Context, name string, l *lock.Lock) {
+	ws.t.Helper()
+	ws.start(ctx, name, l, true)
+}
+
+func (ws *waiterSet) start(ctx context.Context, name string, l *lock.Lock, release bool) {
+	ws.t.Helper()
 	go func() {
-		if err := l.Acquire(ctx); err != nil {
+		err := l.Acquire(ctx)
+		if err == nil && release {
+			if err = l.Release(ctx); err != nil {
+				name += " release"
+			}
+		}
+		if err != nil {
 			ws.got <- name + ": " + err.Error()
 			return
 		}
@@ -195,7 +212,7 @@ func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
 	rdb := tg.newRDB(t)
 	gate := newScriptGate(luascripts.Acquire)
 	rdb.AddHook(gate)
-	c := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
+	c := newClient(t, rdb, slowWaiters...)
 	ws := newWaiterSet(t, c, key)
 	// A deadline: the attempt then returns at a's cancel (the call is bounded).
 	actx, cancel := context.WithTimeout(ctx, time.Hour)
@@ -226,44 +243,7 @@ func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
 // the handoff is then undone with b's token, freeing the key. c must be
 // woken.
 func TestHandoff_toWaiterThatLeftWakesTheNext(t *testing.T) {
-	tg := realTarget(t)
-	ctx := context.Background()
-	key := keyFor(t)
-	release := takeMarks(t, tg.rdb, key)
-
-	rdb := tg.newRDB(t)
-	gate := newScriptGate(luascripts.Handoff)
-	rdb.AddHook(gate)
-	c := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
-	ws := newWaiterSet(t, c, key)
-	bctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	a := c.NewLock(key)
-	ws.wait(ctx, "a", a)
-	ws.wait(bctx, "b", c.NewLock(key))
-	ws.wait(ctx, "c", c.NewLock(key))
-
-	release()
-	if got := ws.next(10*time.Second, "a woken"); got != "a" {
-		t.Fatalf("first outcome = %q, want a", got)
-	}
-	markGone(t, tg.rdb, key)
-	waitIdle(t, c, key, 2)
-
-	gate.arm()
-	done := make(chan error, 1)
-	go func() { done <- a.Release(ctx) }()
-	waitClosed(t, gate.held, 10*time.Second, "a's handoff to b")
-	defer gate.proceed()
-	cancel()
-	if got := ws.next(10*time.Second, "b leaving"); got == "b" || got == "c" {
-		t.Fatalf("second outcome = %q, want b's error", got)
-	}
-	gate.proceed() // the handoff returns to a b that left: it is undone
-	must(t, "a.Release()", recv(t, done, "a.Release"))
-	if got := ws.next(wokenWithin, "c woken once b's handoff was undone"); got != "c" {
-		t.Fatalf("third outcome = %q, want c", got)
-	}
+	leftDuringRelease(t, newScriptGate(luascripts.Handoff), nil)
 }
 
 // TestHandoff_auditedWaiterThatLeftWakesTheNext: as
@@ -275,22 +255,37 @@ func TestHandoff_toWaiterThatLeftWakesTheNext(t *testing.T) {
 // Notifier's signalHead skips only waiters owed one already. Not tested
 // here: the order is not under the test's control.)
 func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
+	gate := newScriptGate(luascripts.Release)
+	gate.early = true
+	leftDuringRelease(t, gate, func(key string) []lock.Option {
+		return []lock.Option{lock.WithAudit("{"+key+"}:audit", 100)}
+	})
+}
+
+// leftDuringRelease has waiters a, b (with bOpts, if any) and c of one
+// Client wait behind another Client's holder, whose release takes their
+// mark and wakes a. gate holds a's release (of script mode, what a's
+// release sends to b: see the callers); b's ctx ends meanwhile, and once
+// b has left, gate lets the release go on. c must be woken.
+func leftDuringRelease(t *testing.T, gate *scriptGate, bOpts func(key string) []lock.Option) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
 	release := takeMarks(t, tg.rdb, key)
 
 	rdb := tg.newRDB(t)
-	gate := newScriptGate(luascripts.Release)
-	gate.early = true
 	rdb.AddHook(gate)
-	c := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
+	c := newClient(t, rdb, slowWaiters...)
 	ws := newWaiterSet(t, c, key)
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var opts []lock.Option
+	if bOpts != nil {
+		opts = bOpts(key)
+	}
 	a := c.NewLock(key)
 	ws.wait(ctx, "a", a)
-	ws.wait(bctx, "b", c.NewLock(key, lock.WithAudit("{"+key+"}:audit", 100)))
+	ws.wait(bctx, "b", c.NewLock(key, opts...))
 	ws.wait(ctx, "c", c.NewLock(key))
 
 	release()
@@ -303,7 +298,7 @@ func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
 	gate.arm()
 	done := make(chan error, 1)
 	go func() { done <- a.Release(ctx) }()
-	waitClosed(t, gate.held, 10*time.Second, "a's release, unsent")
+	waitClosed(t, gate.held, 10*time.Second, "a's release")
 	defer gate.proceed()
 	cancel()
 	if got := ws.next(10*time.Second, "b leaving"); got == "b" || got == "c" {
@@ -359,32 +354,7 @@ func (f *scriptFail) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // it is sent), c's takes the key. c's release must wake a: no attempt of
 // a's has marked the key since, and c's Client has no other waiter.
 func TestRelease_wakesWaiterWhoseWokenAttemptFailed(t *testing.T) {
-	tg := realTarget(t)
-	ctx := context.Background()
-	key := keyFor(t)
-	release := takeMarks(t, tg.rdb, key)
-
-	rdb := tg.newRDB(t)
-	fail := &scriptFail{scriptGate: newScriptGate(luascripts.Acquire), err: io.EOF}
-	rdb.AddHook(fail)
-	ca := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
-	cc := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
-	wa, wc := newWaiterSet(t, ca, key), newWaiterSet(t, cc, key)
-	wa.wait(ctx, "a", ca.NewLock(key))
-	c := cc.NewLock(key)
-	wc.wait(ctx, "c", c)
-
-	fail.arm()
-	release()
-	if got := wc.next(10*time.Second, "c woken"); got != "c" {
-		t.Fatalf("c's outcome = %q, want c", got)
-	}
-	waitIdle(t, ca, key, 1) // a failed its attempt and sleeps
-	markGone(t, tg.rdb, key)
-	must(t, "c.Release()", c.Release(ctx))
-	if got := wa.next(wokenWithin, "a woken by c's release"); got != "a" {
-		t.Fatalf("a's outcome = %q, want a", got)
-	}
+	wokenLeftNoMark(t, false)
 }
 
 // TestRelease_wakesWaitersAfterWokenOneGaveUp: a and b wait in one Client,
@@ -394,6 +364,15 @@ func TestRelease_wakesWaiterWhoseWokenAttemptFailed(t *testing.T) {
 // the wake-up it used is not passed on to b; c takes the key. c's release
 // must wake b.
 func TestRelease_wakesWaitersAfterWokenOneGaveUp(t *testing.T) {
+	wokenLeftNoMark(t, true)
+}
+
+// wokenLeftNoMark has a (and, when a gives up, b) wait in one Client and c
+// in another behind a third Client's holder, whose release takes their
+// mark and wakes a and c. a's attempt then never reaches Redis: the
+// connection drops, or (giveUp) a's ctx ends as it is about to send it.
+// c takes the key; its release must wake a, or b when a gave up.
+func wokenLeftNoMark(t *testing.T, giveUp bool) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -402,13 +381,20 @@ func TestRelease_wakesWaitersAfterWokenOneGaveUp(t *testing.T) {
 	rdb := tg.newRDB(t)
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fail := &scriptFail{scriptGate: newScriptGate(luascripts.Acquire), err: context.Canceled, before: cancel}
+	fail := &scriptFail{scriptGate: newScriptGate(luascripts.Acquire), err: io.EOF}
+	if giveUp {
+		fail.err, fail.before = context.Canceled, cancel
+	}
 	rdb.AddHook(fail)
-	ca := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
-	cc := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute))
+	ca := newClient(t, rdb, slowWaiters...)
+	cc := newClient(t, tg.newRDB(t), slowWaiters...)
 	wa, wc := newWaiterSet(t, ca, key), newWaiterSet(t, cc, key)
 	wa.wait(actx, "a", ca.NewLock(key))
-	wa.wait(ctx, "b", ca.NewLock(key))
+	want := "a"
+	if giveUp {
+		wa.wait(ctx, "b", ca.NewLock(key))
+		want = "b"
+	}
 	c := cc.NewLock(key)
 	wc.wait(ctx, "c", c)
 
@@ -417,14 +403,16 @@ func TestRelease_wakesWaitersAfterWokenOneGaveUp(t *testing.T) {
 	if got := wc.next(10*time.Second, "c woken"); got != "c" {
 		t.Fatalf("c's outcome = %q, want c", got)
 	}
-	if got := wa.next(10*time.Second, "a giving up"); got == "a" || got == "b" {
-		t.Fatalf("first outcome in a's Client = %q, want a's error", got)
+	if giveUp {
+		if got := wa.next(10*time.Second, "a giving up"); got == "a" || got == "b" {
+			t.Fatalf("first outcome in a's Client = %q, want a's error", got)
+		}
 	}
-	waitIdle(t, ca, key, 1) // b sleeps
+	waitIdle(t, ca, key, 1) // a (or b) sleeps
 	markGone(t, tg.rdb, key)
 	must(t, "c.Release()", c.Release(ctx))
-	if got := wa.next(wokenWithin, "b woken by c's release"); got != "b" {
-		t.Fatalf("second outcome in a's Client = %q, want b", got)
+	if got := wa.next(wokenWithin, want+" woken by c's release"); got != want {
+		t.Fatalf("outcome in a's Client = %q, want %s", got, want)
 	}
 }
 

@@ -20,64 +20,49 @@ var slowWaiters = []lock.Option{lock.WithTTL(time.Minute), lock.WithBackoff(time
 
 // TestRelease_wakesWaiterAcrossModes: a holder's release wakes a waiter of
 // another Client through the waiters' mark, whatever each side's options:
-// release modes mixed, holder info, audit in the script, re-entrant
-// owners, a holder's Client that does not listen, a fair waiter behind a
-// plain holder.
+// release modes mixed, holder info, audit in the script (the stream in the
+// key's slot), re-entrant owners, a holder's Client that does not listen,
+// a fair waiter behind a plain holder.
 func TestRelease_wakesWaiterAcrossModes(t *testing.T) {
 	watch := lock.WithReleaseMode(lock.ReleaseWatch)
 	cases := []struct {
 		name           string
 		holder, waiter []lock.Option
+		audit          bool // both audit, to a stream in the key's slot
 	}{
-		{"script", nil, nil},
-		{"watchHolder", []lock.Option{watch}, nil},
-		{"watchWaiter", nil, []lock.Option{watch}},
-		{"watchBoth", []lock.Option{watch}, []lock.Option{watch}},
-		{"holderInfo", []lock.Option{lock.WithHolderInfo(true)}, []lock.Option{lock.WithHolderInfo(true)}},
-		{"reentrant", []lock.Option{lock.WithOwner("h")}, []lock.Option{lock.WithOwner("w")}},
-		{"holderNotListening", []lock.Option{lock.WithNotify(false)}, nil},
-		{"fairWaiter", nil, []lock.Option{lock.WithFair(true)}},
+		{name: "script"},
+		{name: "watchHolder", holder: []lock.Option{watch}},
+		{name: "watchWaiter", waiter: []lock.Option{watch}},
+		{name: "watchBoth", holder: []lock.Option{watch}, waiter: []lock.Option{watch}},
+		{name: "holderInfo", holder: []lock.Option{lock.WithHolderInfo(true)}, waiter: []lock.Option{lock.WithHolderInfo(true)}},
+		{name: "audited", audit: true},
+		{name: "reentrant", holder: []lock.Option{lock.WithOwner("h")}, waiter: []lock.Option{lock.WithOwner("w")}},
+		{name: "holderNotListening", holder: []lock.Option{lock.WithNotify(false)}},
+		{name: "fairWaiter", waiter: []lock.Option{lock.WithFair(true)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tg := realTarget(t)
 			ctx := context.Background()
 			key := keyFor(t)
-			hc := newClient(t, tg.newRDB(t), append([]lock.Option{lock.WithTTL(time.Minute)}, tc.holder...)...)
-			wc := newClient(t, tg.newRDB(t), append(append([]lock.Option{}, slowWaiters...), tc.waiter...)...)
+			holder := append([]lock.Option{lock.WithTTL(time.Minute)}, tc.holder...)
+			waiter := append(append([]lock.Option{}, slowWaiters...), tc.waiter...)
+			if tc.audit {
+				audit := lock.WithAudit("{"+key+"}:audit", 100)
+				holder, waiter = append(holder, audit), append(waiter, audit)
+			}
+			hc := newClient(t, tg.newRDB(t), holder...)
+			wc := newClient(t, tg.newRDB(t), waiter...)
 			h := hc.NewLock(key)
 			must(t, "holder Acquire()", h.Acquire(ctx))
 			ws := newWaiterSet(t, wc, key)
-			w := wc.NewLock(key)
-			ws.wait(ctx, "w", w)
+			ws.waitAndRelease(ctx, "w", wc.NewLock(key))
 			must(t, "holder Release()", h.Release(ctx))
 			if got := ws.next(wokenWithin, "waiter woken by the release"); got != "w" {
 				t.Fatalf("waiter's outcome = %q, want w", got)
 			}
-			must(t, "waiter Release()", w.Release(ctx))
 		})
 	}
-}
-
-// TestRelease_auditedHolderWakesWaiter: a holder auditing in its script
-// (the stream in the key's slot) and its waiter in another Client.
-func TestRelease_auditedHolderWakesWaiter(t *testing.T) {
-	tg := realTarget(t)
-	ctx := context.Background()
-	key := keyFor(t)
-	audit := lock.WithAudit("{"+key+"}:audit", 100)
-	hc := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute), audit)
-	wc := newClient(t, tg.newRDB(t), append(append([]lock.Option{}, slowWaiters...), audit)...)
-	h := hc.NewLock(key)
-	must(t, "holder Acquire()", h.Acquire(ctx))
-	ws := newWaiterSet(t, wc, key)
-	w := wc.NewLock(key)
-	ws.wait(ctx, "w", w)
-	must(t, "holder Release()", h.Release(ctx))
-	if got := ws.next(wokenWithin, "waiter woken by the audited release"); got != "w" {
-		t.Fatalf("waiter's outcome = %q, want w", got)
-	}
-	must(t, "waiter Release()", w.Release(ctx))
 }
 
 // TestOnce_failedCallWakesOnceWaiter: fn fails in one Client, so its hold
@@ -156,22 +141,4 @@ func TestRelease_afterHandoffBoundWakesOtherClient(t *testing.T) {
 			}
 		})
 	}
-}
-
-// waitAndRelease is wait, l releasing the key as soon as it has it.
-func (ws *waiterSet) waitAndRelease(ctx context.Context, name string, l *lock.Lock) {
-	ws.t.Helper()
-	go func() {
-		if err := l.Acquire(ctx); err != nil {
-			ws.got <- name + ": " + err.Error()
-			return
-		}
-		if err := l.Release(ctx); err != nil {
-			ws.got <- name + " release: " + err.Error()
-			return
-		}
-		ws.got <- name
-	}()
-	ws.n++
-	waitIdle(ws.t, ws.c, ws.key, ws.n)
 }

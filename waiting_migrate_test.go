@@ -14,8 +14,8 @@ import (
 
 // setMigrating puts slot in the middle of a move from from to to, as
 // redis-cli --cluster reshard does before it moves the keys: IMPORTING on
-// to, MIGRATING on from.
-func setMigrating(t *testing.T, slot int, from, to *redistest.Server) {
+// to, MIGRATING on from. It returns to's node id.
+func setMigrating(t *testing.T, slot int, from, to *redistest.Server) (toID string) {
 	t.Helper()
 	ctx := context.Background()
 	src := redis.NewClient(&redis.Options{Addr: from.Addr()})
@@ -27,25 +27,39 @@ func setMigrating(t *testing.T, slot int, from, to *redistest.Server) {
 	must(t, "CLUSTER MYID", err)
 	must(t, "SETSLOT IMPORTING", dst.Do(ctx, "cluster", "setslot", slot, "importing", srcID).Err())
 	must(t, "SETSLOT MIGRATING", src.Do(ctx, "cluster", "setslot", slot, "migrating", dstID).Err())
+	return dstID
+}
+
+// heldInMigratingSlot starts a cluster, has a Client with holderOpts hold
+// the test's key and puts the key's slot in the middle of a move (see
+// setMigrating). It returns another Client, with otherOpts, and the key.
+func heldInMigratingSlot(t *testing.T, holderOpts, otherOpts []lock.Option) (*lock.Client, string) {
+	t.Helper()
+	cl := redistest.StartCluster(t, 3, 0)
+	key := keyFor(t)
+	holders := newClient(t, cl.Client(t), holderOpts...)
+	others := newClient(t, cl.Client(t), otherOpts...)
+	from, to, slot := slotMove(t, cl, key)
+	must(t, "holder Acquire()", holders.NewLock(key).Acquire(context.Background()))
+	setMigrating(t, slot, from, to)
+	return others, key
+}
+
+// tryTaken wants TryAcquire of key by c to find it taken: false, nil.
+func tryTaken(t *testing.T, c *lock.Client, key string) {
+	t.Helper()
+	ok, err := c.NewLock(key).TryAcquire(context.Background())
+	if ok || err != nil {
+		t.Fatalf("TryAcquire() of a held key in a migrating slot = %v, %v; want false, nil", ok, err)
+	}
 }
 
 // TestTryAcquire_heldKeyInMigratingSlot: while the slot of a held key is
 // being moved (MIGRATING on its master, its keys not moved yet), an attempt
 // by another Client finds the key taken: TryAcquire returns false, nil.
 func TestTryAcquire_heldKeyInMigratingSlot(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
-	ctx := context.Background()
-	key := keyFor(t)
-	holders := newClient(t, cl.Client(t))
-	others := newClient(t, cl.Client(t))
-	from, to, slot := slotMove(t, cl, key)
-	h := holders.NewLock(key)
-	must(t, "holder Acquire()", h.Acquire(ctx))
-	setMigrating(t, slot, from, to)
-	ok, err := others.NewLock(key).TryAcquire(ctx)
-	if ok || err != nil {
-		t.Fatalf("TryAcquire() of a held key in a migrating slot = %v, %v; want false, nil", ok, err)
-	}
+	others, key := heldInMigratingSlot(t, nil, nil)
+	tryTaken(t, others, key)
 }
 
 // TestAcquire_waitsOnHeldKeyInMigratingSlot: as
@@ -53,17 +67,9 @@ func TestTryAcquire_heldKeyInMigratingSlot(t *testing.T) {
 // on, so the attempt carries the holder-info hash too): it must wait, not
 // fail.
 func TestAcquire_waitsOnHeldKeyInMigratingSlot(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
-	ctx := context.Background()
-	key := keyFor(t)
-	holders := newClient(t, cl.Client(t), lock.WithHolderInfo(true))
-	others := newClient(t, cl.Client(t), lock.WithHolderInfo(true), lock.WithBackoff(time.Minute, time.Minute))
-	from, to, slot := slotMove(t, cl, key)
-	h := holders.NewLock(key)
-	must(t, "holder Acquire()", h.Acquire(ctx))
-	setMigrating(t, slot, from, to)
-
-	actx, cancel := context.WithCancel(ctx)
+	info := []lock.Option{lock.WithHolderInfo(true)}
+	others, key := heldInMigratingSlot(t, info, append(info, lock.WithBackoff(time.Minute, time.Minute)))
+	actx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- others.NewLock(key).Acquire(actx) }()
@@ -90,17 +96,6 @@ func TestAcquire_waitsOnHeldKeyInMigratingSlot(t *testing.T) {
 // TRYAGAIN (the mark is missing on the slot's old master), which a waiting
 // Acquire retries.
 func TestTryAcquire_watchHeldKeyInMigratingSlot(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
-	ctx := context.Background()
-	key := keyFor(t)
-	holders := newClient(t, cl.Client(t))
-	others := newClient(t, cl.Client(t), lock.WithReleaseMode(lock.ReleaseWatch))
-	from, to, slot := slotMove(t, cl, key)
-	h := holders.NewLock(key)
-	must(t, "holder Acquire()", h.Acquire(ctx))
-	setMigrating(t, slot, from, to)
-	ok, err := others.NewLock(key).TryAcquire(ctx)
-	if ok || err != nil {
-		t.Fatalf("TryAcquire() of a held key in a migrating slot = %v, %v; want false, nil", ok, err)
-	}
+	others, key := heldInMigratingSlot(t, nil, []lock.Option{lock.WithReleaseMode(lock.ReleaseWatch)})
+	tryTaken(t, others, key)
 }

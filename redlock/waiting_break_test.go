@@ -14,10 +14,12 @@ import (
 )
 
 // failScript is a go-redis hook that, while on, fails every EVALSHA of one
-// script without sending it, as a connection lost before the write would.
+// script without sending it, as a connection lost before the write would;
+// or, with pass set, lets it through after calling pass.
 type failScript struct {
-	sha string
-	on  atomic.Bool
+	sha  string
+	on   atomic.Bool
+	pass func()
 }
 
 func failOn(t *testing.T, rdb *redis.Client, s *redis.Script) *failScript {
@@ -33,6 +35,10 @@ func (f *failScript) hit(cmds ...redis.Cmder) bool {
 	}
 	for _, c := range cmds {
 		if a := c.Args(); len(a) >= 2 && c.Name() == "evalsha" && a[1] == f.sha {
+			if f.pass != nil {
+				f.pass()
+				return false
+			}
 			return true
 		}
 	}
@@ -75,11 +81,13 @@ func waitIdle(t *testing.T, c *redlock.Client, key string, n int) {
 	}
 }
 
-// TestRelease_wakesWaiterMarkedOnOtherNodes: a waiter of one Client found
+// TestRelease_wakesWaiterMarkedOnOtherNodes: a waiter of one Client finds
 // the key taken on node 0 only, its attempts on nodes 1 and 2 lost before
-// they were sent, so only node 0 carries its mark. The holder's release
+// they are sent, so only node 0 carries its mark. The holder's release
 // (another Client) then fails on node 0 and frees nodes 1 and 2, a quorum:
-// the waiter must be woken, though neither freed node had its mark.
+// the waiter must be woken, though neither freed node had its mark. (The
+// waiter's attempts on nodes 1 and 2 fail until the holder's release is
+// about to be sent there.)
 func TestRelease_wakesWaiterMarkedOnOtherNodes(t *testing.T) {
 	_, nodes := hookableNodes(t, 3)
 	ctx := context.Background()
@@ -92,16 +100,35 @@ func TestRelease_wakesWaiterMarkedOnOtherNodes(t *testing.T) {
 	must(t, "holder Acquire()", h.Acquire(ctx))
 
 	lost := []*failScript{failOn(t, wcs[1], luascripts.Acquire), failOn(t, wcs[2], luascripts.Acquire)}
-	for _, f := range lost {
+	for i, f := range lost {
 		f.on.Store(true)
+		// The holder's release on node i+1 lets the waiter's attempts
+		// through before it is sent.
+		reach := failOn(t, hcs[i+1], luascripts.Release)
+		reach.pass = func() {
+			for _, f := range lost {
+				f.on.Store(false)
+			}
+		}
+		reach.on.Store(true)
 	}
 	w := waiters.NewLock(key)
 	done := make(chan error, 1)
 	go func() { done <- w.Acquire(ctx) }()
-	waitIdle(t, waiters, key, 1)
-	for _, f := range lost {
-		f.on.Store(false)
+	// Each node's confirmation of the waiters' subscription wakes the
+	// waiter for one more attempt: wait for all three, then for the
+	// attempts they caused (a confirmation read after this still makes one
+	// attempt more, which, if it ran after the release, would take the key
+	// without a wake-up: the test may then pass on a broken release).
+	channel := lockKey(key) + ":notify"
+	for i, rdb := range nodes {
+		for deadline := time.Now().Add(10 * time.Second); rdb.PubSubNumSub(ctx, channel).Val()[channel] == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d: waiters never subscribed", i)
+			}
+		}
 	}
+	waitIdle(t, waiters, key, 1)
 	for i, rdb := range nodes {
 		want := int64(0)
 		if i == 0 {
