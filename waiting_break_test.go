@@ -438,3 +438,27 @@ func TestLock_TTL_watchSetsNoMark(t *testing.T) {
 		t.Fatal("TTL() set the waiters' mark")
 	}
 }
+
+// TestReplicaAck_undoWakesOwnWaiters: with WithReplicaAck on a server with
+// no replica, every attempt that takes the key is undone (too few
+// acknowledgements: replica.go releases it at once). a and b wait in one
+// Client behind another Client's holder, whose release takes their mark
+// and wakes a; a takes the key and undoes it, its Acquire failing. That
+// undo frees the key: b must be woken to try (and fail the same way)
+// rather than sleep through its minute's backoff.
+func TestReplicaAck_undoWakesOwnWaiters(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	release := takeMarks(t, tg.rdb, key)
+	c := newClient(t, tg.newRDB(t), append(append([]lock.Option{}, slowWaiters...), lock.WithReplicaAck(1, time.Millisecond))...)
+	ws := newWaiterSet(t, c, key)
+	ws.wait(ctx, "a", c.NewLock(key))
+	ws.wait(ctx, "b", c.NewLock(key))
+	release()
+	for _, who := range []string{"a", "b"} {
+		if got := ws.next(wokenWithin, who+" woken"); got == who {
+			t.Fatalf("%s acquired with no replica to acknowledge it", who)
+		}
+	}
+}
