@@ -14,11 +14,15 @@ import (
 	"github.com/agentlock/lock/internal/luascripts"
 )
 
-// The tests here try to miss a waiter's wake-up since a release publishes
-// only when a waiter marked the key (internal/luascripts/waiting.lua) or the
-// releasing Client has waiters of its own on it. Every waiter's backoff is a
-// minute and every holder's TTL too, so only a message wakes a waiter in
-// time; windows are opened with scriptGate, never with sleeps.
+// The tests here guard waiters' wake-ups in the sequences that a "marking"
+// release missed: one that publishes only when an attempt that found the
+// key taken left a mark (a key named as the channel, P{K}:notify), and
+// deletes the mark, or when the releasing Client has waiters of its own.
+// That design was tried and reverted (1171fb3); today every release
+// publishes. In each sequence an earlier release takes the mark and wakes
+// a waiter that then does not mark the key again. Every waiter's backoff
+// is a minute and every holder's TTL too, so only a message wakes a waiter
+// in time; windows are opened with scriptGate, never with sleeps.
 
 // scriptGate is a go-redis hook that, once armed, holds the reply of the
 // next call of one script (single or in a pipeline) after Redis ran it,
@@ -171,11 +175,10 @@ func (ws *waiterSet) next(d time.Duration, what string) string {
 // free key: far below the minute its timer would take.
 const wokenWithin = 5 * time.Second
 
-// takeMarks has a holder of another Client take key and release it while
-// ws's Client waits with first: the release takes the waiters' mark and
-// wakes first, which must get the key. The key then holds first's hold and
-// no mark.
-func takeMarks(t *testing.T, rdb redis.UniversalClient, key string) (release func()) {
+// holdElsewhere has a holder of another Client take key, and returns its
+// release: the release that wakes the waiters, and under a marking release
+// takes their mark.
+func holdElsewhere(t *testing.T, rdb redis.UniversalClient, key string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
 	other := newClient(t, rdb, lock.WithTTL(time.Minute))
@@ -187,27 +190,17 @@ func takeMarks(t *testing.T, rdb redis.UniversalClient, key string) (release fun
 	}
 }
 
-// markGone logs whether the waiters' mark is gone, as the window each test
-// opens needs today (release.lua deletes it); a design that keeps it has no
-// such window, and the test then checks the outcome alone.
-func markGone(t *testing.T, rdb redis.UniversalClient, key string) {
-	t.Helper()
-	if n := rdb.Exists(context.Background(), lockKey(key)+":notify").Val(); n != 0 {
-		t.Logf("waiters' mark still there: no window to open, only the outcome is checked")
-	}
-}
-
 // TestUndo_ofWokenWaitersCutAttemptWakesTheNext: two waiters of one Client
-// wait behind another Client's holder. Its release takes their mark and
-// wakes the longer, a; a's attempt takes the key in Redis, but a's ctx ends
-// before the reply comes, so a leaves and the attempt is undone by a
-// release of a's token. No mark is left and that undo frees the key: it
-// must still wake b, the Client's other waiter.
+// wait behind another Client's holder, whose release wakes the longer, a
+// (and, marking, takes their mark). a's attempt takes the key in Redis,
+// but a's ctx ends before the reply comes, so a leaves and the attempt is
+// undone by a release of a's token. That undo frees the key: it must wake
+// b, the Client's other waiter.
 func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	release := takeMarks(t, tg.rdb, key)
+	release := holdElsewhere(t, tg.rdb, key)
 
 	rdb := tg.newRDB(t)
 	gate := newScriptGate(luascripts.Acquire)
@@ -224,7 +217,6 @@ func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
 	release() // a is woken; its attempt takes the key, its reply is held
 	waitClosed(t, gate.held, 10*time.Second, "a's attempt")
 	defer gate.proceed()
-	markGone(t, tg.rdb, key)
 	cancel()
 	if got := ws.next(10*time.Second, "a leaving"); got == "a" || got == "b" {
 		t.Fatalf("first outcome = %q, want a's error", got)
@@ -237,11 +229,10 @@ func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
 }
 
 // TestHandoff_toWaiterThatLeftWakesTheNext: three waiters of one Client, a
-// b and c, wait behind another Client's holder, whose release takes their
-// mark and wakes a. a's release hands the key to b (handoff.lua, which
-// leaves marks alone), but b's ctx ends while the handoff's reply is out;
-// the handoff is then undone with b's token, freeing the key. c must be
-// woken.
+// b and c, wait behind another Client's holder, whose release wakes a
+// (and, marking, takes their mark). a's release hands the key to b
+// (handoff.lua), but b's ctx ends while the handoff's reply is out; the
+// handoff is then undone with b's token, freeing the key. c must be woken.
 func TestHandoff_toWaiterThatLeftWakesTheNext(t *testing.T) {
 	leftDuringRelease(t, newScriptGate(luascripts.Handoff), nil)
 }
@@ -263,15 +254,15 @@ func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
 }
 
 // leftDuringRelease has waiters a, b (with bOpts, if any) and c of one
-// Client wait behind another Client's holder, whose release takes their
-// mark and wakes a. gate holds a's release (of script mode, what a's
-// release sends to b: see the callers); b's ctx ends meanwhile, and once
-// b has left, gate lets the release go on. c must be woken.
+// Client wait behind another Client's holder, whose release wakes a. gate
+// holds a's release (what a's release sends to b: see the callers); b's
+// ctx ends meanwhile, and once b has left, gate lets the release go on. c
+// must be woken.
 func leftDuringRelease(t *testing.T, gate *scriptGate, bOpts func(key string) []lock.Option) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	release := takeMarks(t, tg.rdb, key)
+	release := holdElsewhere(t, tg.rdb, key)
 
 	rdb := tg.newRDB(t)
 	rdb.AddHook(gate)
@@ -292,7 +283,6 @@ func leftDuringRelease(t *testing.T, gate *scriptGate, bOpts func(key string) []
 	if got := ws.next(10*time.Second, "a woken"); got != "a" {
 		t.Fatalf("first outcome = %q, want a", got)
 	}
-	markGone(t, tg.rdb, key)
 	waitIdle(t, c, key, 2)
 
 	gate.arm()
@@ -349,34 +339,35 @@ func (f *scriptFail) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 // TestRelease_wakesWaiterWhoseWokenAttemptFailed: a waits in one Client, c
-// in another, behind a third Client's holder. The holder's release takes
-// their mark and wakes both; a's attempt fails (the connection drops before
-// it is sent), c's takes the key. c's release must wake a: no attempt of
-// a's has marked the key since, and c's Client has no other waiter.
+// in another, behind a third Client's holder, whose release wakes both
+// (and, marking, takes their mark). a's attempt fails (the connection
+// drops before it is sent), c's takes the key. c's release must wake a,
+// though no attempt of a's has reached Redis since and c's Client has no
+// other waiter.
 func TestRelease_wakesWaiterWhoseWokenAttemptFailed(t *testing.T) {
-	wokenLeftNoMark(t, false)
+	wokenNeverReached(t, false)
 }
 
 // TestRelease_wakesWaitersAfterWokenOneGaveUp: a and b wait in one Client,
-// c in another, behind a third Client's holder. The holder's release takes
-// their mark and wakes a and c; a's wait ends as it is about to send its
-// attempt (its ctx is cancelled then), so a never marks the key again and
-// the wake-up it used is not passed on to b; c takes the key. c's release
-// must wake b.
+// c in another, behind a third Client's holder, whose release wakes a and
+// c (and, marking, takes their mark). a's wait ends as it is about to send
+// its attempt (its ctx is cancelled then), so no attempt of a's reaches
+// Redis and the wake-up it used is not passed on to b; c takes the key.
+// c's release must wake b.
 func TestRelease_wakesWaitersAfterWokenOneGaveUp(t *testing.T) {
-	wokenLeftNoMark(t, true)
+	wokenNeverReached(t, true)
 }
 
-// wokenLeftNoMark has a (and, when a gives up, b) wait in one Client and c
-// in another behind a third Client's holder, whose release takes their
-// mark and wakes a and c. a's attempt then never reaches Redis: the
-// connection drops, or (giveUp) a's ctx ends as it is about to send it.
-// c takes the key; its release must wake a, or b when a gave up.
-func wokenLeftNoMark(t *testing.T, giveUp bool) {
+// wokenNeverReached has a (and, when a gives up, b) wait in one Client and c
+// in another behind a third Client's holder, whose release wakes a and c.
+// a's attempt then never reaches Redis: the connection drops, or (giveUp)
+// a's ctx ends as it is about to send it. c takes the key; its release
+// must wake a, or b when a gave up.
+func wokenNeverReached(t *testing.T, giveUp bool) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	release := takeMarks(t, tg.rdb, key)
+	release := holdElsewhere(t, tg.rdb, key)
 
 	rdb := tg.newRDB(t)
 	actx, cancel := context.WithCancel(ctx)
@@ -409,18 +400,17 @@ func wokenLeftNoMark(t *testing.T, giveUp bool) {
 		}
 	}
 	waitIdle(t, ca, key, 1) // a (or b) sleeps
-	markGone(t, tg.rdb, key)
 	must(t, "c.Release()", c.Release(ctx))
 	if got := wa.next(wokenWithin, want+" woken by c's release"); got != want {
 		t.Fatalf("outcome in a's Client = %q, want %s", got, want)
 	}
 }
 
-// TestLock_TTL_watchSetsNoMark: in ReleaseWatch mode TTL reads the hold;
-// it must not set the waiters' mark (backend_watch.go's pttl sends the
-// acquire's SET of it in its MULTI), which would make the release publish
-// for a waiter that never was.
-func TestLock_TTL_watchSetsNoMark(t *testing.T) {
+// TestLock_TTL_watchWritesNoKey: in ReleaseWatch mode TTL only reads the
+// hold: it writes no P{K}:notify key (the marking release's mark, which a
+// copy of the acquire's SET in the TTL call's MULTI once wrote), so the
+// hold's release is not told of a waiter that never was.
+func TestLock_TTL_watchWritesNoKey(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -428,29 +418,26 @@ func TestLock_TTL_watchSetsNoMark(t *testing.T) {
 	l := c.NewLock(key)
 	must(t, "Acquire()", l.Acquire(ctx))
 	defer l.Release(ctx)
-	// The acquire's MULTI set the mark; it lives a minute. Gone, as after
-	// that minute:
-	must(t, "DEL mark", tg.rdb.Del(ctx, lockKey(key)+":notify").Err())
 	if _, err := l.TTL(ctx); err != nil {
 		t.Fatalf("TTL() error = %v", err)
 	}
 	if n := tg.rdb.Exists(ctx, lockKey(key)+":notify").Val(); n != 0 {
-		t.Fatal("TTL() set the waiters' mark")
+		t.Fatal("TTL() wrote P{K}:notify")
 	}
 }
 
 // TestReplicaAck_undoWakesOwnWaiters: with WithReplicaAck on a server with
 // no replica, every attempt that takes the key is undone (too few
 // acknowledgements: replica.go releases it at once). a and b wait in one
-// Client behind another Client's holder, whose release takes their mark
-// and wakes a; a takes the key and undoes it, its Acquire failing. That
-// undo frees the key: b must be woken to try (and fail the same way)
-// rather than sleep through its minute's backoff.
+// Client behind another Client's holder, whose release wakes a (and,
+// marking, takes their mark); a takes the key and undoes it, its Acquire
+// failing. That undo frees the key: b must be woken to try (and fail the
+// same way) rather than sleep through its minute's backoff.
 func TestReplicaAck_undoWakesOwnWaiters(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
-	release := takeMarks(t, tg.rdb, key)
+	release := holdElsewhere(t, tg.rdb, key)
 	c := newClient(t, tg.newRDB(t), append(append([]lock.Option{}, slowWaiters...), lock.WithReplicaAck(1, time.Millisecond))...)
 	ws := newWaiterSet(t, c, key)
 	ws.wait(ctx, "a", c.NewLock(key))

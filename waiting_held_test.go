@@ -19,7 +19,8 @@ import (
 var slowWaiters = []lock.Option{lock.WithTTL(time.Minute), lock.WithBackoff(time.Minute, time.Minute)}
 
 // TestRelease_wakesWaiterAcrossModes: a holder's release wakes a waiter of
-// another Client through the waiters' mark, whatever each side's options:
+// another Client, whatever each side's options (each case once relied on a
+// mark the waiter's attempt left: see waiting_break_test.go):
 // release modes mixed, holder info, audit in the script (the stream in the
 // key's slot), re-entrant owners, a holder's Client that does not listen,
 // a fair waiter behind a plain holder.
@@ -67,7 +68,7 @@ func TestRelease_wakesWaiterAcrossModes(t *testing.T) {
 
 // TestOnce_failedCallWakesOnceWaiter: fn fails in one Client, so its hold
 // is released without a result; a Once of another Client waiting on the
-// key marked it, and is woken to run fn itself.
+// key is woken to run fn itself.
 func TestOnce_failedCallWakesOnceWaiter(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()
@@ -107,14 +108,14 @@ func TestOnce_failedCallWakesOnceWaiter(t *testing.T) {
 }
 
 // TestRelease_afterHandoffBoundWakesOtherClient: a Client hands its key
-// from waiter to waiter (handoff.lua leaves the waiters' mark alone); a
-// waiter of another Client marked the key once, before the handoffs. With
-// 16 waiters the last one's release finds none left to hand to, and its
-// Client none waiting: the mark alone must make it publish. With 18 the
-// run of handoffs reaches lease's bound of 16 and a release frees the key
-// while the Client still has waiters. Either way the other Client's waiter
-// gets its turn (or, if a waiter of the first Client wins that race, at
-// the next release).
+// from waiter to waiter; a waiter of another Client tried the key once,
+// before the handoffs (a marking release's mark, left then, is all that
+// would tell the last release of it). With 16 waiters the last one's
+// release finds none left to hand to, and its Client none waiting. With
+// 18 the run of handoffs reaches lease's bound of 16 and a release frees
+// the key while the Client still has waiters. Either way the other
+// Client's waiter gets its turn (or, if a waiter of the first Client wins
+// that race, at the next release).
 func TestRelease_afterHandoffBoundWakesOtherClient(t *testing.T) {
 	for _, chain := range []int{16, 18} {
 		t.Run(fmt.Sprint(chain), func(t *testing.T) {

@@ -56,7 +56,10 @@ func tryTaken(t *testing.T, c *lock.Client, key string) {
 
 // TestTryAcquire_heldKeyInMigratingSlot: while the slot of a held key is
 // being moved (MIGRATING on its master, its keys not moved yet), an attempt
-// by another Client finds the key taken: TryAcquire returns false, nil.
+// by another Client finds the key taken: TryAcquire returns false, nil. A
+// script that writes a key it does not declare and that is missing there
+// (the marking release's mark) fails instead: "Script attempted to access
+// a non local key".
 func TestTryAcquire_heldKeyInMigratingSlot(t *testing.T) {
 	others, key := heldInMigratingSlot(t, nil, nil)
 	tryTaken(t, others, key)
@@ -90,11 +93,10 @@ func TestAcquire_waitsOnHeldKeyInMigratingSlot(t *testing.T) {
 }
 
 // TestTryAcquire_watchHeldKeyInMigratingSlot: as
-// TestTryAcquire_heldKeyInMigratingSlot, for a ReleaseWatch attempt, whose
-// MULTI sets the waiters' mark too, on a key a ReleaseScript holder took
-// (which sets no mark). Only TryAcquire is hurt: the MULTI fails with
-// TRYAGAIN (the mark is missing on the slot's old master), which a waiting
-// Acquire retries.
+// TestTryAcquire_heldKeyInMigratingSlot, for a ReleaseWatch attempt on a
+// key a ReleaseScript holder took. Its MULTI must write only keys that
+// exist where the lock does: one more (the marking release's mark) makes
+// the slot's old master refuse it with TRYAGAIN.
 func TestTryAcquire_watchHeldKeyInMigratingSlot(t *testing.T) {
 	others, key := heldInMigratingSlot(t, nil, []lock.Option{lock.WithReleaseMode(lock.ReleaseWatch)})
 	tryTaken(t, others, key)
