@@ -412,11 +412,13 @@ func signal(w *Waiter) {
 
 // signalHead wakes the longest-waiting waiter not owed a wake-up already:
 // one that is owed one will look again by itself, and a second message for
-// it (two permits of a semaphore released back to back) would be lost.
-// Callers hold n.mu.
+// it (two permits of a semaphore released back to back) would be lost. A
+// waiter a release of this process is handing the lock to (claimed, or its
+// gift waiting) is passed over too: it takes that hold, or is told to try
+// by Settle, and the message would die with it. Callers hold n.mu.
 func (cs *channelState) signalHead() {
 	for _, w := range cs.waiters {
-		if !w.owed {
+		if !w.owed && w.state != waiterClaimed && w.state != waiterGifted {
 			signal(w)
 			return
 		}

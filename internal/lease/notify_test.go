@@ -202,3 +202,26 @@ func TestNotifier_subscribe_shardedReaderWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestNotifier_releasedPassesOverClaimedWaiters: a "released" message wakes
+// the longest-waiting waiter that is neither owed a wake-up nor being
+// handed a hold by a release of this process (claimed, or its gift
+// waiting): such a waiter takes that hold or is told to try by Settle, and
+// the message, given to it, would wake nobody.
+func TestNotifier_releasedPassesOverClaimedWaiters(t *testing.T) {
+	for _, state := range []int{waiterClaimed, waiterGifted} {
+		n := &Notifier{chans: map[string]*channelState{}}
+		cs := &channelState{name: "c"}
+		n.chans["c"] = cs
+		handed := &Waiter{n: n, cs: cs, ch: make(chan struct{}, 1), state: state}
+		next := &Waiter{n: n, cs: cs, ch: make(chan struct{}, 1)}
+		cs.waiters = []*Waiter{handed, next}
+		n.deliver("c", MsgReleased)
+		if handed.owed || len(handed.ch) != 0 {
+			t.Fatalf("state %d: the waiter being handed a hold took the wake-up", state)
+		}
+		if !next.owed || len(next.ch) != 1 {
+			t.Fatalf("state %d: the next idle waiter was not woken", state)
+		}
+	}
+}
