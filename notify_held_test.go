@@ -12,7 +12,7 @@ import (
 
 // Windows that held: each test has a holder in one Client and waiters in
 // others whose backoff is a minute, so that only a release's message wakes
-// them in time (see waiting_break_test.go).
+// them in time (see notify_break_test.go).
 
 // slowWaiters are the options of a Client whose waiters wake only by a
 // message: a minute's backoff, and a minute's TTL on what they take.
@@ -20,7 +20,7 @@ var slowWaiters = []lock.Option{lock.WithTTL(time.Minute), lock.WithBackoff(time
 
 // TestRelease_wakesWaiterAcrossModes: a holder's release wakes a waiter of
 // another Client, whatever each side's options (each case once relied on a
-// mark the waiter's attempt left: see waiting_break_test.go):
+// mark the waiter's attempt left: see notify_break_test.go):
 // release modes mixed, holder info, audit in the script (the stream in the
 // key's slot), re-entrant owners, a holder's Client that does not listen,
 // a fair waiter behind a plain holder.
