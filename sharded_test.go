@@ -149,9 +149,7 @@ func TestShardedPubSub_wakesEveryKind(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 0)
 	holders := newClient(t, cl.Client(t))
 	others := newClient(t, cl.Client(t))
-	if !lock.ShardedPubSub(holders) || !lock.ShardedPubSub(others) {
-		t.Fatal("a ClusterClient on Redis >= 7.0 does not use sharded pub/sub")
-	}
+	waitShardedPubSub(t, holders, others)
 	for _, k := range wakeKinds {
 		for master, key := range keysOnEachMaster(t, cl, keyFor(t)+":"+k.name) {
 			what := k.name + " on " + master
