@@ -22,12 +22,13 @@ import (
 // holds the lock from then on without a call of its own. A message lost
 // on the way costs time, not the key: the waiter's next attempt finds the
 // key holding its token and takes the hold. Its lease counts from when its
-// last attempt was sent, which came before the release; if that was half its TTL ago or more, or an attempt of its own
-// is out, it confirms the hold with one more attempt instead. With nobody
-// queued the key is freed as a mutex's is. The in-process handoff of a
-// plain lock is off for fair locks, so the queue alone decides who is
-// next. A head whose process died before taking the hold keeps the key for
-// its TTL, as a holder that died would.
+// last attempt was sent, which came before the release; if that was half
+// its TTL ago or more, or an attempt of its own is out, it confirms the
+// hold with one more attempt instead. With nobody queued the key is freed
+// as a mutex's is. The in-process handoff of a plain lock is off for fair
+// locks, so the queue alone decides who is next. A head whose process
+// died before taking the hold keeps the key for its TTL, as a holder that
+// died would.
 //
 // Each queued waiter's place expires [FairEntryTimeout] after its last
 // attempt; a live waiter renews it with each attempt, which it sends every

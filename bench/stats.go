@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/agentlock/lock/bench/internal/stats"
 )
 
 // percentile returns the p-th percentile (0..100) of ds by the nearest-rank
@@ -22,23 +24,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 // median returns the median of xs, ignoring NaNs; NaN when none is left.
-func median(xs []float64) float64 {
-	var v []float64
-	for _, x := range xs {
-		if !math.IsNaN(x) {
-			v = append(v, x)
-		}
-	}
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
-}
+func median(xs []float64) float64 { return stats.Median(xs) }
 
 // us converts a duration to microseconds as a float.
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -28,8 +28,9 @@ const (
 	// release sets the key to its head's token; sent on the waiter's
 	// Client's inbox (inbox.go), so no other Client reads it. The waiter
 	// takes the hold without a call of its own when it is between attempts
-	// and its last attempt was sent recently enough (Waiter.give); otherwise it is woken
-	// and its next attempt finds the key holding its token.
+	// and its last attempt was sent recently enough (Waiter.give);
+	// otherwise it is woken and its next attempt finds the key holding its
+	// token.
 	MsgGive = "give:"
 	// MsgForce is the prefix of a force-release's message: "force:" and
 	// the token of a hold it removed (force.go). The process holding it

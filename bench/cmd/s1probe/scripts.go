@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/bench/internal/stats"
 )
 
 // scriptRounds and scriptPipe are -lib scripts' -rounds and -pipe.
@@ -115,7 +116,7 @@ func runScripts(ctx context.Context, rdb, admin *redis.Client, n, rounds, pipe i
 	}
 	for _, v := range vs {
 		fmt.Printf("%-18s evalsha usec/op median %6.2f of%v  server cpu µs/op median %6.2f\n",
-			v.name, median(sum[v.name]), fmt1(sum[v.name]), median(cpu[v.name]))
+			v.name, stats.Median(sum[v.name]), fmt1(sum[v.name]), stats.Median(cpu[v.name]))
 	}
 	return nil
 }
@@ -176,17 +177,4 @@ func (v variant) run(ctx context.Context, rdb *redis.Client, n, pipe int) error 
 		}
 	}
 	return nil
-}
-
-// median is the middle of xs (the mean of the two middle ones when even).
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
