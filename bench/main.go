@@ -41,6 +41,7 @@ type scenario struct {
 
 var scenarios = []scenario{
 	{"s1", 1, (*env).s1},
+	{"s1pair", 1, (*env).s1pair},
 	{"s2", 1, (*env).s2},
 	{"s3", 1, (*env).s3},
 	{"s4", 1, (*env).s4},
