@@ -222,9 +222,10 @@ func (n *Notifier) subscribeOnce(cs *channelState) {
 // of its sources. When no source takes it (none at hand, or the SUBSCRIBE
 // failed on each), it tries again after a pause (Backoff from retryMin to
 // retryMax), or at once when a join asks, for as long as the channel has
-// waiters and the Client is open: the waiters joined already wait for the
-// confirmation to wake them. It then leaves the channel unsubscribed, and
-// the next join starts afresh.
+// waiters or holds listening and the Client is open: the waiters joined
+// already wait for the confirmation to wake them, and a hold's force-release
+// message would be missed. It then leaves the channel unsubscribed, and the
+// next join or listen starts afresh.
 func (n *Notifier) subscribe(cs *channelState) {
 	for attempt := 0; !n.subscribeSources(cs); attempt++ {
 		kick := n.retryWait(cs)
@@ -260,11 +261,12 @@ func (n *Notifier) subscribeSources(cs *channelState) bool {
 
 // retryWait returns the channel a join wakes cs's failed subscribe through
 // (cs.retry), or nil when it is not to be tried again: the channel has no
-// waiters left, or the Client closed. cs is then left unsubscribed.
+// waiters or listening holds left (busy), or the Client closed. cs is then
+// left unsubscribed.
 func (n *Notifier) retryWait(cs *channelState) chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.e.Closed() || len(cs.owner().waiters) == 0 {
+	if n.e.Closed() || !cs.busy() {
 		cs.subscribed, cs.retry = false, nil
 		return nil
 	}
