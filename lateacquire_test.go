@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -32,23 +33,42 @@ const (
 func wantLeft(t *testing.T, rdb redis.UniversalClient, key string) {
 	t.Helper()
 	left, err := rdb.PTTL(context.Background(), key).Result()
+	wantAtLeastFloor(t, "PTTL "+key, left, err)
+}
+
+// wantAtLeastFloor fails the test unless what, read after the late
+// duplicate, is at least lateFloor.
+func wantAtLeastFloor(t *testing.T, what string, left time.Duration, err error) {
+	t.Helper()
 	if err != nil || left < lateFloor {
-		t.Fatalf("PTTL %s after a late duplicate of the acquire = %v, %v; want at least %v (extended to %v, acquired for %v)",
-			key, left, err, lateFloor, extendedTTL, acquireTTL)
+		t.Fatalf("%s after a late duplicate of the acquire = %v, %v; want at least %v (extended to %v, acquired for %v)",
+			what, left, err, lateFloor, extendedTTL, acquireTTL)
 	}
 }
 
-// wantHoldLeft fails the test unless hold's own TTL (its field or score on
-// a shared key) is at least lateFloor.
-func wantHoldLeft(t *testing.T, hold interface {
-	TTL(context.Context) (time.Duration, error)
-}) {
+// lateDuplicateAfterExtend makes a hold on key with newHold, over a Client
+// of the target with opts (TTL acquireTTL, no renewal), acquires it,
+// extends it to extendedTTL, replays its acquire's script call as sent, and
+// checks that neither the lock's key nor the hold's own TTL (its field or
+// score on a shared key) nor the holder-info hash, if any, was cut back. It
+// returns the hold.
+func lateDuplicateAfterExtend(t *testing.T, tg *target, key string, newHold func(*lock.Client) *lock.Lock, opts ...lock.Option) *lock.Lock {
 	t.Helper()
-	left, err := hold.TTL(context.Background())
-	if err != nil || left < lateFloor {
-		t.Fatalf("TTL() after a late duplicate of the acquire = %v, %v; want at least %v (extended to %v, acquired for %v)",
-			left, err, lateFloor, extendedTTL, acquireTTL)
+	ctx := context.Background()
+	rdb := tg.newRDB(t)
+	h := kindtest.CaptureFirstScript(rdb, lockKey(key))
+	hold := newHold(newClient(t, rdb, append([]lock.Option{lock.WithTTL(acquireTTL), lock.WithWatchdog(false)}, opts...)...))
+	must(t, "Acquire()", hold.Acquire(ctx))
+	must(t, "Extend()", hold.Extend(ctx, extendedTTL))
+
+	h.Replay(t, tg.rdb)
+	wantLeft(t, tg.rdb, lockKey(key))
+	left, err := hold.TTL(ctx)
+	wantAtLeastFloor(t, "TTL()", left, err)
+	if n, _ := tg.rdb.Exists(ctx, lockKey(key)+":holders").Result(); n == 1 {
+		wantLeft(t, tg.rdb, lockKey(key)+":holders")
 	}
+	return hold
 }
 
 // wantNotTaken fails the test if a lock of another Client gets key.
@@ -63,30 +83,17 @@ func TestLock_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
 	tg := realTarget(t)
 	for _, tc := range []struct {
 		name string
-		opts []lock.Option
+		opt  lock.Option
 	}{
-		{"plain", nil},
-		{"fenced", []lock.Option{lock.WithFencing(true)}},
-		{"holderinfo", []lock.Option{lock.WithHolderInfo(true)}},
-		{"audited", []lock.Option{lock.WithAudit("audit", 100)}},
-		{"reentrant", []lock.Option{lock.WithOwner("o")}},
+		{"plain", lock.WithFencing(false)},
+		{"fenced", lock.WithFencing(true)},
+		{"holderinfo", lock.WithHolderInfo(true)},
+		{"audited", lock.WithAudit("audit", 100)},
+		{"reentrant", lock.WithOwner("o")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
 			key := keyFor(t)
-			rdb := tg.newRDB(t)
-			h := kindtest.CaptureFirstScript(rdb, lockKey(key))
-			opts := append([]lock.Option{lock.WithTTL(acquireTTL), lock.WithWatchdog(false)}, tc.opts...)
-			holder := newClient(t, rdb, opts...).NewLock(key)
-			must(t, "Acquire()", holder.Acquire(ctx))
-			must(t, "Extend()", holder.Extend(ctx, extendedTTL))
-
-			h.Replay(t, tg.rdb)
-			wantLeft(t, tg.rdb, lockKey(key))
-			wantHoldLeft(t, holder)
-			if n, _ := tg.rdb.Exists(ctx, lockKey(key)+":holders").Result(); n == 1 {
-				wantLeft(t, tg.rdb, lockKey(key)+":holders")
-			}
+			lateDuplicateAfterExtend(t, tg, key, func(c *lock.Client) *lock.Lock { return c.NewLock(key) }, tc.opt)
 			wantNotTaken(t, newClient(t, tg.newRDB(t)).NewLock(key))
 		})
 	}
@@ -94,29 +101,11 @@ func TestLock_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
 
 func TestSemaphore_lateDuplicateAcquireDoesNotShortenExtendedPermit(t *testing.T) {
 	tg := realTarget(t)
-	for _, tc := range []struct {
-		name string
-		opts []lock.Option
-	}{
-		{"plain", nil},
-		{"holderinfo", []lock.Option{lock.WithHolderInfo(true)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
+	for _, info := range []bool{false, true} {
+		t.Run(fmt.Sprintf("holderinfo=%v", info), func(t *testing.T) {
 			key := keyFor(t)
-			rdb := tg.newRDB(t)
-			h := kindtest.CaptureFirstScript(rdb, lockKey(key))
-			opts := append([]lock.Option{lock.WithTTL(acquireTTL), lock.WithWatchdog(false)}, tc.opts...)
-			p := newClient(t, rdb, opts...).NewSemaphore(key, 1).Permit()
-			must(t, "Acquire()", p.Acquire(ctx))
-			must(t, "Extend()", p.Extend(ctx, extendedTTL))
-
-			h.Replay(t, tg.rdb)
-			wantHoldLeft(t, p)
-			wantLeft(t, tg.rdb, lockKey(key))
-			if n, _ := tg.rdb.Exists(ctx, lockKey(key)+":holders").Result(); n == 1 {
-				wantLeft(t, tg.rdb, lockKey(key)+":holders")
-			}
+			lateDuplicateAfterExtend(t, tg, key, func(c *lock.Client) *lock.Lock { return c.NewSemaphore(key, 1).Permit() },
+				lock.WithHolderInfo(info))
 			wantNotTaken(t, newClient(t, tg.newRDB(t)).NewSemaphore(key, 1).Permit())
 		})
 	}
@@ -126,22 +115,13 @@ func TestRWLock_lateDuplicateAcquireDoesNotShortenExtendedHold(t *testing.T) {
 	tg := realTarget(t)
 	for _, side := range []string{"read", "write"} {
 		t.Run(side, func(t *testing.T) {
-			ctx := context.Background()
 			key := keyFor(t)
-			rdb := tg.newRDB(t)
-			h := kindtest.CaptureFirstScript(rdb, lockKey(key))
-			rw := newClient(t, rdb, lock.WithTTL(acquireTTL), lock.WithWatchdog(false), lock.WithHolderInfo(true)).NewRWLock(key)
-			hold := rw.WriteLock()
-			if side == "read" {
-				hold = rw.ReadLock()
-			}
-			must(t, "Acquire()", hold.Acquire(ctx))
-			must(t, "Extend()", hold.Extend(ctx, extendedTTL))
-
-			h.Replay(t, tg.rdb)
-			wantHoldLeft(t, hold)
-			wantLeft(t, tg.rdb, lockKey(key))
-			wantLeft(t, tg.rdb, lockKey(key)+":holders")
+			lateDuplicateAfterExtend(t, tg, key, func(c *lock.Client) *lock.Lock {
+				if side == "read" {
+					return c.NewRWLock(key).ReadLock()
+				}
+				return c.NewRWLock(key).WriteLock()
+			}, lock.WithHolderInfo(true))
 			wantNotTaken(t, newClient(t, tg.newRDB(t)).NewRWLock(key).WriteLock())
 		})
 	}
@@ -166,17 +146,8 @@ func TestMultiLock_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
 
 func TestFair_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
 	tg := realTarget(t)
-	ctx := context.Background()
 	key := keyFor(t)
-	rdb := tg.newRDB(t)
-	h := kindtest.CaptureFirstScript(rdb, lockKey(key))
-	holder := newClient(t, rdb, lock.WithTTL(acquireTTL), lock.WithWatchdog(false), lock.WithFair(true)).NewLock(key)
-	must(t, "Acquire()", holder.Acquire(ctx))
-	must(t, "Extend()", holder.Extend(ctx, extendedTTL))
-
-	h.Replay(t, tg.rdb)
-	wantLeft(t, tg.rdb, lockKey(key))
-	wantHoldLeft(t, holder)
+	lateDuplicateAfterExtend(t, tg, key, func(c *lock.Client) *lock.Lock { return c.NewLock(key) }, lock.WithFair(true))
 	wantNotTaken(t, newClient(t, tg.newRDB(t), lock.WithFair(true)).NewLock(key))
 }
 
@@ -198,6 +169,7 @@ func TestLock_ReleaseWatch_lateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
 		t.Fatalf("acquire attempt with the holder's token = %v, %v; want true, nil", ok, err)
 	}
 	wantLeft(t, tg.rdb, lockKey(key))
-	wantHoldLeft(t, holder)
+	left, err := holder.TTL(ctx)
+	wantAtLeastFloor(t, "TTL()", left, err)
 	wantNotTaken(t, newClient(t, tg.newRDB(t), lock.WithReleaseMode(lock.ReleaseWatch)).NewLock(key))
 }

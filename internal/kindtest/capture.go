@@ -28,9 +28,9 @@ func ScriptKeys(cmd redis.Cmder) []string {
 	return keys
 }
 
-// FirstScript is a go-redis hook that keeps a copy of the arguments of the
+// FirstScript keeps a copy of the arguments of the
 // first script call (EVAL or EVALSHA, sent alone or in a pipeline) whose
-// KEYS include its key, and lets every call through unchanged. A test
+// KEYS include its key, seen by a SeeCommands hook. A test
 // replays the copy later, as the bytes of a first send that go-redis gave
 // up on (and resent on another connection) may reach Redis late.
 type FirstScript struct {
@@ -42,7 +42,7 @@ type FirstScript struct {
 // CaptureFirstScript adds a FirstScript hook for Redis key key to rdb.
 func CaptureFirstScript(rdb *redis.Client, key string) *FirstScript {
 	h := &FirstScript{key: key}
-	rdb.AddHook(h)
+	rdb.AddHook(SeeCommands(h.see))
 	return h
 }
 
@@ -72,22 +72,27 @@ func (h *FirstScript) Replay(t testing.TB, rdb redis.UniversalClient) {
 	}
 }
 
+// SeeCommands is a go-redis hook that calls itself with every command
+// (sent alone or in a pipeline) before the command goes out, and changes
+// nothing.
+type SeeCommands func(redis.Cmder)
+
 // DialHook lets dials through unchanged.
-func (*FirstScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (SeeCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 // ProcessHook sees each command sent alone.
-func (h *FirstScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (see SeeCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.see(cmd)
+		see(cmd)
 		return next(ctx, cmd)
 	}
 }
 
 // ProcessPipelineHook sees each command of a pipeline.
-func (h *FirstScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (see SeeCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			h.see(cmd)
+			see(cmd)
 		}
 		return next(ctx, cmds)
 	}
