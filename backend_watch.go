@@ -54,10 +54,11 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 	}
 	ours := set.Val()
 	if !ours && get.Err() == nil && get.Val() == token {
-		// Ours already: an earlier attempt whose reply was lost. Reset the
-		// TTL. The fence from this MULTI is newer than any earlier holder's
-		// and older than any later one's, so it serves this hold.
-		st, err := b.extend(ctx, k, token, ttl)
+		// Ours already: an earlier attempt whose reply was lost. Lengthen
+		// the TTL to ttl, never shorten it (see lengthen). The fence from
+		// this MULTI is newer than any earlier holder's and older than any
+		// later one's, so it serves this hold.
+		st, err := b.lengthen(ctx, k, token, ttl)
 		if err != nil {
 			return acquireResult{}, err
 		}
@@ -142,9 +143,41 @@ func (b *watchBackend) raiseFence(ctx context.Context, k *keys, token string) (i
 }
 
 // checkAndExec runs fn in MULTI if the lock still holds token, under WATCH.
-// It returns errNotOurs (wrapped with the status) when the key is gone or
-// someone else's.
+// It reports extendGone or extendStolen when the key is gone or someone
+// else's.
 func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, fn func(redis.Pipeliner)) (extendStatus, error) {
+	return b.ifOurs(ctx, k, token, func(tx *redis.Tx) error {
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			fn(p)
+			return nil
+		})
+		return err
+	})
+}
+
+// lengthen makes a hold of ours live at least ttl more, and leaves a longer
+// TTL as it is: the acquire that finds the key ours may be one that reaches
+// Redis late, after the holder extended the hold past ttl, and must not make
+// the key expire before the holder's safety deadline. It reports the hold's
+// status as extend does.
+func (b *watchBackend) lengthen(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
+	return b.ifOurs(ctx, k, token, func(tx *redis.Tx) error {
+		left, err := tx.PTTL(ctx, k.Lock()).Result()
+		if err != nil || left >= ttl {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.PExpire(ctx, k.Lock(), ttl)
+			return nil
+		})
+		return err
+	})
+}
+
+// ifOurs runs then under WATCH of the lock if the lock holds token, and
+// again from the start when the key changes before then's EXEC. It reports
+// extendGone or extendStolen when the key is gone or someone else's.
+func (b *watchBackend) ifOurs(ctx context.Context, k *keys, token string, then func(*redis.Tx) error) (extendStatus, error) {
 	status := extendOK
 	txf := func(tx *redis.Tx) error {
 		v, err := tx.Get(ctx, k.Lock()).Result()
@@ -161,11 +194,7 @@ func (b *watchBackend) checkAndExec(ctx context.Context, k *keys, token string, 
 			status = extendStolen
 			return errNotOurs
 		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			fn(p)
-			return nil
-		})
-		return err
+		return then(tx)
 	}
 	for range watchRetries {
 		err := b.rdb.Watch(ctx, txf, k.Lock())

@@ -1,6 +1,23 @@
 package lock
 
-import "github.com/agentlock/lock/internal/luascripts"
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/luascripts"
+)
+
+// WatchAcquire runs one script-free (ReleaseWatch) acquire attempt of key,
+// under the default prefix, for token, as the retry of an attempt inside
+// one Acquire does, and reports whether the key is ours.
+func WatchAcquire(ctx context.Context, rdb redis.UniversalClient, key, token string, ttl time.Duration) (bool, error) {
+	b := &watchBackend{rdb: rdb, fencing: true}
+	k := luascripts.NewKeys(DefaultPrefix, key)
+	r, err := b.acquire(ctx, &k, token, ttl)
+	return r.ok, err
+}
 
 // CoalescerLoad reports, for tests, how many sends the Client's coalescers
 // have out and how many calls wait in their queues, summed over the lanes

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 )
 
 // TestLock_lateAttemptAfterUndo: the mutex's counterpart of
@@ -66,21 +67,7 @@ func TestLock_lateAttemptAfterUndo(t *testing.T) {
 
 // scriptKeys returns the KEYS of cmd when it runs a script (EVAL or
 // EVALSHA), nil otherwise.
-func scriptKeys(cmd redis.Cmder) []string {
-	args := cmd.Args()
-	if name := strings.ToLower(cmd.Name()); (name != "eval" && name != "evalsha") || len(args) < 3 {
-		return nil
-	}
-	n, _ := args[2].(int)
-	if n <= 0 || len(args) < 3+n {
-		return nil
-	}
-	keys := make([]string, n)
-	for i, k := range args[3 : 3+n] {
-		keys[i], _ = k.(string)
-	}
-	return keys
-}
+var scriptKeys = kindtest.ScriptKeys
 
 // hasKeySuffix reports whether one of keys ends with suffix.
 func hasKeySuffix(keys []string, suffix string) bool {

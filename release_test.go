@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 )
@@ -141,8 +142,8 @@ func TestLock_TTL_keyGone(t *testing.T) {
 	}
 }
 
-// scriptCalls is a go-redis hook counting the calls (EVAL or EVALSHA, alone
-// or in a pipeline) of one script.
+// scriptCalls counts the calls (EVAL or EVALSHA, alone or in a pipeline) of
+// one script, seen by a kindtest.SeeCommands hook.
 type scriptCalls struct {
 	script *redis.Script
 	src    string
@@ -157,24 +158,6 @@ func (h *scriptCalls) count(cmd redis.Cmder) {
 	}
 }
 
-func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // TestRelease_endedHoldHandsNothingOver: a Release of a hold this handle
 // already released asks Redis with a plain release: it hands nothing to the
 // waiter of the same Client that now waits on the key (someone else's hold),
@@ -185,7 +168,7 @@ func TestRelease_endedHoldHandsNothingOver(t *testing.T) {
 	key := keyFor(t)
 	rdb := tg.newRDB(t)
 	handoffs := &scriptCalls{script: luascripts.Handoff, src: luascripts.Sources[4]}
-	rdb.AddHook(handoffs)
+	rdb.AddHook(kindtest.SeeCommands(handoffs.count))
 	c := newClient(t, rdb)
 	a := c.NewLock(key)
 	must(t, "Acquire()", a.Acquire(ctx))

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	lock "github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/redlock"
@@ -145,4 +147,31 @@ func TestReal_fences500(t *testing.T) {
 		raises += redlock.FenceRaises(c)
 	}
 	t.Logf("%d successive holds over 3 clients, node 3 killed at hold %d: last fence %d, fence-raise rounds %d", holds, holds/2, last, raises)
+}
+
+// TestReal_lateDuplicateAcquireDoesNotShortenExtendedTTL: a node's copy of
+// an acquire (kindtest.FirstScript captures it as sent) reaches the node
+// again after Acquire returned and Extend lengthened the hold, as the bytes
+// of a first send that go-redis gave up on may arrive late. The node's
+// acquire.lua finds the key ours; it must not cut the hold back to the
+// acquire's TTL, which would let the key go while Validity() still counts
+// the extended TTL.
+func TestReal_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
+	_, nodes := realNodes(t, 3)
+	ctx := context.Background()
+	key := keyFor(t)
+	h := kindtest.CaptureFirstScript(nodes[0].(*redis.Client), lockKey(key))
+	l := newClient(t, nodes, redlock.WithTTL(time.Second), redlock.WithWatchdog(false)).NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	must(t, "Extend()", l.Extend(ctx, time.Minute))
+
+	h.Replay(t, nodes[0])
+	for i, rdb := range nodes {
+		if left, err := rdb.PTTL(ctx, lockKey(key)).Result(); err != nil || left < 30*time.Second {
+			t.Fatalf("node %d: PTTL after a late duplicate of the acquire = %v, %v; want at least 30s (extended to 1m, acquired for 1s)", i, left, err)
+		}
+	}
+	if v := l.Validity(); v < 30*time.Second {
+		t.Fatalf("Validity() = %v, want at least 30s", v)
+	}
 }

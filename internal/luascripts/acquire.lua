@@ -14,9 +14,12 @@
 -- counts once. The field '' (no owner id and no hold id is empty) keeps the
 -- fence of the first hold, which the owner's nested holds share: the counter
 -- may expire while the lock is held, the hash does not.
--- Reply: >= 0 acquired now, or confirmed ours (TTL reset, or one more
--- re-entrant hold): the hold's fence, 0 without fencing; < 0 held by someone
--- else, for another -1 - reply milliseconds.
+-- A hold confirmed ours keeps its TTL when that is longer than ttl (a late
+-- resend of the acquire never shortens it), and is lengthened to ttl
+-- otherwise.
+-- Reply: >= 0 acquired now, or confirmed ours (TTL at least ttl, or one
+-- more re-entrant hold): the hold's fence, 0 without fencing; < 0 held by
+-- someone else, for another -1 - reply milliseconds.
 -- Error "KIND <kind>" when another kind of lock holds the key (other_kind.lua).
 local lock, fence = KEYS[1], KEYS[2]
 local token, ttl = ARGV[1], ARGV[2]
@@ -48,12 +51,19 @@ if not reentrant then
   if redis.pcall('GET', lock) == token then
     -- A retry after a lost reply: the earlier attempt did take the lock, but
     -- its fence never reached us. A new one serves: no one else held the
-    -- lock since.
-    redis.call('PEXPIRE', lock, ttl)
-    if fencing then
-      return note(next_fence(fence, hint))
+    -- lock since. The TTL is lengthened to ttl, never shortened: this may
+    -- be a resend arriving late, after the holder extended the hold past
+    -- ttl, and it must not make the key expire before the holder's
+    -- deadline.
+    local left = redis.call('PTTL', lock)
+    if left < tonumber(ttl) then
+      redis.call('PEXPIRE', lock, ttl)
+      left = ttl
     end
-    return note(0)
+    if fencing then
+      return note(next_fence(fence, hint), left)
+    end
+    return note(0, left)
   end
 else
   local owner = string.match(token, '^(.*)#')

@@ -12,10 +12,11 @@
 -- free and we are the queue's head or the queue is empty. Our entry is
 -- token|ttl|fencing|id (see fair_queue.lua). A token whose waiter left
 -- (depart) is refused: the attempt is a late one, and sets nothing.
--- Reply: >= 0 acquired or confirmed ours (TTL reset), the hold's fence (0
--- without fencing); < 0 not ours yet: -1 - the holder's milliseconds left
--- (0 when the key is free but others wait first). A key holding another
--- kind's value gives an error reply 'KIND <kind>'.
+-- Reply: >= 0 acquired or confirmed ours (TTL lengthened to ttl, never
+-- shortened: a late resend must not cut a hold the holder extended), the
+-- hold's fence (0 without fencing); < 0 not ours yet: -1 - the holder's
+-- milliseconds left (0 when the key is free but others wait first). A key
+-- holding another kind's value gives an error reply 'KIND <kind>'.
 local lock, fence, queue, times, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, ttl = ARGV[1], ARGV[2]
 local fencing, wait = ARGV[3] == '1', tonumber(ARGV[4])
@@ -36,7 +37,13 @@ if type(v) == 'table' then
 end
 local head = redis.call('LINDEX', queue, 0)
 if v == token or (v == false and (head == false or head == me)) then
-  redis.call('SET', lock, token, 'PX', ttl)
+  if v ~= token then
+    redis.call('SET', lock, token, 'PX', ttl)
+  elseif redis.call('PTTL', lock) < tonumber(ttl) then
+    -- Ours already: lengthened to ttl, never shortened (this may be a
+    -- resend arriving late, after the holder extended the hold).
+    redis.call('PEXPIRE', lock, ttl)
+  end
   leave(queue, times, me)
   if fencing then
     return next_fence(fence)

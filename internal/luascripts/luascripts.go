@@ -16,7 +16,9 @@
 // Acquire, Extend and PTTL give the same outcome when run twice with the
 // same arguments (a retry or a resent command). Release and Handoff do not:
 // a second run finds the hold already gone and says so, and must be sent
-// only once.
+// only once. Every kind's acquire that finds the hold already ours
+// lengthens its TTL to the acquire's and never shortens it, so a copy
+// arriving late, after an Extend, leaves the extended hold as it is.
 package luascripts
 
 import (

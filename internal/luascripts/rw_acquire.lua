@@ -12,6 +12,8 @@
 -- which keeps new readers out until it has the lock or its mark expires.
 -- A writer's hold takes a new fence (next_fence: see fence.lua); a reader's
 -- reads the current one.
+-- A hold confirmed ours ends ttl ms from now, or later if it already did (a
+-- late resend of the acquire never shortens it).
 -- Reply: >= 0 acquired now, or confirmed ours (a retry after a lost reply):
 -- the hold's fence, 0 without fencing; < 0 not now, try again within
 -- -1 - reply ms. An error reply 'KIND <kind>' when the key holds another
@@ -22,9 +24,15 @@ local fencing, markttl = ARGV[4] == '1', ARGV[5]
 info_init(KEYS[4])
 local now = now_ms()
 
-local function grant()
+-- grant gives token its hold, ending ttl ms from now, or at last (server
+-- ms) when that is later: last is the end of a hold of ours already here.
+local function grant(last)
+  local span = ttl
+  if last and last - now > span then
+    span = last - now
+  end
   redis.call('HSET', lock, 'mode', mode)
-  hold(lock, token, ttl, now)
+  hold(lock, token, span, now)
   local f = 0
   if mode == 'write' then
     if redis.call('GET', mark) == token then
@@ -42,7 +50,7 @@ local function grant()
     end
   end
   if INFO then
-    info.write(token, ARGV[6], f, now, now + ttl)
+    info.write(token, ARGV[6], f, now, now + span)
   end
   return f
 end
@@ -61,8 +69,12 @@ end
 if kind ~= 'rw' then
   return redis.error_reply('KIND ' .. kind)
 end
-if live(lock, token, now) then
-  return grant() -- ours already: an earlier attempt's reply was lost
+local last = live(lock, token, now)
+if last then
+  -- Ours already: an earlier attempt's reply was lost. This may be a
+  -- resend arriving late, after the holder extended the hold: it keeps its
+  -- later end.
+  return grant(last)
 end
 if mode == 'read' and redis.call('HGET', lock, 'mode') == 'read' then
   if not waiting() then

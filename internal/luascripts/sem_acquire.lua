@@ -11,6 +11,8 @@
 -- until its expiry and not a moment longer. The set's own TTL is kept at
 -- least as long as its latest permit's, so the key never outlives its
 -- permits by more than the longest TTL used on it, and never lives forever.
+-- A permit confirmed ours ends ttl ms from now, or later if it already did
+-- (a late resend of the acquire never shortens it).
 -- Reply: >= 0 the permit is ours: its fence, 0 without fencing; < 0 n
 -- permits are out, the earliest ends in -1 - reply ms. Error "KIND <kind>"
 -- when the key holds another kind of lock (see other_kind.lua).
@@ -30,7 +32,8 @@ if type(r) == 'table' and r.err then
 end
 -- A permit already ours (a retry whose first reply was lost) is confirmed
 -- and counts once; a new one needs a free place under n.
-if not redis.call('ZSCORE', sem, token) and redis.call('ZCARD', sem) >= n then
+local had = redis.call('ZSCORE', sem, token)
+if not had and redis.call('ZCARD', sem) >= n then
   local first = redis.call('ZRANGE', sem, 0, 0, 'WITHSCORES')
   local left = 0
   if first[2] then
@@ -38,15 +41,22 @@ if not redis.call('ZSCORE', sem, token) and redis.call('ZCARD', sem) >= n then
   end
   return -1 - left
 end
-redis.call('ZADD', sem, now + ttl, token)
-if redis.call('PTTL', sem) < ttl then
-  redis.call('PEXPIRE', sem, ttl)
+-- A permit confirmed ours keeps a later expiry than now + ttl: the call may
+-- be a resend arriving late, after the holder extended the permit, and
+-- must not end it before the holder's deadline.
+local exp = now + ttl
+if had then
+  exp = math.max(exp, tonumber(had))
+end
+redis.call('ZADD', sem, exp, token)
+if redis.call('PTTL', sem) < exp - now then
+  redis.call('PEXPIRE', sem, exp - now)
 end
 local f = 0
 if fencing then
   f = next_fence(fence)
 end
 if INFO then
-  info.write(token, ARGV[5], f, now, now + ttl)
+  info.write(token, ARGV[5], f, now, exp)
 end
 return f
