@@ -464,12 +464,15 @@ func TestClient_Close(t *testing.T) {
 	key := keyFor(t)
 	l := c.NewLock(key)
 	must(t, "Acquire()", l.Acquire(ctx))
+	// Acquire returns at quorum; the third node's acquire may still be out.
+	// Once Close has begun, a Release sends its deletes at once rather than
+	// after such a call (see Lock.drop), so wait for all three grants: what
+	// is checked here is that Release still deletes on a closed Client.
+	waitHolders(t, nodes, key, l.Token(), 3)
 	must(t, "Close()", c.Close())
 	must(t, "second Close()", c.Close())
 	wantIs(t, "Acquire(closed)", c.NewLock(key+"2").Acquire(ctx), lock.ErrClosed)
 	wantIs(t, "Extend(closed)", l.Extend(ctx, time.Second), lock.ErrClosed)
 	must(t, "Release(closed)", l.Release(ctx))
-	// A node whose acquire was still out when Acquire returned at quorum
-	// gets its delete once that call returns, which may be after Release.
 	waitKeysGone(t, nodes, key, "after Release on a closed Client")
 }
