@@ -16,8 +16,9 @@ import (
 )
 
 // s1PairImpls are the implementations s1pair alternates: the floor, the
-// peer issue 10's S1 target names, agentlock with and without the two
-// features bsm/redislock lacks, and the library's own scripts sent bare.
+// peer issue 10's S1 target names, agentlock with and without each of the
+// two features bsm/redislock lacks and without both (al-bare), and the
+// library's own scripts sent bare.
 func s1PairImpls() []impl {
 	return []impl{
 		floorImpl(),
@@ -25,6 +26,7 @@ func s1PairImpls() []impl {
 		agentlockImpl("agentlock"),
 		agentlockImpl("al-nofence", lock.WithFencing(false)),
 		agentlockImpl("al-nonotify", lock.WithNotify(false)),
+		agentlockImpl("al-bare", lock.WithFencing(false), lock.WithNotify(false)),
 		scriptsImpl(),
 	}
 }
