@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +167,59 @@ func holdsPerMaster(t *testing.T, cl *redistest.Cluster, c *lock.Client, n int, 
 		held++
 	}
 	return locks
+}
+
+// panicWhen is a go-redis hook that, while armed, panics in every call and
+// pipeline whose commands match reports true of, as a user's broken hook
+// would.
+type panicWhen struct {
+	armed atomic.Bool
+	match func(cmds []redis.Cmder) bool
+}
+
+func (h *panicWhen) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *panicWhen) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.Load() && h.match([]redis.Cmder{cmd}) {
+			panic("hook panicked")
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *panicWhen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.Load() && h.match(cmds) {
+			panic("hook panicked")
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// wantPanicLogged fails t unless logs holds an Error record whose message
+// contains what, with the panic's value and a stack.
+func wantPanicLogged(t *testing.T, logs *logRecorder, what string) {
+	t.Helper()
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, r := range logs.records {
+		if r.Level != slog.LevelError || !strings.Contains(r.Message, what) {
+			continue
+		}
+		var val, stack string
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "panic":
+				val = a.Value.String()
+			case "stack":
+				stack = a.Value.String()
+			}
+			return true
+		})
+		if val == "hook panicked" && strings.Contains(stack, "goroutine") {
+			return
+		}
+	}
+	t.Fatalf("no Error record %q with the panic and its stack among %d records", what, len(logs.records))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -483,4 +484,28 @@ func TestRenewal_failedShorterWriteLandingLate(t *testing.T) {
 		must(t, "Extend()", l.Extend(ctx, 30*time.Second))
 		landLate(t, l, ls, obs, ttl)
 	})
+}
+
+// TestRenewal_panickingHookLosesHoldInsteadOfCrashing: a go-redis hook that
+// panics in every renewal call (on the renewal loop's goroutines, where no
+// caller could recover it) does not take the process down: each call fails
+// and is retried, the panic is logged at Error level with its stack, and
+// the hold is lost at its safety deadline with an error that says the call
+// panicked.
+func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	h := &panicWhen{match: scriptPipeline}
+	rdb.AddHook(h)
+	logs := &logRecorder{}
+	l := newClient(t, rdb, lock.WithLogger(slog.New(logs))).NewLock(keyFor(t), lock.WithTTL(ttl))
+	must(t, "Acquire()", l.Acquire(context.Background()))
+	h.armed.Store(true) // renewals go as pipelines; the acquire went alone
+	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
+	h.armed.Store(false)
+	err := l.LostErr()
+	if !errors.Is(err, lock.ErrLockLost) || !errors.Is(err, lock.ErrPanicked) || !strings.Contains(err.Error(), "hook panicked") {
+		t.Fatalf("LostErr() = %v, want a loss matching ErrLockLost and ErrPanicked that names the panic", err)
+	}
+	wantPanicLogged(t, logs, "renewal call panicked")
 }

@@ -58,6 +58,7 @@ func (e *Engine) send(due []*Hold) {
 // renew also watches the deadlines itself while the call is out.
 func (e *Engine) renew(g Group, hs []*Hold) {
 	defer e.wg.Done()
+	defer e.Survive("renewal") // an Observer or logger of apply's
 	ttls := make([]time.Duration, len(hs))
 	e.mu.Lock()
 	dl := hs[0].deadline
@@ -74,10 +75,27 @@ func (e *Engine) renew(g Group, hs []*Hold) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer e.renewPanicked(out)
 		g.Renew(ctx, hs, ttls, out)
 	}()
 	e.watch(hs, dl, lowered, done)
 	e.apply(hs, ttls, sent, out)
+}
+
+// renewPanicked, deferred by the goroutine of a renewal call, recovers a
+// panic of the call (a go-redis hook, say) and makes it the call's failure
+// for every hold of it: Failed, of unknown outcome, with an error that
+// matches ErrPanicked. The holds are retried like those of a call that got
+// no answer, and lost at their deadline if the calls keep panicking.
+func (e *Engine) renewPanicked(out []Outcome) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	err := Recovered(e.Logger, "renewal call", v)
+	for i := range out {
+		out[i] = Outcome{Status: Failed, Err: err, Unknown: true}
+	}
 }
 
 // watch waits until done closes. Meanwhile a hold of hs whose deadline

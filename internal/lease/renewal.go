@@ -265,8 +265,15 @@ func (e *Engine) run() {
 			continue
 		case <-t.C:
 		}
-		e.tick()
+		e.tickSafely()
 	}
+}
+
+// tickSafely is tick, recovering and logging a panic (an Observer or a
+// logger told of a loss): the loop goes on.
+func (e *Engine) tickSafely() {
+	defer e.Survive("renewal loop")
+	e.tick()
 }
 
 // lossNote is a loss found under e.mu, signalled after it is released.

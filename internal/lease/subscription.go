@@ -24,6 +24,7 @@ import (
 // connected, or keeps the channel for the redial.
 func (n *Notifier) run(s *subscription) {
 	defer n.wg.Done()
+	defer n.e.Survive("wake-up reader") // an Observer told of a force-release, say
 	ctx := n.e.ctx
 	ps := s.ps
 	if n.readerWaits != nil {
@@ -40,7 +41,7 @@ func (n *Notifier) run(s *subscription) {
 	lastSweep := time.Now()
 	failures := 0
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, idleAfter()/3)
+		msg, err := n.receive(ctx, ps)
 		if ctx.Err() != nil {
 			return
 		}
@@ -99,6 +100,31 @@ func (n *Notifier) run(s *subscription) {
 	}
 }
 
+// receive reads ps's next message, waiting a third of idleAfter at most. A
+// read that panics (a go-redis dial hook, say) returns an error matching
+// ErrPanicked instead, logged (see Recovered): run treats it as a broken
+// connection.
+func (n *Notifier) receive(ctx context.Context, ps *redis.PubSub) (msg any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			msg, err = nil, Recovered(n.logger(), "wake-up read", v)
+		}
+	}()
+	return ps.ReceiveTimeout(ctx, idleAfter()/3)
+}
+
+// shielded returns call's error, or, if it panics (a go-redis hook, say),
+// an error matching ErrPanicked, logged (see Recovered): the panic fails
+// the call, what, like any error would.
+func (n *Notifier) shielded(what string, call func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = Recovered(n.logger(), what, v)
+		}
+	}()
+	return call()
+}
+
 // confirmed marks channel ready and wakes all its waiters (an inbox's: its
 // key channel's): each joined before it listened, so each looks once more.
 func (n *Notifier) confirmed(channel string) {
@@ -154,7 +180,7 @@ func (n *Notifier) sweep(s *subscription) (retired bool) {
 	}
 	n.mu.Unlock()
 	if len(idle) > 0 && !s.retired {
-		_ = s.unsubscribe(n.e.ctx, idle...)
+		_ = n.shielded("unsubscribe", func() error { return s.unsubscribe(n.e.ctx, idle...) })
 	}
 	return s.retired
 }
@@ -225,6 +251,7 @@ func (n *Notifier) close() {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
+			defer n.e.Survive("pub/sub close")
 			_ = s.ps.Close()
 		}()
 	}

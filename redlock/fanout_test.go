@@ -1,0 +1,113 @@
+package redlock_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/redlock"
+)
+
+// panicScripts is a go-redis hook that, while armed, panics in every
+// script call and pipeline, as a user's broken hook would.
+type panicScripts struct{ armed atomic.Bool }
+
+func scriptCall(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" || cmd.Name() == "eval" }
+
+func (h *panicScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *panicScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.Load() && scriptCall(cmd) {
+			panic("hook panicked")
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *panicScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.Load() {
+			for _, cmd := range cmds {
+				if scriptCall(cmd) {
+					panic("hook panicked")
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestFanout_panickingNodeCallFailsThatNodeOnly: a go-redis hook that
+// panics in one node's calls (on a call goroutine of the Client, where no
+// caller could recover it) fails that node's call with an error matching
+// lock.ErrPanicked, logged once at Error level with its stack; the call
+// goroutines go on serving: the other nodes still make the quorum, and
+// later calls reach every node.
+func TestFanout_panickingNodeCallFailsThatNodeOnly(t *testing.T) {
+	ctx := context.Background()
+	_, nodes := realNodes(t, 3)
+	h := &panicScripts{}
+	nodes[0].(*redis.Client).AddHook(h)
+	logs := &syncBuffer{}
+	c := newClient(t, nodes, redlock.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	h.armed.Store(true)
+	l := c.NewLock(keyFor(t))
+	ok, err := l.TryAcquire(ctx)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire() with node 0's calls panicking = %v, %v; want true, nil (2 of 3 nodes)", ok, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "redlock node call panicked") {
+		if time.Now().After(deadline) {
+			t.Fatalf("node 0's panic not logged within 5s; log:\n%s", logs.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if s := logs.String(); !strings.Contains(s, "level=ERROR") || !strings.Contains(s, "hook panicked") || !strings.Contains(s, "goroutine") {
+		t.Fatalf("log of node 0's panic = %q, want an Error record with the panic and its stack", s)
+	}
+	// A node's error is what a failed quorum reports.
+	other := c.NewLock(keyFor(t) + ":other")
+	setOther(t, nodes[1], other.Key())
+	if ok, err := other.TryAcquire(ctx); ok || !errors.Is(err, lock.ErrPanicked) {
+		t.Fatalf("TryAcquire() with node 0 panicking and node 1 taken = %v, %v; want false and an error matching ErrPanicked", ok, err)
+	}
+	h.armed.Store(false)
+	must(t, "Release()", l.Release(ctx))
+	again := c.NewLock(keyFor(t) + ":again")
+	if ok, err := again.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("TryAcquire() after the panics = %v, %v; want true, nil", ok, err)
+	}
+	if n := holders(t, nodes, again.Key(), again.Token()); n != 3 {
+		t.Fatalf("%d nodes hold the lock acquired after the panics, want 3: a call goroutine stopped serving", n)
+	}
+	must(t, "Release()", again.Release(ctx))
+}
