@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -327,4 +328,56 @@ func TestNotify_pubsubDenied(t *testing.T) {
 	for range 2 {
 		must(t, "waiter", <-done)
 	}
+}
+
+// panicOnDial is a go-redis hook whose next dial, once armed, panics, as a
+// user's broken hook would.
+type panicOnDial struct{ armed atomic.Bool }
+
+func (h *panicOnDial) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if h.armed.Swap(false) {
+			panic("hook panicked")
+		}
+		return next(ctx, network, addr)
+	}
+}
+
+func (h *panicOnDial) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *panicOnDial) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing: a go-redis hook
+// that panics when the wake-up subscription dials (on the Notifier's
+// goroutine, where no caller could recover it) does not take the process
+// down: the panic is logged at Error level with its stack, the SUBSCRIBE
+// counts as failed and is tried again, and the waiter gets the lock once
+// its holder frees it.
+func TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	holder := newClient(t, tg.rdb).NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	rdb := tg.newRDB(t)
+	must(t, "PING", rdb.Ping(ctx).Err()) // the pool's connection: only the subscription dials next
+	h := &panicOnDial{}
+	rdb.AddHook(h)
+	logs := &logRecorder{}
+	c := newClient(t, rdb, lock.WithLogger(slog.New(logs)), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+	h.armed.Store(true)
+	waiter := c.NewLock(key)
+	done := make(chan any, 1)
+	go func() { done <- waiter.Acquire(ctx) }()
+	waitIdle(t, c, key, 1)
+	eventually(t, "the subscription's dial panics", func() bool { return !h.armed.Load() })
+	must(t, "holder Release()", holder.Release(ctx))
+	if err, _ := recv(t, done, "waiter Acquire").(error); err != nil {
+		t.Fatalf("waiter Acquire() = %v", err)
+	}
+	must(t, "waiter Release()", waiter.Release(ctx))
+	wantPanicLogged(t, logs, "subscribe panicked")
+	closeWithin(t, c)
 }

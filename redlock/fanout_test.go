@@ -106,8 +106,36 @@ func TestFanout_panickingNodeCallFailsThatNodeOnly(t *testing.T) {
 	if ok, err := again.TryAcquire(ctx); !ok || err != nil {
 		t.Fatalf("TryAcquire() after the panics = %v, %v; want true, nil", ok, err)
 	}
-	if n := holders(t, nodes, again.Key(), again.Token()); n != 3 {
-		t.Fatalf("%d nodes hold the lock acquired after the panics, want 3: a call goroutine stopped serving", n)
-	}
+	waitHolders(t, nodes, again.Key(), again.Token(), 3) // every call goroutine still serves
 	must(t, "Release()", again.Release(ctx))
+}
+
+// TestRenewal_panickingHookLosesHoldInsteadOfCrashing: a go-redis hook
+// that panics in the renewal calls of a majority of nodes (on the Client's
+// call goroutines) does not take the process down: those nodes' calls
+// fail, renewal misses its quorum and is retried, and the hold is lost at
+// its safety deadline with an error matching lock.ErrPanicked.
+func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
+	_, nodes := realNodes(t, 3)
+	hooks := []*panicScripts{{}, {}}
+	for i, h := range hooks {
+		nodes[i].(*redis.Client).AddHook(h)
+	}
+	c := newClient(t, nodes, redlock.WithTTL(600*time.Millisecond))
+	l := c.NewLock(keyFor(t))
+	must(t, "Acquire()", l.Acquire(context.Background()))
+	for _, h := range hooks {
+		h.armed.Store(true)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost() not closed within 5s of renewals panicking on 2 of 3 nodes")
+	}
+	for _, h := range hooks {
+		h.armed.Store(false)
+	}
+	if err := l.LostErr(); !errors.Is(err, lock.ErrLockLost) || !errors.Is(err, lock.ErrPanicked) {
+		t.Fatalf("LostErr() = %v, want a loss matching ErrLockLost and ErrPanicked", err)
+	}
 }
