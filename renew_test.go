@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -508,4 +509,34 @@ func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
 		t.Fatalf("LostErr() = %v, want a loss matching ErrLockLost and ErrPanicked that names the panic", err)
 	}
 	wantPanicLogged(t, logs, "renewal call panicked")
+}
+
+// TestRenewal_panickingObserverStillReportsLoss: an Observer that panics
+// when told of a loss the renewal loop found (on its goroutine, where no
+// caller could recover it) does not take the process down, nor keep the
+// loss from Lost(): the panic is logged at Error level with its stack.
+func TestRenewal_panickingObserverStillReportsLoss(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	logs := &logRecorder{}
+	obs := lock.ObserverFunc(func(e lock.Event) {
+		if e.Kind == lock.EventLost {
+			panic("hook panicked")
+		}
+	})
+	c := newClient(t, rdb, lock.WithLogger(slog.New(logs)), lock.WithObserver(obs))
+	l := c.NewLock(keyFor(t), lock.WithTTL(600*time.Millisecond))
+	must(t, "Acquire()", l.Acquire(ctx))
+	must(t, "DEL", rdb.Del(ctx, lockKey(l.Key())).Err()) // the next renewal finds the key gone
+	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
+	var le *lock.LostError
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossForceReleased {
+		t.Fatalf("LostErr() = %v, want reason force-released", l.LostErr())
+	}
+	eventually(t, "the Observer's panic is logged", func() bool {
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		return slices.ContainsFunc(logs.records, func(r slog.Record) bool { return r.Level == slog.LevelError })
+	})
+	wantPanicLogged(t, logs, "loss report panicked")
 }

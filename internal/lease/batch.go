@@ -142,9 +142,7 @@ func (e *Engine) expireInFlight(hs []*Hold) (next int64, lowered <-chan struct{}
 		}
 	}
 	e.mu.Unlock()
-	for _, n := range lost {
-		n.h.markLost(n.reason, n.err)
-	}
+	e.signalLost(lost)
 	return next, lowered, ok
 }
 
@@ -222,6 +220,9 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 	}
 	e.mu.Unlock()
 	e.wake()
+	// The losses are reported even if the Observer or the logger panics
+	// below (renew recovers it).
+	defer e.signalLost(lost)
 	for _, n := range left {
 		n.h.abandon(n.deadline)
 	}
@@ -234,9 +235,6 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 		}
 	}
 	observeRenewed(renewed)
-	for _, n := range lost {
-		n.h.markLost(n.reason, n.err)
-	}
 }
 
 // requeue puts h, whose renewal call has returned, back into the loop; once
