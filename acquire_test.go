@@ -612,11 +612,11 @@ func TestTryAcquire_panickingUndoIsLoggedInsteadOfCrashing(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	rdb.AddHook(dropReply{match: isAcquire})
-	undo := &panicWhen{match: func(cmds []redis.Cmder) bool {
+	undo := &kindtest.PanicWhen{Match: func(cmds []redis.Cmder) bool {
 		return slices.ContainsFunc(cmds, isScriptCall) && !slices.ContainsFunc(cmds, isAcquire)
 	}}
 	rdb.AddHook(undo)
-	undo.armed.Store(true)
+	undo.Armed.Store(true)
 	logs := &logRecorder{}
 	l := newClient(t, rdb, lock.WithLogger(slog.New(logs))).NewLock(keyFor(t))
 	ok, err := l.TryAcquire(ctx)
@@ -624,7 +624,7 @@ func TestTryAcquire_panickingUndoIsLoggedInsteadOfCrashing(t *testing.T) {
 		t.Fatalf("TryAcquire() with its reply dropped = %v, %v; want false and the call's error", ok, err)
 	}
 	wantPanicLogged(t, logs, "undo panicked")
-	undo.armed.Store(false)
+	undo.Armed.Store(false)
 	if n := rdb.Exists(ctx, lockKey(l.Key())).Val(); n != 1 {
 		t.Fatalf("the key exists %d times after an undo that panicked, want 1 (left to its TTL)", n)
 	}

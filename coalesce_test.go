@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -616,9 +617,9 @@ func TestCoalescing_panickingPipelineLedFromBackground(t *testing.T) {
 	must(t, "warm-up Release()", warm.Release(ctx))
 	g := addPipeGate(t, rdb)
 	g.openPipes()
-	h := &panicWhen{match: func(cmds []redis.Cmder) bool { return len(cmds) > 1 && slices.ContainsFunc(cmds, isAcquire) }}
+	h := &kindtest.PanicWhen{Match: func(cmds []redis.Cmder) bool { return len(cmds) > 1 && slices.ContainsFunc(cmds, isAcquire) }}
 	rdb.AddHook(h)
-	h.armed.Store(true)
+	h.Armed.Store(true)
 	// With a deadline, the pipeline's leader may leave: it is sent from
 	// the coalescer's own goroutine.
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -639,7 +640,7 @@ func TestCoalescing_panickingPipelineLedFromBackground(t *testing.T) {
 			t.Fatal("a call on a pipeline whose client panicked did not return within 5s")
 		}
 	}
-	h.armed.Store(false)
+	h.Armed.Store(false)
 	wantPanicLogged(t, logs, "shared pipeline panicked")
 	must(t, "TryAcquire() after the pipeline's panic", tryOK(tctx, c.NewLock(keyFor(t)+":after")))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,34 +166,6 @@ func holdsPerMaster(t *testing.T, cl *redistest.Cluster, c *lock.Client, n int, 
 		held++
 	}
 	return locks
-}
-
-// panicWhen is a go-redis hook that, while armed, panics in every call and
-// pipeline whose commands match reports true of, as a user's broken hook
-// would.
-type panicWhen struct {
-	armed atomic.Bool
-	match func(cmds []redis.Cmder) bool
-}
-
-func (h *panicWhen) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *panicWhen) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.armed.Load() && h.match([]redis.Cmder{cmd}) {
-			panic("hook panicked")
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *panicWhen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if h.armed.Load() && h.match(cmds) {
-			panic("hook panicked")
-		}
-		return next(ctx, cmds)
-	}
 }
 
 // wantPanicLogged fails t unless logs holds an Error record whose message

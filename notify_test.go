@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -330,25 +331,6 @@ func TestNotify_pubsubDenied(t *testing.T) {
 	}
 }
 
-// panicOnDial is a go-redis hook whose next dial, once armed, panics, as a
-// user's broken hook would.
-type panicOnDial struct{ armed atomic.Bool }
-
-func (h *panicOnDial) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if h.armed.Swap(false) {
-			panic("hook panicked")
-		}
-		return next(ctx, network, addr)
-	}
-}
-
-func (h *panicOnDial) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-func (h *panicOnDial) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing: a go-redis hook
 // that panics when the wake-up subscription dials (on the Notifier's
 // goroutine, where no caller could recover it) does not take the process
@@ -363,16 +345,16 @@ func TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing(t *testing.T) {
 	must(t, "holder Acquire()", holder.Acquire(ctx))
 	rdb := tg.newRDB(t)
 	must(t, "PING", rdb.Ping(ctx).Err()) // the pool's connection: only the subscription dials next
-	h := &panicOnDial{}
+	h := &kindtest.PanicWhen{Dial: true}
 	rdb.AddHook(h)
 	logs := &logRecorder{}
 	c := newClient(t, rdb, lock.WithLogger(slog.New(logs)), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
-	h.armed.Store(true)
+	h.Armed.Store(true)
 	waiter := c.NewLock(key)
 	done := make(chan any, 1)
 	go func() { done <- waiter.Acquire(ctx) }()
 	waitIdle(t, c, key, 1)
-	eventually(t, "the subscription's dial panics", func() bool { return !h.armed.Load() })
+	eventually(t, "the subscription's dial panics", func() bool { return !h.Armed.Load() })
 	must(t, "holder Release()", holder.Release(ctx))
 	if err, _ := recv(t, done, "waiter Acquire").(error); err != nil {
 		t.Fatalf("waiter Acquire() = %v", err)

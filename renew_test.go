@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 )
@@ -496,14 +497,14 @@ func TestRenewal_failedShorterWriteLandingLate(t *testing.T) {
 func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
-	h := &panicWhen{match: scriptPipeline}
+	h := &kindtest.PanicWhen{Match: scriptPipeline}
 	rdb.AddHook(h)
 	logs := &logRecorder{}
 	l := newClient(t, rdb, lock.WithLogger(slog.New(logs))).NewLock(keyFor(t), lock.WithTTL(ttl))
 	must(t, "Acquire()", l.Acquire(context.Background()))
-	h.armed.Store(true) // renewals go as pipelines; the acquire went alone
+	h.Armed.Store(true) // renewals go as pipelines; the acquire went alone
 	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
-	h.armed.Store(false)
+	h.Armed.Store(false)
 	err := l.LostErr()
 	if !errors.Is(err, lock.ErrLockLost) || !errors.Is(err, lock.ErrPanicked) || !strings.Contains(err.Error(), "hook panicked") {
 		t.Fatalf("LostErr() = %v, want a loss matching ErrLockLost and ErrPanicked that names the panic", err)

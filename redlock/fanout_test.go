@@ -1,69 +1,19 @@
 package redlock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/redlock"
 )
-
-// panicScripts is a go-redis hook that, while armed, panics in every
-// script call and pipeline, as a user's broken hook would.
-type panicScripts struct{ armed atomic.Bool }
-
-func scriptCall(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" || cmd.Name() == "eval" }
-
-func (h *panicScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *panicScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.armed.Load() && scriptCall(cmd) {
-			panic("hook panicked")
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *panicScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if h.armed.Load() {
-			for _, cmd := range cmds {
-				if scriptCall(cmd) {
-					panic("hook panicked")
-				}
-			}
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestFanout_panickingNodeCallFailsThatNodeOnly: a go-redis hook that
 // panics in one node's calls (on a call goroutine of the Client, where no
@@ -74,11 +24,11 @@ func (s *syncBuffer) String() string {
 func TestFanout_panickingNodeCallFailsThatNodeOnly(t *testing.T) {
 	ctx := context.Background()
 	_, nodes := realNodes(t, 3)
-	h := &panicScripts{}
+	h := &kindtest.PanicWhen{Match: kindtest.AnyScript}
 	nodes[0].(*redis.Client).AddHook(h)
-	logs := &syncBuffer{}
+	logs := &kindtest.SyncBuffer{}
 	c := newClient(t, nodes, redlock.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
-	h.armed.Store(true)
+	h.Armed.Store(true)
 	l := c.NewLock(keyFor(t))
 	ok, err := l.TryAcquire(ctx)
 	if !ok || err != nil {
@@ -100,7 +50,7 @@ func TestFanout_panickingNodeCallFailsThatNodeOnly(t *testing.T) {
 	if ok, err := other.TryAcquire(ctx); ok || !errors.Is(err, lock.ErrPanicked) {
 		t.Fatalf("TryAcquire() with node 0 panicking and node 1 taken = %v, %v; want false and an error matching ErrPanicked", ok, err)
 	}
-	h.armed.Store(false)
+	h.Armed.Store(false)
 	must(t, "Release()", l.Release(ctx))
 	again := c.NewLock(keyFor(t) + ":again")
 	if ok, err := again.TryAcquire(ctx); !ok || err != nil {
@@ -117,7 +67,7 @@ func TestFanout_panickingNodeCallFailsThatNodeOnly(t *testing.T) {
 // its safety deadline with an error matching lock.ErrPanicked.
 func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
 	_, nodes := realNodes(t, 3)
-	hooks := []*panicScripts{{}, {}}
+	hooks := []*kindtest.PanicWhen{{Match: kindtest.AnyScript}, {Match: kindtest.AnyScript}}
 	for i, h := range hooks {
 		nodes[i].(*redis.Client).AddHook(h)
 	}
@@ -125,7 +75,7 @@ func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
 	l := c.NewLock(keyFor(t))
 	must(t, "Acquire()", l.Acquire(context.Background()))
 	for _, h := range hooks {
-		h.armed.Store(true)
+		h.Armed.Store(true)
 	}
 	select {
 	case <-l.Lost():
@@ -133,7 +83,7 @@ func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
 		t.Fatal("Lost() not closed within 5s of renewals panicking on 2 of 3 nodes")
 	}
 	for _, h := range hooks {
-		h.armed.Store(false)
+		h.Armed.Store(false)
 	}
 	if err := l.LostErr(); !errors.Is(err, lock.ErrLockLost) || !errors.Is(err, lock.ErrPanicked) {
 		t.Fatalf("LostErr() = %v, want a loss matching ErrLockLost and ErrPanicked", err)
