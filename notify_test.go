@@ -363,3 +363,52 @@ func TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing(t *testing.T) {
 	wantPanicLogged(t, logs, "subscribe panicked")
 	closeWithin(t, c)
 }
+
+// TestNotify_panickingReadGivesUpTheSubscription: a go-redis hook that
+// panics when the wake-up reader redials its broken connection (on the
+// Notifier's goroutine) does not take the process down: the panic is
+// logged at Error level with its stack, and the reader gives that PubSub
+// up (go-redis may hold its lock still, so Close must not wait on it): the
+// waiter gets the lock by its backoff once its holder frees it, Close
+// returns promptly, no goroutine is left, and a later wait subscribes
+// afresh.
+func TestNotify_panickingReadGivesUpTheSubscription(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	holder := newClient(t, tg.rdb).NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	rdb := tg.newRDB(t)
+	h := &kindtest.PanicWhen{Dial: true}
+	rdb.AddHook(h)
+	logs := &logRecorder{}
+	c := newClient(t, rdb, lock.WithLogger(slog.New(logs)), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+	waiter := c.NewLock(key)
+	done := make(chan error, 1)
+	go func() { done <- waiter.Acquire(ctx) }()
+	waitIdle(t, c, key, 1)
+	eventually(t, "the wake-up subscription is open", func() bool {
+		return lock.ClassicSubscriptions(c) == 1
+	})
+	h.Armed.Store(true)
+	must(t, "CLIENT KILL TYPE pubsub", tg.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err())
+	eventually(t, "the reader's redial panics and the subscription is given up", func() bool {
+		return !h.Armed.Load() && lock.ClassicSubscriptions(c) == 0
+	})
+	wantPanicLogged(t, logs, "wake-up read panicked")
+	must(t, "holder Release()", holder.Release(ctx))
+	if err := recv(t, done, "waiter Acquire"); err != nil {
+		t.Fatalf("waiter Acquire() = %v", err)
+	}
+	must(t, "waiter Release()", waiter.Release(ctx))
+	must(t, "holder Acquire() again", holder.Acquire(ctx))
+	again := c.NewLock(key)
+	go func() { done <- again.Acquire(ctx) }()
+	eventually(t, "a later wait subscribes afresh", func() bool { return lock.ClassicSubscriptions(c) == 1 })
+	must(t, "holder Release()", holder.Release(ctx))
+	if err := recv(t, done, "second waiter Acquire"); err != nil {
+		t.Fatalf("second waiter Acquire() = %v", err)
+	}
+	must(t, "second waiter Release()", again.Release(ctx))
+	closeWithin(t, c)
+}

@@ -53,6 +53,16 @@ func (n *Notifier) run(s *subscription) {
 			lastSweep = time.Now()
 		}
 		if err != nil {
+			if errors.Is(err, ErrPanicked) {
+				// go-redis may have panicked holding the PubSub's lock
+				// (a dial hook's panic during its redial does): it is
+				// given up unclosed, since Close would wait for that lock
+				// forever. Its channels are subscribed afresh, on a new
+				// one, by their next join; until then their waiters rely
+				// on their backoff.
+				n.drop(s)
+				return
+			}
 			if isTimeout(err) {
 				continue
 			}
@@ -102,8 +112,7 @@ func (n *Notifier) run(s *subscription) {
 
 // receive reads ps's next message, waiting a third of idleAfter at most. A
 // read that panics (a go-redis dial hook, say) returns an error matching
-// ErrPanicked instead, logged (see Recovered): run treats it as a broken
-// connection.
+// ErrPanicked instead, logged (see Recovered): run then gives s up.
 func (n *Notifier) receive(ctx context.Context, ps *redis.PubSub) (msg any, err error) {
 	defer func() {
 		if v := recover(); v != nil {
