@@ -27,7 +27,7 @@ func (e *Engine) send(due []*Hold) {
 	index := map[Group]int{}
 	last := -1
 	for _, h := range due {
-		g := h.hd.pol.Group(e.ctx, h)
+		g := e.groupOf(h)
 		if last < 0 || batches[last].g != g {
 			i, ok := index[g]
 			if !ok {
@@ -48,6 +48,31 @@ func (e *Engine) send(due []*Hold) {
 			e.wg.Add(1)
 			go e.renew(g, chunk)
 		}
+	}
+}
+
+// groupOf returns the renewal batch h joins now. A Group lookup that
+// panics (a cluster client's slot lookup runs go-redis code and hooks)
+// puts h in a batch of its own whose renewal fails with that panic: h is
+// retried and, while the lookups keep panicking, lost at its deadline,
+// rather than left out of the loop.
+func (e *Engine) groupOf(h *Hold) (g Group) {
+	defer func() {
+		if v := recover(); v != nil {
+			g = panickedGroup{Recovered(e.Logger, "renewal batch lookup", v)}
+		}
+	}()
+	return h.hd.pol.Group(e.ctx, h)
+}
+
+// panickedGroup is the batch of holds whose Group lookup panicked with
+// err: its renewal sends nothing and fails with err.
+type panickedGroup struct{ err error }
+
+// Renew fails every hold with g's error.
+func (g panickedGroup) Renew(_ context.Context, _ []*Hold, _ []time.Duration, out []Outcome) {
+	for i := range out {
+		out[i] = Outcome{Err: g.err}
 	}
 }
 
