@@ -331,6 +331,53 @@ func TestNotify_pubsubDenied(t *testing.T) {
 	}
 }
 
+// dialPanic is a key held by one Client and a waiter's Client c on it,
+// whose go-redis client panics in its next dial once h is armed (the
+// pool's connection is made already).
+type dialPanic struct {
+	tg     *target
+	key    string
+	holder *lock.Lock
+	h      *kindtest.PanicWhen
+	logs   *logRecorder
+	c      *lock.Client
+}
+
+func newDialPanic(t *testing.T) *dialPanic {
+	t.Helper()
+	ctx := context.Background()
+	d := &dialPanic{tg: realTarget(t), key: keyFor(t), h: &kindtest.PanicWhen{Dial: true}, logs: &logRecorder{}}
+	d.holder = newClient(t, d.tg.rdb).NewLock(d.key)
+	must(t, "holder Acquire()", d.holder.Acquire(ctx))
+	rdb := d.tg.newRDB(t)
+	must(t, "PING", rdb.Ping(ctx).Err()) // the pool's connection: only the subscription dials next
+	rdb.AddHook(d.h)
+	d.c = newClient(t, rdb, lock.WithLogger(slog.New(d.logs)), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+	return d
+}
+
+// wait starts an Acquire of the key on c and returns once it sleeps.
+func (d *dialPanic) wait(t *testing.T) (*lock.Lock, <-chan error) {
+	t.Helper()
+	l := d.c.NewLock(d.key)
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(context.Background()) }()
+	waitIdle(t, d.c, d.key, 1)
+	return l, done
+}
+
+// handOver releases the holder's hold and checks that waiter, whose
+// Acquire reports on done, gets the lock; then releases it.
+func (d *dialPanic) handOver(t *testing.T, waiter *lock.Lock, done <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, "holder Release()", d.holder.Release(ctx))
+	if err := recv(t, done, "waiter Acquire"); err != nil {
+		t.Fatalf("waiter Acquire() = %v", err)
+	}
+	must(t, "waiter Release()", waiter.Release(ctx))
+}
+
 // TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing: a go-redis hook
 // that panics when the wake-up subscription dials (on the Notifier's
 // goroutine, where no caller could recover it) does not take the process
@@ -338,30 +385,13 @@ func TestNotify_pubsubDenied(t *testing.T) {
 // counts as failed and is tried again, and the waiter gets the lock once
 // its holder frees it.
 func TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing(t *testing.T) {
-	tg := realTarget(t)
-	ctx := context.Background()
-	key := keyFor(t)
-	holder := newClient(t, tg.rdb).NewLock(key)
-	must(t, "holder Acquire()", holder.Acquire(ctx))
-	rdb := tg.newRDB(t)
-	must(t, "PING", rdb.Ping(ctx).Err()) // the pool's connection: only the subscription dials next
-	h := &kindtest.PanicWhen{Dial: true}
-	rdb.AddHook(h)
-	logs := &logRecorder{}
-	c := newClient(t, rdb, lock.WithLogger(slog.New(logs)), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
-	h.Armed.Store(true)
-	waiter := c.NewLock(key)
-	done := make(chan any, 1)
-	go func() { done <- waiter.Acquire(ctx) }()
-	waitIdle(t, c, key, 1)
-	eventually(t, "the subscription's dial panics", func() bool { return !h.Armed.Load() })
-	must(t, "holder Release()", holder.Release(ctx))
-	if err, _ := recv(t, done, "waiter Acquire").(error); err != nil {
-		t.Fatalf("waiter Acquire() = %v", err)
-	}
-	must(t, "waiter Release()", waiter.Release(ctx))
-	wantPanicLogged(t, logs, "subscribe panicked")
-	closeWithin(t, c)
+	d := newDialPanic(t)
+	d.h.Armed.Store(true)
+	waiter, done := d.wait(t)
+	eventually(t, "the subscription's dial panics", func() bool { return !d.h.Armed.Load() })
+	d.handOver(t, waiter, done)
+	wantPanicLogged(t, d.logs, "subscribe panicked")
+	closeWithin(t, d.c)
 }
 
 // TestNotify_panickingReadGivesUpTheSubscription: a go-redis hook that
@@ -373,42 +403,22 @@ func TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing(t *testing.T) {
 // returns promptly, no goroutine is left, and a later wait subscribes
 // afresh.
 func TestNotify_panickingReadGivesUpTheSubscription(t *testing.T) {
-	tg := realTarget(t)
 	ctx := context.Background()
-	key := keyFor(t)
-	holder := newClient(t, tg.rdb).NewLock(key)
-	must(t, "holder Acquire()", holder.Acquire(ctx))
-	rdb := tg.newRDB(t)
-	h := &kindtest.PanicWhen{Dial: true}
-	rdb.AddHook(h)
-	logs := &logRecorder{}
-	c := newClient(t, rdb, lock.WithLogger(slog.New(logs)), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
-	waiter := c.NewLock(key)
-	done := make(chan error, 1)
-	go func() { done <- waiter.Acquire(ctx) }()
-	waitIdle(t, c, key, 1)
+	d := newDialPanic(t)
+	waiter, done := d.wait(t)
 	eventually(t, "the wake-up subscription is open", func() bool {
-		return lock.ClassicSubscriptions(c) == 1
+		return lock.ClassicSubscriptions(d.c) == 1
 	})
-	h.Armed.Store(true)
-	must(t, "CLIENT KILL TYPE pubsub", tg.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err())
+	d.h.Armed.Store(true)
+	must(t, "CLIENT KILL TYPE pubsub", d.tg.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err())
 	eventually(t, "the reader's redial panics and the subscription is given up", func() bool {
-		return !h.Armed.Load() && lock.ClassicSubscriptions(c) == 0
+		return !d.h.Armed.Load() && lock.ClassicSubscriptions(d.c) == 0
 	})
-	wantPanicLogged(t, logs, "wake-up read panicked")
-	must(t, "holder Release()", holder.Release(ctx))
-	if err := recv(t, done, "waiter Acquire"); err != nil {
-		t.Fatalf("waiter Acquire() = %v", err)
-	}
-	must(t, "waiter Release()", waiter.Release(ctx))
-	must(t, "holder Acquire() again", holder.Acquire(ctx))
-	again := c.NewLock(key)
-	go func() { done <- again.Acquire(ctx) }()
-	eventually(t, "a later wait subscribes afresh", func() bool { return lock.ClassicSubscriptions(c) == 1 })
-	must(t, "holder Release()", holder.Release(ctx))
-	if err := recv(t, done, "second waiter Acquire"); err != nil {
-		t.Fatalf("second waiter Acquire() = %v", err)
-	}
-	must(t, "second waiter Release()", again.Release(ctx))
-	closeWithin(t, c)
+	wantPanicLogged(t, d.logs, "wake-up read panicked")
+	d.handOver(t, waiter, done)
+	must(t, "holder Acquire() again", d.holder.Acquire(ctx))
+	waiter, done = d.wait(t)
+	eventually(t, "a later wait subscribes afresh", func() bool { return lock.ClassicSubscriptions(d.c) == 1 })
+	d.handOver(t, waiter, done)
+	closeWithin(t, d.c)
 }
