@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -577,5 +578,54 @@ func TestLock_Acquire_waitTimeoutVersusCtx(t *testing.T) {
 	wantErr(t, "Acquire() with the earlier wait timeout", err, lock.ErrNotAcquired)
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire() ended by the wait timeout = %v, must not match the ctx's DeadlineExceeded", err)
+	}
+}
+
+// dropReply is a go-redis hook that lets every single call matching match
+// reach Redis and run there, then replaces its reply with an error, as a
+// connection that broke after the write would.
+type dropReply struct{ match func(redis.Cmder) bool }
+
+func (h dropReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h dropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.match(cmd) {
+			err = errors.New("reply dropped")
+			cmd.SetErr(err)
+		}
+		return err
+	}
+}
+
+func (h dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestTryAcquire_panickingUndoIsLoggedInsteadOfCrashing: when the undo of
+// an attempt of unknown outcome panics in a go-redis hook (on a goroutine
+// of the engine's, where no caller could recover it), the process goes on:
+// TryAcquire returns the attempt's error, the undo's panic is logged at
+// Error level as its failure, and the key is left to expire with its TTL.
+func TestTryAcquire_panickingUndoIsLoggedInsteadOfCrashing(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	rdb.AddHook(dropReply{match: isAcquire})
+	undo := &kindtest.PanicWhen{Match: func(cmds []redis.Cmder) bool {
+		return slices.ContainsFunc(cmds, isScriptCall) && !slices.ContainsFunc(cmds, isAcquire)
+	}}
+	rdb.AddHook(undo)
+	undo.Armed.Store(true)
+	logs := &logRecorder{}
+	l := newClient(t, rdb, lock.WithLogger(slog.New(logs))).NewLock(keyFor(t))
+	ok, err := l.TryAcquire(ctx)
+	if ok || err == nil {
+		t.Fatalf("TryAcquire() with its reply dropped = %v, %v; want false and the call's error", ok, err)
+	}
+	wantPanicLogged(t, logs, "undo panicked")
+	undo.Armed.Store(false)
+	if n := rdb.Exists(ctx, lockKey(l.Key())).Val(); n != 1 {
+		t.Fatalf("the key exists %d times after an undo that panicked, want 1 (left to its TTL)", n)
 	}
 }

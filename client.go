@@ -155,7 +155,7 @@ func (c *Client) backend(k backendKind) backend {
 		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing, info: k.info, pub: &c.pub}
 		if k.coalesce {
 			if c.co == nil {
-				c.co = newLanes(c.rdb)
+				c.co = newLanes(c.rdb, c.cfg.logger)
 			}
 			sb.co = c.co
 		}

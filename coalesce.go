@@ -3,11 +3,14 @@ package lock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"runtime"
 	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/lease"
 )
 
 // coalescer sends the one-shot script calls of a Client (acquire, release,
@@ -37,7 +40,8 @@ import (
 // caller treats its outcome as unknown, as for a call sent alone.
 type coalescer struct {
 	rdb   scripter
-	limit int // sends out at once before calls queue up
+	limit int          // sends out at once before calls queue up
+	lg    *slog.Logger // the Client's: a pipeline that panics in the background is logged
 
 	mu    sync.Mutex
 	out   int       // sends out: single calls and pipelines
@@ -56,8 +60,8 @@ type queued struct {
 // maxBatch caps a pipeline: the rest of a longer queue goes in the next.
 const maxBatch = 256
 
-func newCoalescer(rdb scripter) *coalescer {
-	return &coalescer{rdb: rdb, limit: max(2, runtime.GOMAXPROCS(0))}
+func newCoalescer(rdb scripter, lg *slog.Logger) *coalescer {
+	return &coalescer{rdb: rdb, limit: max(2, runtime.GOMAXPROCS(0)), lg: lg}
 }
 
 // lanes gives each Redis node its own coalescer on a cluster, so that a
@@ -66,6 +70,7 @@ func newCoalescer(rdb scripter) *coalescer {
 // coalescer for everything elsewhere.
 type lanes struct {
 	rdb     scripter
+	lg      *slog.Logger
 	cluster *redis.ClusterClient // nil unless rdb is one
 
 	mu     sync.Mutex
@@ -73,12 +78,12 @@ type lanes struct {
 	one    *coalescer
 }
 
-func newLanes(rdb redis.UniversalClient) *lanes {
-	ls := &lanes{rdb: rdb}
+func newLanes(rdb redis.UniversalClient, lg *slog.Logger) *lanes {
+	ls := &lanes{rdb: rdb, lg: lg}
 	if cl, ok := rdb.(*redis.ClusterClient); ok {
 		ls.cluster, ls.byNode = cl, map[string]*coalescer{}
 	} else {
-		ls.one = newCoalescer(rdb)
+		ls.one = newCoalescer(rdb, lg)
 	}
 	return ls
 }
@@ -95,7 +100,7 @@ func (ls *lanes) lane(ctx context.Context, key string) *coalescer {
 	defer ls.mu.Unlock()
 	co := ls.byNode[addr]
 	if co == nil {
-		co = newCoalescer(ls.rdb)
+		co = newCoalescer(ls.rdb, ls.lg)
 		ls.byNode[addr] = co
 	}
 	return co
@@ -141,7 +146,7 @@ func (c *coalescer) do(ctx context.Context, cmd redis.Cmder, leave bool) error {
 			go func() {
 				defer close(settled)
 				if batch := <-q.ready; batch != nil {
-					c.send(ctx, batch) // lead it: the others ride on it
+					c.sendBackground(ctx, batch) // lead it: the others ride on it
 				}
 				c.put(q)
 			}()
@@ -163,7 +168,7 @@ func (c *coalescer) do(ctx context.Context, cmd redis.Cmder, leave bool) error {
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
-		c.send(ctx, batch)
+		c.sendBackground(ctx, batch)
 	}()
 	select {
 	case <-settled:
@@ -184,7 +189,15 @@ func (c *coalescer) direct(ctx context.Context, cmd redis.Cmder) {
 
 // errPipelinePanicked is the error of the calls that rode a shared
 // pipeline whose client panicked; the panic itself goes to its leader.
-var errPipelinePanicked = errors.New("lock: the go-redis client panicked while sending a shared pipeline")
+// It matches [ErrPanicked].
+var errPipelinePanicked error = pipelinePanicked{}
+
+type pipelinePanicked struct{}
+
+func (pipelinePanicked) Error() string {
+	return "lock: the go-redis client panicked while sending a shared pipeline"
+}
+func (pipelinePanicked) Unwrap() error { return ErrPanicked }
 
 // unsentError is the error of a call that left the queue unsent: Redis
 // never saw it, so there is nothing to undo.
@@ -288,6 +301,20 @@ func (c *coalescer) send(ctx context.Context, batch []*queued) {
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own reply or error
 	done = true
+}
+
+// sendBackground is send for a pipeline led from a goroutine of the
+// coalescer's, whose leader has left or may leave: there is no caller for
+// a panic of the client to go on to, so it is recovered and logged once
+// send has given every call of batch errPipelinePanicked and passed the
+// slot on.
+func (c *coalescer) sendBackground(ctx context.Context, batch []*queued) {
+	defer func() {
+		if v := recover(); v != nil {
+			lease.Recovered(c.lg, "shared pipeline", v)
+		}
+	}()
+	c.send(ctx, batch)
 }
 
 // next ends one send. When calls are queued, the slot goes straight to the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -598,4 +600,47 @@ func TestCoalescing_panickingClient(t *testing.T) {
 		}
 		must(t, "TryAcquire() after the pipeline's panic", tryOK(tctx, c.NewLock(keyFor(t)+":after2")))
 	})
+}
+
+// TestCoalescing_panickingPipelineLedFromBackground: a shared pipeline led
+// from a goroutine of the coalescer's (its leader may leave at the end of
+// its ctx), whose client panics, gives every call riding it an error
+// matching ErrPanicked, logs the panic once at Error level, and passes the
+// send slot on; the process goes on.
+func TestCoalescing_panickingPipelineLedFromBackground(t *testing.T) {
+	ctx := context.Background()
+	rdb := realTarget(t).newRDB(t)
+	logs := &logRecorder{}
+	c := newClient(t, rdb, lock.WithLogger(slog.New(logs)))
+	warm := c.NewLock(keyFor(t) + ":warm")
+	must(t, "warm-up TryAcquire()", tryOK(ctx, warm))
+	must(t, "warm-up Release()", warm.Release(ctx))
+	g := addPipeGate(t, rdb)
+	g.openPipes()
+	h := &kindtest.PanicWhen{Match: func(cmds []redis.Cmder) bool { return len(cmds) > 1 && slices.ContainsFunc(cmds, isAcquire) }}
+	rdb.AddHook(h)
+	h.Armed.Store(true)
+	// With a deadline, the pipeline's leader may leave: it is sent from
+	// the coalescer's own goroutine.
+	tctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	errs := make(chan error, 2)
+	call := func(i int) func() {
+		l := c.NewLock(fmt.Sprintf("%s:queued:%d", keyFor(t), i))
+		return func() { errs <- tryOK(tctx, l) }
+	}
+	ridePipeline(t, c, g, call(0), call(1))
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, lock.ErrPanicked) {
+				t.Fatalf("TryAcquire() on a pipeline whose client panicked = %v, want an error matching ErrPanicked", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a call on a pipeline whose client panicked did not return within 5s")
+		}
+	}
+	h.Armed.Store(false)
+	wantPanicLogged(t, logs, "shared pipeline panicked")
+	must(t, "TryAcquire() after the pipeline's panic", tryOK(tctx, c.NewLock(keyFor(t)+":after")))
 }

@@ -34,6 +34,18 @@ var (
 	// too); their texts are "lock: not acquired", "lock: not held", "lock:
 	// lock lost", "lock: client closed" and "lock: invalid argument".
 	ErrInvalid = lease.ErrInvalid
+
+	// ErrPanicked is matched by the error of work the library does on a
+	// goroutine of its own, with no caller for a panic to go on to, when a
+	// call it made there panicked (a go-redis hook, the Observer, the
+	// logger): the renewal error behind a [LostError] (renewal is retried,
+	// and the hold lost at its safety deadline while the calls keep
+	// panicking); the error of a call that rode a shared pipeline led from
+	// the background; a redlock node's call. Each such panic is logged once
+	// at Error level, with its stack, through [WithLogger]. Its text is
+	// "lock: call panicked". A panic on the caller's own goroutine goes on
+	// to the caller.
+	ErrPanicked = lease.ErrPanicked
 )
 
 // LossReason says why a hold ended involuntarily.

@@ -25,6 +25,13 @@ func ShardedSubscriptions(c *Client) int {
 	return n
 }
 
+// ClassicSubscriptions returns how many classic pub/sub connections c
+// holds open.
+func ClassicSubscriptions(c *Client) int {
+	n, _ := c.eng.Notifier.Subscriptions()
+	return n
+}
+
 // SetNotifyIdle sets how long an unused wake-up channel stays subscribed;
 // the default comes back when the test ends.
 func SetNotifyIdle(t interface{ Cleanup(func()) }, d time.Duration) {

@@ -73,7 +73,7 @@ func OnGiftTaken(c *Client, fn func()) { c.eng.Notifier.SetGiftHook(fn) }
 
 // CoalescerLimit reports, for tests, how many sends a coalescer lets out
 // at once before calls queue up.
-func CoalescerLimit() int { return newCoalescer(nil).limit }
+func CoalescerLimit() int { return newCoalescer(nil, nil).limit }
 
 // newClientWithBackend returns a Client whose every lock talks to be (a
 // fake Redis), without wake-ups: the one seam for the tests of the engine's

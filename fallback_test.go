@@ -1,7 +1,6 @@
 package lock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -53,24 +52,6 @@ func restart(t *testing.T, s *redistest.Server, rdb *redis.Client) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestFallback_redisDown: with the server killed, Acquire falls back to a
 // degraded hold (fence 0, no TTL, never lost), reported to the Observer
 // and logged; goroutines of the Client still exclude each other on the
@@ -81,7 +62,7 @@ func TestFallback_redisDown(t *testing.T) {
 	ctx := context.Background()
 	key := keyFor(t)
 	rec := &kindtest.Recorder{}
-	var logs syncBuffer
+	var logs kindtest.SyncBuffer
 	c := newClient(t, rdb, lock.WithFallback(lock.FallbackLocal), lock.WithObserver(rec),
 		lock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), lock.WithTTL(5*time.Second))
 

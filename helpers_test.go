@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -165,4 +166,31 @@ func holdsPerMaster(t *testing.T, cl *redistest.Cluster, c *lock.Client, n int, 
 		held++
 	}
 	return locks
+}
+
+// wantPanicLogged fails t unless logs holds an Error record whose message
+// contains what, with the panic's value and a stack.
+func wantPanicLogged(t *testing.T, logs *logRecorder, what string) {
+	t.Helper()
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, r := range logs.records {
+		if r.Level != slog.LevelError || !strings.Contains(r.Message, what) {
+			continue
+		}
+		var val, stack string
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "panic":
+				val = a.Value.String()
+			case "stack":
+				stack = a.Value.String()
+			}
+			return true
+		})
+		if val == "hook panicked" && strings.Contains(stack, "goroutine") {
+			return
+		}
+	}
+	t.Fatalf("no Error record %q with the panic and its stack among %d records", what, len(logs.records))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -327,4 +329,96 @@ func TestNotify_pubsubDenied(t *testing.T) {
 	for range 2 {
 		must(t, "waiter", <-done)
 	}
+}
+
+// dialPanic is a key held by one Client and a waiter's Client c on it,
+// whose go-redis client panics in its next dial once h is armed (the
+// pool's connection is made already).
+type dialPanic struct {
+	tg     *target
+	key    string
+	holder *lock.Lock
+	h      *kindtest.PanicWhen
+	logs   *logRecorder
+	c      *lock.Client
+}
+
+func newDialPanic(t *testing.T) *dialPanic {
+	t.Helper()
+	ctx := context.Background()
+	d := &dialPanic{tg: realTarget(t), key: keyFor(t), h: &kindtest.PanicWhen{Dial: true}, logs: &logRecorder{}}
+	d.holder = newClient(t, d.tg.rdb).NewLock(d.key)
+	must(t, "holder Acquire()", d.holder.Acquire(ctx))
+	rdb := d.tg.newRDB(t)
+	must(t, "PING", rdb.Ping(ctx).Err()) // the pool's connection: only the subscription dials next
+	rdb.AddHook(d.h)
+	d.c = newClient(t, rdb, lock.WithLogger(slog.New(d.logs)), lock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+	return d
+}
+
+// wait starts an Acquire of the key on c and returns once it sleeps.
+func (d *dialPanic) wait(t *testing.T) (*lock.Lock, <-chan error) {
+	t.Helper()
+	l := d.c.NewLock(d.key)
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(context.Background()) }()
+	waitIdle(t, d.c, d.key, 1)
+	return l, done
+}
+
+// handOver releases the holder's hold and checks that waiter, whose
+// Acquire reports on done, gets the lock; then releases it.
+func (d *dialPanic) handOver(t *testing.T, waiter *lock.Lock, done <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, "holder Release()", d.holder.Release(ctx))
+	if err := recv(t, done, "waiter Acquire"); err != nil {
+		t.Fatalf("waiter Acquire() = %v", err)
+	}
+	must(t, "waiter Release()", waiter.Release(ctx))
+}
+
+// TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing: a go-redis hook
+// that panics when the wake-up subscription dials (on the Notifier's
+// goroutine, where no caller could recover it) does not take the process
+// down: the panic is logged at Error level with its stack, the SUBSCRIBE
+// counts as failed and is tried again, and the waiter gets the lock once
+// its holder frees it.
+func TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing(t *testing.T) {
+	d := newDialPanic(t)
+	d.h.Armed.Store(true)
+	waiter, done := d.wait(t)
+	eventually(t, "the subscription's dial panics", func() bool { return !d.h.Armed.Load() })
+	d.handOver(t, waiter, done)
+	wantPanicLogged(t, d.logs, "subscribe panicked")
+	closeWithin(t, d.c)
+}
+
+// TestNotify_panickingReadGivesUpTheSubscription: a go-redis hook that
+// panics when the wake-up reader redials its broken connection (on the
+// Notifier's goroutine) does not take the process down: the panic is
+// logged at Error level with its stack, and the reader gives that PubSub
+// up (go-redis may hold its lock still, so Close must not wait on it): the
+// waiter gets the lock by its backoff once its holder frees it, Close
+// returns promptly, no goroutine is left, and a later wait subscribes
+// afresh.
+func TestNotify_panickingReadGivesUpTheSubscription(t *testing.T) {
+	ctx := context.Background()
+	d := newDialPanic(t)
+	waiter, done := d.wait(t)
+	eventually(t, "the wake-up subscription is open", func() bool {
+		return lock.ClassicSubscriptions(d.c) == 1
+	})
+	d.h.Armed.Store(true)
+	must(t, "CLIENT KILL TYPE pubsub", d.tg.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err())
+	eventually(t, "the reader's redial panics and the subscription is given up", func() bool {
+		return !d.h.Armed.Load() && lock.ClassicSubscriptions(d.c) == 0
+	})
+	wantPanicLogged(t, d.logs, "wake-up read panicked")
+	d.handOver(t, waiter, done)
+	must(t, "holder Acquire() again", d.holder.Acquire(ctx))
+	waiter, done = d.wait(t)
+	eventually(t, "a later wait subscribes afresh", func() bool { return lock.ClassicSubscriptions(d.c) == 1 })
+	d.handOver(t, waiter, done)
+	closeWithin(t, d.c)
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 )
@@ -483,4 +486,58 @@ func TestRenewal_failedShorterWriteLandingLate(t *testing.T) {
 		must(t, "Extend()", l.Extend(ctx, 30*time.Second))
 		landLate(t, l, ls, obs, ttl)
 	})
+}
+
+// TestRenewal_panickingHookLosesHoldInsteadOfCrashing: a go-redis hook that
+// panics in every renewal call (on the renewal loop's goroutines, where no
+// caller could recover it) does not take the process down: each call fails
+// and is retried, the panic is logged at Error level with its stack, and
+// the hold is lost at its safety deadline with an error that says the call
+// panicked.
+func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	h := &kindtest.PanicWhen{Match: scriptPipeline}
+	rdb.AddHook(h)
+	logs := &logRecorder{}
+	l := newClient(t, rdb, lock.WithLogger(slog.New(logs))).NewLock(keyFor(t), lock.WithTTL(ttl))
+	must(t, "Acquire()", l.Acquire(context.Background()))
+	h.Armed.Store(true) // renewals go as pipelines; the acquire went alone
+	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
+	h.Armed.Store(false)
+	err := l.LostErr()
+	if !errors.Is(err, lock.ErrLockLost) || !errors.Is(err, lock.ErrPanicked) || !strings.Contains(err.Error(), "hook panicked") {
+		t.Fatalf("LostErr() = %v, want a loss matching ErrLockLost and ErrPanicked that names the panic", err)
+	}
+	wantPanicLogged(t, logs, "renewal call panicked")
+}
+
+// TestRenewal_panickingObserverStillReportsLoss: an Observer that panics
+// when told of a loss the renewal loop found (on its goroutine, where no
+// caller could recover it) does not take the process down, nor keep the
+// loss from Lost(): the panic is logged at Error level with its stack.
+func TestRenewal_panickingObserverStillReportsLoss(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	logs := &logRecorder{}
+	obs := lock.ObserverFunc(func(e lock.Event) {
+		if e.Kind == lock.EventLost {
+			panic("hook panicked")
+		}
+	})
+	c := newClient(t, rdb, lock.WithLogger(slog.New(logs)), lock.WithObserver(obs))
+	l := c.NewLock(keyFor(t), lock.WithTTL(600*time.Millisecond))
+	must(t, "Acquire()", l.Acquire(ctx))
+	must(t, "DEL", rdb.Del(ctx, lockKey(l.Key())).Err()) // the next renewal finds the key gone
+	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
+	var le *lock.LostError
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossForceReleased {
+		t.Fatalf("LostErr() = %v, want reason force-released", l.LostErr())
+	}
+	eventually(t, "the Observer's panic is logged", func() bool {
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		return slices.ContainsFunc(logs.records, func(r slog.Record) bool { return r.Level == slog.LevelError })
+	})
+	wantPanicLogged(t, logs, "loss report panicked")
 }

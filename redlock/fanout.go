@@ -2,11 +2,13 @@ package redlock
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentlock/lock/internal/lease"
 	"github.com/agentlock/lock/internal/luascripts"
 )
 
@@ -107,7 +109,7 @@ func (r *round) sendAll() {
 // the delete not overtake the call.
 func (r *round) do(ctx context.Context, i int) {
 	nd := &r.nodes[i]
-	nd.cmd = r.call.Send(ctx, r.c.nodes[i])
+	nd.cmd = r.sendTo(ctx, i)
 	handed := !nd.state.CompareAndSwap(callOut, callReturned)
 	last := r.pending.Add(-1) == 0
 	if last && r.done != nil {
@@ -124,6 +126,20 @@ func (r *round) do(ctx context.Context, i int) {
 		r.c.unhand(r)
 		nd.drop.sendLate(i)
 	}
+}
+
+// sendTo sends node i's call and returns it with its reply. A call that
+// panics (a go-redis hook, say) fails with an error matching
+// lock.ErrPanicked, logged once, like a call that failed: the call
+// goroutine goes on serving, and the caller tallies the node as failed.
+func (r *round) sendTo(ctx context.Context, i int) (cmd *redis.IntCmd) {
+	defer func() {
+		if v := recover(); v != nil {
+			cmd = redis.NewIntCmd(ctx)
+			cmd.SetErr(lease.Recovered(r.c.eng.Logger, "redlock node call", v, slog.Int("node", i)))
+		}
+	}()
+	return r.call.Send(ctx, r.c.nodes[i])
 }
 
 // sendLate sends node i's call of the drop d from a goroutine other than
@@ -209,6 +225,14 @@ func (t task) run() {
 	t.r.do(t.r.ctx, t.i)
 }
 
+// serve runs t; a panic that escapes it is logged and ends t alone, and
+// the call goroutine goes on serving (the calls themselves turn a panic
+// into their error: see sendTo).
+func (c *Client) serve(t task) {
+	defer c.eng.Survive("redlock call")
+	t.run()
+}
+
 // workerIdle is how long an idle call goroutine waits for more work.
 const workerIdle = time.Second
 
@@ -226,7 +250,7 @@ func (c *Client) run(t task) {
 // worker runs t, then waits for more until idle for workerIdle or the
 // Client is closed.
 func (c *Client) worker(t task) {
-	t.run()
+	c.serve(t)
 	if c.eng.Closed() {
 		return
 	}
@@ -235,7 +259,7 @@ func (c *Client) worker(t task) {
 	for {
 		select {
 		case t := <-c.work:
-			t.run()
+			c.serve(t)
 			if c.eng.Closed() {
 				return
 			}

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -29,6 +30,24 @@ func (s *settings) group(context.Context, *lease.Hold) lease.Group {
 	return renewGroup{c: s.c, timeout: s.config.nodeTimeout, quorum: s.quorum}
 }
 
+// extendAll extends every hold of items on node i, one pipeline. A call
+// that panics (a go-redis hook, say) fails for every hold with an error
+// matching lock.ErrPanicked, logged once: the holds are retried like
+// those of a node that did not answer.
+func (c *Client) extendAll(ctx context.Context, i int, rdb redis.UniversalClient, items []luascripts.ExtendItem) (cmds []*redis.Cmd) {
+	defer func() {
+		if v := recover(); v != nil {
+			err := lease.Recovered(c.eng.Logger, "redlock renewal call", v, slog.Int("node", i))
+			cmds = make([]*redis.Cmd, len(items))
+			for j := range cmds {
+				cmds[j] = redis.NewCmd(ctx)
+				cmds[j].SetErr(err)
+			}
+		}
+	}()
+	return luascripts.ExtendAll(ctx, rdb, items, false)
+}
+
 // Renew extends every hold of hs on every node, one pipeline per node, each
 // bounded by the node timeout for the shortest TTL in the batch and by
 // ctx, and counts each hold's quorum: a hold is confirmed by a quorum of
@@ -52,7 +71,7 @@ func (g renewGroup) Renew(ctx context.Context, hs []*lease.Hold, ttls []time.Dur
 		wg.Add(1)
 		c.run(task{fn: func() {
 			defer wg.Done()
-			replies[i] = luascripts.ExtendAll(ctx, rdb, items, false)
+			replies[i] = c.extendAll(ctx, i, rdb, items)
 		}})
 	}
 	wg.Wait()

@@ -27,7 +27,7 @@ func (e *Engine) send(due []*Hold) {
 	index := map[Group]int{}
 	last := -1
 	for _, h := range due {
-		g := h.hd.pol.Group(e.ctx, h)
+		g := e.groupOf(h)
 		if last < 0 || batches[last].g != g {
 			i, ok := index[g]
 			if !ok {
@@ -51,6 +51,31 @@ func (e *Engine) send(due []*Hold) {
 	}
 }
 
+// groupOf returns the renewal batch h joins now. A Group lookup that
+// panics (a cluster client's slot lookup runs go-redis code and hooks)
+// puts h in a batch of its own whose renewal fails with that panic: h is
+// retried and, while the lookups keep panicking, lost at its deadline,
+// rather than left out of the loop.
+func (e *Engine) groupOf(h *Hold) (g Group) {
+	defer func() {
+		if v := recover(); v != nil {
+			g = panickedGroup{Recovered(e.Logger, "renewal batch lookup", v)}
+		}
+	}()
+	return h.hd.pol.Group(e.ctx, h)
+}
+
+// panickedGroup is the batch of holds whose Group lookup panicked with
+// err: its renewal sends nothing and fails with err.
+type panickedGroup struct{ err error }
+
+// Renew fails every hold with g's error.
+func (g panickedGroup) Renew(_ context.Context, _ []*Hold, _ []time.Duration, out []Outcome) {
+	for i := range out {
+		out[i] = Outcome{Err: g.err}
+	}
+}
+
 // renew sends one chunk. Its call must end before the earliest deadline in
 // the chunk, or a dead server could hold it past the point where the hold
 // has to be given up. The call carries that deadline in its context, but
@@ -58,6 +83,7 @@ func (e *Engine) send(due []*Hold) {
 // renew also watches the deadlines itself while the call is out.
 func (e *Engine) renew(g Group, hs []*Hold) {
 	defer e.wg.Done()
+	defer e.Survive("renewal") // an Observer or logger of apply's
 	ttls := make([]time.Duration, len(hs))
 	e.mu.Lock()
 	dl := hs[0].deadline
@@ -74,10 +100,27 @@ func (e *Engine) renew(g Group, hs []*Hold) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer e.renewPanicked(out)
 		g.Renew(ctx, hs, ttls, out)
 	}()
 	e.watch(hs, dl, lowered, done)
 	e.apply(hs, ttls, sent, out)
+}
+
+// renewPanicked, deferred by the goroutine of a renewal call, recovers a
+// panic of the call (a go-redis hook, say) and makes it the call's failure
+// for every hold of it: Failed, of unknown outcome, with an error that
+// matches ErrPanicked. The holds are retried like those of a call that got
+// no answer, and lost at their deadline if the calls keep panicking.
+func (e *Engine) renewPanicked(out []Outcome) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	err := Recovered(e.Logger, "renewal call", v)
+	for i := range out {
+		out[i] = Outcome{Status: Failed, Err: err, Unknown: true}
+	}
 }
 
 // watch waits until done closes. Meanwhile a hold of hs whose deadline
@@ -124,9 +167,7 @@ func (e *Engine) expireInFlight(hs []*Hold) (next int64, lowered <-chan struct{}
 		}
 	}
 	e.mu.Unlock()
-	for _, n := range lost {
-		n.h.markLost(n.reason, n.err)
-	}
+	e.signalLost(lost)
 	return next, lowered, ok
 }
 
@@ -204,6 +245,9 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 	}
 	e.mu.Unlock()
 	e.wake()
+	// The losses are reported even if the Observer or the logger panics
+	// below (renew recovers it).
+	defer e.signalLost(lost)
 	for _, n := range left {
 		n.h.abandon(n.deadline)
 	}
@@ -216,9 +260,6 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 		}
 	}
 	observeRenewed(renewed)
-	for _, n := range lost {
-		n.h.markLost(n.reason, n.err)
-	}
 }
 
 // requeue puts h, whose renewal call has returned, back into the loop; once

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 )
@@ -20,11 +21,14 @@ func (hd *Handle) bounded(ctx context.Context) bool {
 
 // pending is one call runBounded runs.
 type pending[R any] struct {
-	call  func() R
-	after func(R)
-	r     R
-	done  chan struct{}
-	state atomic.Int32 // callRunning, then callDone or callLeft
+	call     func() R
+	after    func(R, error)
+	r        R
+	returned bool // the call returned (a panic then came from after)
+	panicked any  // the call panicked with this while its caller waited (see recover)
+	done     chan struct{}
+	state    atomic.Int32 // callRunning, then callDone or callLeft
+	lg       *slog.Logger
 }
 
 const (
@@ -38,22 +42,57 @@ func (p *pending[R]) run(wg *sync.WaitGroup) {
 	if wg != nil {
 		defer wg.Done()
 	}
+	defer p.recover()
 	p.r = p.call()
+	p.returned = true
 	if p.state.CompareAndSwap(callRunning, callDone) {
 		close(p.done)
 		return
 	}
 	if p.after != nil {
-		p.after(p.r)
+		p.after(p.r, nil)
 	}
+}
+
+// recover, deferred by run, recovers a panic of the call (a go-redis hook,
+// say) or of after. While the caller still waits, the panic is handed to
+// it, to go on on its own goroutine (result); once it has left, the panic
+// is logged and after, if the call itself panicked, receives the zero R and
+// an error matching ErrPanicked: the call's outcome is unknown.
+func (p *pending[R]) recover() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if !p.returned && p.state.CompareAndSwap(callRunning, callDone) {
+		p.panicked = v
+		close(p.done)
+		return
+	}
+	err := Recovered(p.lg, "call", v)
+	if p.after != nil && !p.returned {
+		var zero R
+		p.after(zero, err)
+	}
+}
+
+// result returns the call's result, or panics with what the call panicked
+// with: on the caller's goroutine, as if the call had run there.
+func (p *pending[R]) result() R {
+	if p.panicked != nil {
+		panic(p.panicked)
+	}
+	return p.r
 }
 
 // runBounded runs call on a goroutine of e and waits for it until ctx is
 // done. It returns call's result and true, or, when ctx ended first, the
 // zero R and false: call then runs on, and after (when not nil) receives
-// its result on that goroutine once it returns.
-func runBounded[R any](e *Engine, ctx context.Context, call func() R, after func(R)) (R, bool) {
-	p := &pending[R]{call: call, after: after, done: make(chan struct{})}
+// its result on that goroutine once it returns, or the zero R and an error
+// matching ErrPanicked if it panicked (see pending.recover). A call that
+// panics while the caller waits panics on the caller's goroutine.
+func runBounded[R any](e *Engine, ctx context.Context, call func() R, after func(R, error)) (R, bool) {
+	p := &pending[R]{call: call, after: after, done: make(chan struct{}), lg: e.Logger}
 	if e.track() {
 		go p.run(&e.bg)
 	} else {
@@ -61,7 +100,7 @@ func runBounded[R any](e *Engine, ctx context.Context, call func() R, after func
 	}
 	select {
 	case <-p.done:
-		return p.r, true
+		return p.result(), true
 	case <-ctx.Done():
 	}
 	if p.state.CompareAndSwap(callRunning, callLeft) {
@@ -69,7 +108,7 @@ func runBounded[R any](e *Engine, ctx context.Context, call func() R, after func
 		return zero, false
 	}
 	<-p.done // it returned just now
-	return p.r, true
+	return p.result(), true
 }
 
 // Call runs call, a kind's own call for a verb on hd with ctx. When the

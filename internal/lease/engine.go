@@ -75,16 +75,23 @@ const BackgroundWait = 5 * time.Second
 
 // Go runs fn, a task bounded on its own, on a goroutine that Close waits
 // for (up to BackgroundWait), and reports true; once Close has begun it
-// runs nothing and reports false.
+// runs nothing and reports false. A panic of fn is recovered and logged
+// (see Survive).
 func (e *Engine) Go(fn func()) bool {
 	if !e.track() {
 		return false
 	}
 	go func() {
 		defer e.bg.Done()
-		fn()
+		e.guard(fn)
 	}()
 	return true
+}
+
+// guard runs fn, recovering and logging a panic of it (see Survive).
+func (e *Engine) guard(fn func()) {
+	defer e.Survive("background task")
+	fn()
 }
 
 // track counts one more background task that Close waits for and reports
@@ -105,7 +112,7 @@ func (e *Engine) track() bool {
 // begun: fn must be bounded on its own.
 func (e *Engine) background(fn func()) {
 	if !e.Go(fn) {
-		go fn()
+		go e.guard(fn)
 	}
 }
 

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -219,11 +220,21 @@ func (hd *Handle) undoLater(k Kind, token string) <-chan struct{} {
 	done := make(chan struct{})
 	hd.pol.Engine.background(func() {
 		defer close(done)
+		defer hd.undoPanicked()
 		uctx, cancel := context.WithTimeout(context.Background(), hd.pol.UndoTimeout)
 		defer cancel()
 		k.Undo(uctx, token)
 	})
 	return done
+}
+
+// undoPanicked, deferred by an undo, recovers a panic of its call (a
+// go-redis hook, say) and logs it as the undo's failure: what the attempt
+// may have set is left to expire with its TTL.
+func (hd *Handle) undoPanicked() {
+	if v := recover(); v != nil {
+		Recovered(hd.pol.Engine.Logger, "undo", v, slog.String("key", hd.Keys.User))
+	}
 }
 
 // attempt makes one attempt with token and installs the hold it takes. An
@@ -234,10 +245,11 @@ func (hd *Handle) undoLater(k Kind, token string) <-chan struct{} {
 func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt, held *Hold, cut bool) {
 	if hd.bounded(ctx) {
 		var ok bool
-		a, ok = runBounded(hd.pol.Engine, ctx, func() Attempt { return k.Try(ctx, token) }, func(a Attempt) {
+		a, ok = runBounded(hd.pol.Engine, ctx, func() Attempt { return k.Try(ctx, token) }, func(a Attempt, panicked error) {
 			// Only now is the call's outcome known: an undo sent before
-			// it could run in Redis ahead of the attempt it undoes.
-			if a.OK || a.Unknown || hd.pol.Queued {
+			// it could run in Redis ahead of the attempt it undoes. One
+			// that panicked may have been sent.
+			if a.OK || a.Unknown || panicked != nil || hd.pol.Queued {
 				hd.undoLater(k, token)
 			}
 		})

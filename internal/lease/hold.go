@@ -252,18 +252,22 @@ func (h *Hold) lose(reason Reason, err error, byRelease bool) {
 	h.mu.Unlock()
 	h.unlisten()
 
+	// Lost() closes and the callbacks run even if the Observer or the
+	// logger panics.
+	defer func() {
+		if ch != nil {
+			close(ch)
+		}
+		for _, fn := range fns {
+			fn(cause)
+		}
+	}()
 	// The Observer and the log first: whoever reacts to Lost() finds the
 	// loss already reported.
 	p.observe(h.hd.Keys.User, Event{Kind: EventLost, Token: h.token, Fence: h.fence, Err: cause, Held: h.heldUntil(time.Now())})
 	if lg := p.Logger; lg != nil {
 		lg.Warn(p.Pkg+" lost", slog.String("key", h.hd.Keys.User), slog.String("reason", reason.Name()),
 			slog.Int64("fence", h.fence), slog.Any("err", err))
-	}
-	if ch != nil {
-		close(ch)
-	}
-	for _, fn := range fns {
-		fn(cause)
 	}
 }
 
@@ -293,6 +297,7 @@ func (h *Hold) abandon(deadline int64) {
 		return
 	}
 	x.afterFn = time.AfterFunc(untilMono(deadline), func() {
+		defer h.hd.pol.Engine.Survive("loss report")
 		h.markLost(LossExpired, ErrClosed)
 	})
 }

@@ -214,6 +214,7 @@ func (n *Notifier) subscribeOnce(cs *channelState) {
 	n.wg.Add(1) // under n.mu: close either sees it or we saw closed
 	go func() {
 		defer n.wg.Done()
+		defer n.e.Survive("subscribe")
 		n.subscribe(cs)
 	}()
 }
@@ -293,7 +294,7 @@ func (n *Notifier) subscribeOn(src Source, cs *channelState) bool {
 			s.order.Unlock()
 			continue // subscription no longer finds it in n.subs
 		}
-		ok := done || s.subscribe(n.e.ctx, cs.name) == nil
+		ok := done || n.shielded("subscribe", func() error { return s.subscribe(n.e.ctx, cs.name) }) == nil
 		s.firstSent()
 		if ok && !done {
 			n.mu.Lock()

@@ -265,8 +265,15 @@ func (e *Engine) run() {
 			continue
 		case <-t.C:
 		}
-		e.tick()
+		e.tickSafely()
 	}
+}
+
+// tickSafely is tick, recovering and logging a panic (an Observer or a
+// logger told of a loss): the loop goes on.
+func (e *Engine) tickSafely() {
+	defer e.Survive("renewal loop")
+	e.tick()
 }
 
 // lossNote is a loss found under e.mu, signalled after it is released.
@@ -319,10 +326,22 @@ func (e *Engine) tick() {
 		}
 	}
 	e.mu.Unlock()
-	for _, n := range lost {
-		n.h.markLost(n.reason, n.err)
-	}
+	e.signalLost(lost)
 	e.send(due)
+}
+
+// signalLost reports each note's hold lost, from a goroutine of the
+// renewal loop's: an Observer or a logger that panics while told of one
+// loss (recovered and logged) keeps no other hold from its report.
+func (e *Engine) signalLost(notes []lossNote) {
+	for _, n := range notes {
+		e.signalOne(n)
+	}
+}
+
+func (e *Engine) signalOne(n lossNote) {
+	defer e.Survive("loss report")
+	n.h.markLost(n.reason, n.err)
 }
 
 // renewalDue reports whether h's next event is a renewal (not its deadline

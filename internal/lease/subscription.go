@@ -24,6 +24,7 @@ import (
 // connected, or keeps the channel for the redial.
 func (n *Notifier) run(s *subscription) {
 	defer n.wg.Done()
+	defer n.e.Survive("wake-up reader") // an Observer told of a force-release, say
 	ctx := n.e.ctx
 	ps := s.ps
 	if n.readerWaits != nil {
@@ -40,7 +41,7 @@ func (n *Notifier) run(s *subscription) {
 	lastSweep := time.Now()
 	failures := 0
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, idleAfter()/3)
+		msg, err := n.receive(ctx, ps)
 		if ctx.Err() != nil {
 			return
 		}
@@ -52,6 +53,16 @@ func (n *Notifier) run(s *subscription) {
 			lastSweep = time.Now()
 		}
 		if err != nil {
+			if errors.Is(err, ErrPanicked) {
+				// go-redis may have panicked holding the PubSub's lock
+				// (a dial hook's panic during its redial does): it is
+				// given up unclosed, since Close would wait for that lock
+				// forever. Its channels are subscribed afresh, on a new
+				// one, by their next join; until then their waiters rely
+				// on their backoff.
+				n.drop(s)
+				return
+			}
 			if isTimeout(err) {
 				continue
 			}
@@ -97,6 +108,30 @@ func (n *Notifier) run(s *subscription) {
 			n.deliver(m.Channel, m.Payload)
 		}
 	}
+}
+
+// receive reads ps's next message, waiting a third of idleAfter at most. A
+// read that panics (a go-redis dial hook, say) returns an error matching
+// ErrPanicked instead, logged (see Recovered): run then gives s up.
+func (n *Notifier) receive(ctx context.Context, ps *redis.PubSub) (msg any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			msg, err = nil, Recovered(n.logger(), "wake-up read", v)
+		}
+	}()
+	return ps.ReceiveTimeout(ctx, idleAfter()/3)
+}
+
+// shielded returns call's error, or, if it panics (a go-redis hook, say),
+// an error matching ErrPanicked, logged (see Recovered): the panic fails
+// the call, what, like any error would.
+func (n *Notifier) shielded(what string, call func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = Recovered(n.logger(), what, v)
+		}
+	}()
+	return call()
 }
 
 // confirmed marks channel ready and wakes all its waiters (an inbox's: its
@@ -154,7 +189,7 @@ func (n *Notifier) sweep(s *subscription) (retired bool) {
 	}
 	n.mu.Unlock()
 	if len(idle) > 0 && !s.retired {
-		_ = s.unsubscribe(n.e.ctx, idle...)
+		_ = n.shielded("unsubscribe", func() error { return s.unsubscribe(n.e.ctx, idle...) })
 	}
 	return s.retired
 }
@@ -225,6 +260,7 @@ func (n *Notifier) close() {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
+			defer n.e.Survive("pub/sub close")
 			_ = s.ps.Close()
 		}()
 	}

@@ -146,7 +146,12 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 		r, ok := runBounded(e, ctx, func() result {
 			o, settled := k.Extend(ctx, h, ttl)
 			return result{o, settled}
-		}, func(r result) { e.settleExtend(h, ttl, start, r.o, r.settled) })
+		}, func(r result, panicked error) {
+			if panicked != nil {
+				r.o = Outcome{Err: panicked, Unknown: true}
+			}
+			e.settleExtend(h, ttl, start, r.o, r.settled)
+		})
 		if !ok {
 			// Unanswered by the caller's deadline: it may land later, after
 			// writes not yet sent (see ttlCap).
