@@ -163,6 +163,9 @@ func TestReal_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
 	h := kindtest.CaptureFirstScript(nodes[0].(*redis.Client), lockKey(key))
 	l := newClient(t, nodes, redlock.WithTTL(time.Second), redlock.WithWatchdog(false)).NewLock(key)
 	must(t, "Acquire()", l.Acquire(ctx))
+	// Acquire returns at quorum: let the third node's acquire land first,
+	// or the Extend could reach that node before it.
+	waitHolders(t, nodes, key, l.Token(), 3)
 	must(t, "Extend()", l.Extend(ctx, time.Minute))
 
 	h.Replay(t, nodes[0])
