@@ -3,12 +3,8 @@ package lease
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestNotifier_listen_subscribeRetried: a hold listening on the Client's
@@ -16,21 +12,10 @@ import (
 // subscribed by the background retry with no waiter on it, and a
 // force-release message then reaches the hold.
 func TestNotifier_listen_subscribeRetried(t *testing.T) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	defer rdb.Close()
-	var asked atomic.Int32
-	var e Engine
-	e.Init(func(string) []Source {
-		if asked.Add(1) == 1 {
-			return nil // the first subscribe finds no source
-		}
-		return []Source{rdb}
-	}, nil)
-	defer e.Close(nil)
+	e, rdb, asked := engineFirstSubscribeFails(t)
 	n := &e.Notifier
 	const channel = "lock:force:c1"
-	pol := &Policy{Engine: &e, Pkg: "lock", Inbox: channel, TTL: time.Minute,
+	pol := &Policy{Engine: e, Pkg: "lock", Inbox: channel, TTL: time.Minute,
 		Margin: func(time.Duration) time.Duration { return time.Millisecond },
 		Lost:   func(key string, r Reason, err error) error { return errors.New(r.Name()) }}
 	hd := &Handle{pol: pol}

@@ -22,18 +22,7 @@ import (
 // waits: the subscription is confirmed, and the confirmation wakes the
 // waiter, without another join.
 func TestNotifier_subscribe_retriedWithoutJoin(t *testing.T) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	defer rdb.Close()
-	var asked atomic.Int32
-	var e Engine
-	e.Init(func(string) []Source {
-		if asked.Add(1) == 1 {
-			return nil // the first subscribe finds no source
-		}
-		return []Source{rdb}
-	}, nil)
-	defer e.Close(nil)
+	e, rdb, asked := engineFirstSubscribeFails(t)
 	n := &e.Notifier
 	const channel = "lock:{k}:notify"
 
@@ -224,4 +213,25 @@ func TestNotifier_releasedPassesOverClaimedWaiters(t *testing.T) {
 			t.Fatalf("state %d: the next idle waiter was not woken", state)
 		}
 	}
+}
+
+// engineFirstSubscribeFails returns an Engine over a miniredis server whose
+// first subscribe finds no source (as while a cluster Client has not yet
+// decided on sharded pub/sub), the client of that server, and the count of
+// times the Engine asked for sources. The Engine closes with the test.
+func engineFirstSubscribeFails(t *testing.T) (*Engine, *redis.Client, *atomic.Int32) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	asked := new(atomic.Int32)
+	e := new(Engine)
+	e.Init(func(string) []Source {
+		if asked.Add(1) == 1 {
+			return nil // the first subscribe finds no source
+		}
+		return []Source{rdb}
+	}, nil)
+	t.Cleanup(func() { e.Close(nil) })
+	return e, rdb, asked
 }
