@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 )
 
@@ -301,43 +302,6 @@ func leftDuringRelease(t *testing.T, gate *scriptGate, bOpts func(key string) []
 	}
 }
 
-// scriptFail is a go-redis hook that, once armed, fails the next call of
-// one script (single or in a pipeline) without sending it: before, it runs
-// its func (if any); the call's error is err.
-type scriptFail struct {
-	*scriptGate
-	err    error
-	before func()
-}
-
-func (f *scriptFail) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if f.take(cmd) {
-			if f.before != nil {
-				f.before()
-			}
-			cmd.SetErr(f.err)
-			return f.err
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (f *scriptFail) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if f.take(cmds...) {
-			if f.before != nil {
-				f.before()
-			}
-			for _, c := range cmds {
-				c.SetErr(f.err)
-			}
-			return f.err
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // TestRelease_wakesWaiterWhoseWokenAttemptFailed: a waits in one Client, c
 // in another, behind a third Client's holder, whose release wakes both
 // (and, marking, takes their mark). a's attempt fails (the connection
@@ -372,9 +336,21 @@ func wokenNeverReached(t *testing.T, giveUp bool) {
 	rdb := tg.newRDB(t)
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fail := &scriptFail{scriptGate: newScriptGate(luascripts.Acquire), err: io.EOF}
+	// Once armed, the next acquire of a's Client fails without being sent
+	// (failed closes then); with giveUp, a's ctx ends first.
+	gate, failed := newScriptGate(luascripts.Acquire), make(chan struct{})
+	fail := &kindtest.FailWhen{Err: io.EOF, Match: func(cmds []redis.Cmder) bool {
+		if !gate.take(cmds...) {
+			return false
+		}
+		if giveUp {
+			cancel()
+		}
+		close(failed)
+		return true
+	}}
 	if giveUp {
-		fail.err, fail.before = context.Canceled, cancel
+		fail.Err = context.Canceled
 	}
 	rdb.AddHook(fail)
 	ca := newClient(t, rdb, slowWaiters...)
@@ -389,7 +365,7 @@ func wokenNeverReached(t *testing.T, giveUp bool) {
 	c := cc.NewLock(key)
 	wc.wait(ctx, "c", c)
 
-	fail.arm()
+	gate.arm()
 	release()
 	if got := wc.next(10*time.Second, "c woken"); got != "c" {
 		t.Fatalf("c's outcome = %q, want c", got)
@@ -399,7 +375,10 @@ func wokenNeverReached(t *testing.T, giveUp bool) {
 			t.Fatalf("first outcome in a's Client = %q, want a's error", got)
 		}
 	}
-	waitIdle(t, ca, key, 1) // a (or b) sleeps
+	// a's woken attempt has failed (a waiter still idle from before its
+	// wake-up would count as idle too), and a (or b) sleeps.
+	waitClosed(t, failed, 10*time.Second, "a's attempt failing")
+	waitIdle(t, ca, key, 1)
 	must(t, "c.Release()", c.Release(ctx))
 	if got := wa.next(wokenWithin, want+" woken by c's release"); got != want {
 		t.Fatalf("outcome in a's Client = %q, want %s", got, want)

@@ -9,13 +9,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/redlock"
 )
 
-// failScript is a go-redis hook that, while on, fails every EVALSHA of one
-// script without sending it, as a connection lost before the write would;
-// or, with pass set, lets it through after calling pass.
+// failScript, while on, fails every EVALSHA of one script without sending
+// it, as a connection lost before the write would (a kindtest.FailWhen
+// hook asks hit); or, with pass set, lets it through after calling pass.
 type failScript struct {
 	sha  string
 	on   atomic.Bool
@@ -25,7 +26,7 @@ type failScript struct {
 func failOn(t *testing.T, rdb *redis.Client, s *redis.Script) *failScript {
 	t.Helper()
 	f := &failScript{sha: s.Hash()}
-	rdb.AddHook(f)
+	rdb.AddHook(&kindtest.FailWhen{Match: func(cmds []redis.Cmder) bool { return f.hit(cmds...) }, Err: io.EOF})
 	return f
 }
 
@@ -43,30 +44,6 @@ func (f *failScript) hit(cmds ...redis.Cmder) bool {
 		}
 	}
 	return false
-}
-
-func (f *failScript) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (f *failScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if f.hit(cmd) {
-			cmd.SetErr(io.EOF)
-			return io.EOF
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (f *failScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if f.hit(cmds...) {
-			for _, c := range cmds {
-				c.SetErr(io.EOF)
-			}
-			return io.EOF
-		}
-		return next(ctx, cmds)
-	}
 }
 
 // waitIdle waits until n waiters of c on key sit between attempts.

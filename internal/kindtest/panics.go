@@ -62,6 +62,46 @@ func (h *PanicWhen) check(cmds []redis.Cmder) {
 	}
 }
 
+// FailWhen is a go-redis hook that fails, without sending them, the calls
+// and pipelines whose commands Match reports true of, each command with
+// Err, as a connection lost before the write would (Err io.EOF) or a
+// caller's ctx ending as it sends (context.Canceled). Match may have side
+// effects: it is asked once per call or pipeline, before anything is sent.
+type FailWhen struct {
+	// Match picks the calls and pipelines that fail.
+	Match func(cmds []redis.Cmder) bool
+	// Err is the error each failed command gets.
+	Err error
+}
+
+// DialHook lets dials through unchanged.
+func (*FailWhen) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook fails a call that Match picks.
+func (h *FailWhen) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.Match([]redis.Cmder{cmd}) {
+			cmd.SetErr(h.Err)
+			return h.Err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook fails a pipeline that Match picks, every command of
+// it.
+func (h *FailWhen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.Match(cmds) {
+			for _, c := range cmds {
+				c.SetErr(h.Err)
+			}
+			return h.Err
+		}
+		return next(ctx, cmds)
+	}
+}
+
 // SyncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
 type SyncBuffer struct {
 	mu sync.Mutex
