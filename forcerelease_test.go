@@ -189,6 +189,33 @@ func TestClient_ForceRelease_racesRenewal(t *testing.T) {
 	}
 }
 
+// TestClient_ForceRelease_reachesHoldWhileRenewalOut: the force-release
+// message reaches a hold whose renewal call is out (held back by a hook for
+// as long as the test runs), which the renewal loop has taken off its heap:
+// Lost() closes, force-released, before the renewal could say anything.
+func TestClient_ForceRelease_reachesHoldWhileRenewalOut(t *testing.T) {
+	ctx := context.Background()
+	tg := realTarget(t)
+	stall := &stallPipelines{hold: make(chan struct{}), held: make(chan struct{}, 1)}
+	rdb := tg.newRDB(t)
+	rdb.AddHook(stall)
+	holder := newClient(t, rdb, lock.WithTTL(3*time.Second))
+	op := newClient(t, tg.newRDB(t))
+	key := keyFor(t)
+	l := holder.NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
+	<-stall.held // the renewal pipeline is out, not yet sent
+	defer close(stall.hold)
+	must(t, "ForceRelease()", op.ForceRelease(ctx, key))
+	select {
+	case <-l.Lost():
+	case <-time.After(2 * time.Second): // the safety deadline is 3s less its margin
+		t.Fatal("Lost() still open 2s after the force-release, the renewal held back: want the message to reach the hold in flight")
+	}
+	wantForced(t, l)
+}
+
 // stallPipelines holds back the first pipeline (the renewal's) until hold
 // is closed, saying so on held.
 type stallPipelines struct {

@@ -11,12 +11,13 @@ import (
 // to this many holds of one Group.
 const BatchSize = 500
 
-// send starts the renewal calls for the holds in due, already marked in
-// flight: one goroutine per Group and chunk of BatchSize holds.
-func (e *Engine) send(due []*Hold) {
-	if len(due) == 0 {
+// send starts the renewal calls for the holds of f (nil: none), already
+// marked in flight: one goroutine per Group and chunk of BatchSize holds.
+func (e *Engine) send(f *flight) {
+	if f == nil {
 		return
 	}
+	due := f.hs
 	// Due holds come in runs of one group (one per Client off a cluster):
 	// the map is consulted only when the group changes.
 	type batch struct {
@@ -40,14 +41,27 @@ func (e *Engine) send(due []*Hold) {
 		batches[last].hs = append(batches[last].hs, h)
 	}
 	for _, b := range batches {
+		f.left += (len(b.hs) + BatchSize - 1) / BatchSize
+	}
+	for _, b := range batches {
 		g, hs := b.g, b.hs
 		for len(hs) > 0 {
 			n := min(len(hs), BatchSize)
 			chunk := hs[:n:n]
 			hs = hs[n:]
 			e.wg.Add(1)
-			go e.renew(g, chunk)
+			go e.renew(g, chunk, f)
 		}
+	}
+}
+
+// landed counts one chunk of f applied; after the last, f's holds are all
+// back in the heap, or lost, and f leaves Engine.flights.
+func (e *Engine) landed(f *flight) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f.left--; f.left == 0 {
+		delete(e.flights, f)
 	}
 }
 
@@ -81,9 +95,10 @@ func (g panickedGroup) Renew(_ context.Context, _ []*Hold, _ []time.Duration, ou
 // has to be given up. The call carries that deadline in its context, but
 // go-redis ignores context deadlines unless ContextTimeoutEnabled is set, so
 // renew also watches the deadlines itself while the call is out.
-func (e *Engine) renew(g Group, hs []*Hold) {
+func (e *Engine) renew(g Group, hs []*Hold, f *flight) {
 	defer e.wg.Done()
 	defer e.Survive("renewal") // an Observer or logger of apply's
+	defer e.landed(f)
 	ttls := make([]time.Duration, len(hs))
 	e.mu.Lock()
 	dl := hs[0].deadline

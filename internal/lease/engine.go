@@ -43,6 +43,17 @@ type Engine struct {
 	// lowered is closed, and replaced, when the deadline of a hold in a
 	// renewal call is brought forward, so the call's watch looks again.
 	lowered chan struct{}
+	// flights are the renewals out: holds taken off the heap are found
+	// there (holdOf).
+	flights map[*flight]struct{}
+}
+
+// flight is the holds one tick of the renewal loop sent renewals for, out
+// of the heap until their replies are applied. left counts its chunks not
+// yet applied (Engine's mu); the last one takes it off Engine.flights.
+type flight struct {
+	hs   []*Hold
+	left int
 }
 
 // Init readies e; sources tells its Notifier where a channel's messages

@@ -22,7 +22,8 @@ func TestNotifier_listen_subscribeRetried(t *testing.T) {
 	hd.Keys.User = "k"
 	h := newHold(hd, "t1", 1, time.Now())
 
-	n.listen(h, channel)
+	e.add(h)
+	n.listen(channel)
 	defer h.unlisten()
 	for deadline := time.Now().Add(10 * time.Second); !n.Listening(channel); {
 		if time.Now().After(deadline) {

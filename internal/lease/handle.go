@@ -192,10 +192,12 @@ func (hd *Handle) install(token string, fence int64, sent time.Time) (*Hold, err
 	if monoNow() >= h.deadline {
 		return nil, errLateReply
 	}
-	if hd.pol.Inbox != "" {
-		hd.pol.Engine.Notifier.listen(h, hd.pol.Inbox)
-	}
+	// Into renewal first: a force message that comes once the hold listens
+	// finds it among the Engine's holds.
 	hd.pol.Engine.add(h)
+	if hd.pol.Inbox != "" {
+		hd.pol.Engine.Notifier.listen(hd.pol.Inbox)
+	}
 	hd.mu.Lock()
 	hd.h = h
 	hd.mu.Unlock()

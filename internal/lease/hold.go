@@ -222,9 +222,12 @@ func (h *Hold) finish() {
 	if x := h.x.Load(); x != nil && x.afterFn != nil {
 		x.afterFn.Stop()
 	}
+	ended := h.ended
 	h.ended, h.releasing = true, false
 	h.mu.Unlock()
-	h.unlisten()
+	if !ended { // a loss took it off already
+		h.unlisten()
+	}
 }
 
 // markLost is the one place a loss is signalled: it closes Lost(), cancels

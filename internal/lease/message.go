@@ -43,13 +43,18 @@ const (
 func (n *Notifier) deliver(channel, payload string) {
 	if strings.HasPrefix(payload, MsgForce) {
 		n.mu.Lock()
-		var h *Hold
+		held := false
 		if cs := n.chans[channel]; cs != nil {
-			h = cs.forced(payload)
+			held = cs.forced()
 		}
 		n.mu.Unlock()
-		if h != nil {
-			n.e.forceLost(h) // outside n.mu: it runs the loss's callbacks
+		// Outside n.mu: holdOf takes the Engine's mu, and the loss runs
+		// its callbacks.
+		if !held {
+			return
+		}
+		if h := n.e.holdOf(payload[len(MsgForce):], channel); h != nil {
+			n.e.forceLost(h)
 		}
 		return
 	}

@@ -116,9 +116,9 @@ type channelState struct {
 	// so that leaving reads no clock (sweep).
 	idleSince time.Time
 	handoffs  int // consecutive direct handoffs (handoff.go)
-	// holds are this process's holds of the key listening for a
-	// force-release (force.go), by token.
-	holds map[string]*Hold
+	// holds counts this process's holds listening on the channel, their
+	// Client's force channel, for a force-release (force.go).
+	holds int
 	// inbox is the key channel's inbox, once a queued waiter joined; of is
 	// an inbox's key channel, which its messages are for (inbox.go).
 	inbox, of *channelState

@@ -325,9 +325,17 @@ func (e *Engine) tick() {
 			due = append(due, h)
 		}
 	}
+	var f *flight
+	if len(due) > 0 {
+		f = &flight{hs: due}
+		if e.flights == nil {
+			e.flights = map[*flight]struct{}{}
+		}
+		e.flights[f] = struct{}{}
+	}
 	e.mu.Unlock()
 	e.signalLost(lost)
-	e.send(due)
+	e.send(f)
 }
 
 // signalLost reports each note's hold lost, from a goroutine of the

@@ -33,7 +33,7 @@ func TestNotifier_sweep_unsubscribesIdleChannels(t *testing.T) {
 	for _, name := range []string{"idle", "again", "busy"} {
 		n.chans[name] = &channelState{name: name, subs: []*subscription{s}, subscribed: true}
 	}
-	n.chans["busy"].holds = map[string]*Hold{"t": {}}
+	n.chans["busy"].holds = 1
 	n.mu.Unlock()
 
 	n.sweep(s) // finds "idle" and "again" idle: their time starts
