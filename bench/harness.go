@@ -89,8 +89,10 @@ func (in *instance) phaseRT(p callPhase) (n int64) {
 	return n
 }
 
-// openAll opens every impl on the first nodes servers.
+// openAll opens every impl on the first nodes servers, and al-before
+// beside agentlock when ab.sh built it in (withBefore).
 func (e *env) openAll(impls []impl, nodes int, s settings) (map[string]*instance, []string, func()) {
+	impls = withBefore(impls, nodes)
 	ins := map[string]*instance{}
 	var names []string
 	for _, im := range impls {

@@ -168,6 +168,10 @@ func run(quick bool, rounds int, only, out string) error {
 	}
 	e.res.Duration = time.Since(start).Round(time.Second).String()
 	printTargets(os.Stdout, e.res.Targets)
+	if beforeImpl != nil {
+		fmt.Println()
+		printAB(os.Stdout, e.res.Tables)
+	}
 	if werr := e.res.write(out); werr != nil && err == nil {
 		err = werr
 	}
