@@ -44,3 +44,84 @@ func TestNotifier_listen_subscribeRetried(t *testing.T) {
 		t.Fatal("LostErr() = nil after the force-release message")
 	}
 }
+
+// forceEngine returns an Engine whose holds, made by holdOn, listen on
+// channel for force-releases. No source: the channel is never subscribed,
+// and a test hands the Notifier its messages (deliver).
+func forceEngine(t *testing.T, channel string) (*Engine, *Policy) {
+	t.Helper()
+	e := new(Engine)
+	e.Init(func(string) []Source { return nil }, nil)
+	t.Cleanup(func() { e.Close(nil) })
+	pol := &Policy{Engine: e, Pkg: "lock", Inbox: channel, TTL: time.Minute,
+		Margin: func(time.Duration) time.Duration { return time.Millisecond },
+		Lost:   func(key string, r Reason, err error) error { return errors.New(r.Name()) }}
+	return e, pol
+}
+
+// holdOn installs a hold of token on a handle of its own under pol, as an
+// acquire that got the key does.
+func holdOn(t *testing.T, pol *Policy, token string) *Hold {
+	t.Helper()
+	hd := &Handle{pol: pol}
+	hd.Keys.User = "k:" + token
+	h, err := hd.install(token, 1, time.Now())
+	if err != nil {
+		t.Fatalf("install(%s): %v", token, err)
+	}
+	return h
+}
+
+// listeners is how many holds n counts on channel.
+func listeners(n *Notifier, channel string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cs := n.chans[channel]; cs != nil {
+		return cs.holds
+	}
+	return 0
+}
+
+// TestHold_lostWhileInstalled_countStaysRight: a hold lost the moment it
+// enters renewal (a renewal sent at once finds the key gone, say), before
+// its install returns, is counted off its force channel exactly once: the
+// channel ends with no hold counted, and can go idle.
+func TestHold_lostWhileInstalled_countStaysRight(t *testing.T) {
+	const channel = "lock:force"
+	e, pol := forceEngine(t, channel)
+	e.installed = func(h *Hold) { e.lose(h, Gone, false) }
+	x := holdOn(t, pol, "x")
+	if x.Active() {
+		t.Fatal("x still active after its loss")
+	}
+	if got := listeners(&e.Notifier, channel); got != 0 {
+		t.Fatalf("holds counted on the force channel after the only hold was lost = %d, want 0 (the channel would never go idle)", got)
+	}
+}
+
+// TestHold_lostWhileInstalled_othersStillHear: a hold lost before its
+// install returns takes no other hold's place on the force channel: a
+// force-release message for another hold, held all along, arriving right
+// after that loss, reaches it.
+func TestHold_lostWhileInstalled_othersStillHear(t *testing.T) {
+	const channel = "lock:force"
+	e, pol := forceEngine(t, channel)
+	y := holdOn(t, pol, "y")
+	e.installed = func(h *Hold) {
+		if h.token == "x" {
+			e.lose(h, Gone, false)
+			e.Notifier.deliver(channel, MsgForce+"y")
+		}
+	}
+	x := holdOn(t, pol, "x")
+	if x.Active() {
+		t.Fatal("x still active after its loss")
+	}
+	if y.LostErr() == nil {
+		t.Fatalf("y, held and counted on the force channel, not lost after a force message for it (holds counted now: %d)",
+			listeners(&e.Notifier, channel))
+	}
+	if got := listeners(&e.Notifier, channel); got != 0 {
+		t.Fatalf("holds counted on the force channel after both holds ended = %d, want 0", got)
+	}
+}
