@@ -3,7 +3,9 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -123,5 +125,76 @@ func TestHold_lostWhileInstalled_othersStillHear(t *testing.T) {
 	}
 	if got := listeners(&e.Notifier, channel); got != 0 {
 		t.Fatalf("holds counted on the force channel after both holds ended = %d, want 0", got)
+	}
+}
+
+// chunkGroup renews every chunk at once but a chunk of one hold, which it
+// holds back until release closes, telling out which hold that is.
+type chunkGroup struct {
+	release chan struct{}
+	out     chan *Hold
+}
+
+func (g *chunkGroup) Renew(_ context.Context, hs []*Hold, _ []time.Duration, out []Outcome) {
+	if len(hs) == 1 {
+		g.out <- hs[0]
+		<-g.release
+	}
+	for i := range out {
+		out[i] = Outcome{Status: Confirmed}
+	}
+}
+
+// TestEngine_holdOf_findsHoldsOfAFlightPartlyLanded: one tick renews
+// BatchSize+1 holds in two chunks; the first is applied (its holds back in
+// the heap), the second held back. A force message reaches a hold of
+// either: the one still out through the tick's flight, which stays
+// registered until its last chunk is applied.
+func TestEngine_holdOf_findsHoldsOfAFlightPartlyLanded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const channel = "lock:force"
+		e, pol := forceEngine(t, channel)
+		g := &chunkGroup{release: make(chan struct{}), out: make(chan *Hold, 1)}
+		pol.Watchdog, pol.TTL = true, 3*time.Second
+		pol.Group = func(context.Context, *Hold) Group { return g }
+		hs := make([]*Hold, BatchSize+1)
+		for i := range hs {
+			hs[i] = holdOn(t, pol, fmt.Sprint("t", i))
+		}
+		out := <-g.out // the renewal at TTL/3: one chunk out, the other applied
+		synctest.Wait()
+		landed := hs[0]
+		if landed == out {
+			landed = hs[1]
+		}
+		for _, h := range []*Hold{landed, out} {
+			e.Notifier.deliver(channel, MsgForce+h.token)
+			if h.LostErr() == nil {
+				t.Errorf("hold %s (renewal out: %v) not lost after a force message for it", h.token, h == out)
+			}
+		}
+		close(g.release)
+		e.Close(nil)
+	})
+}
+
+// TestEngine_holdOf_matchesTheChannel: holds of one Engine listen on two
+// force channels (locks of two prefixes); a force message names a token on
+// one channel, and only a hold listening there is lost by it.
+func TestEngine_holdOf_matchesTheChannel(t *testing.T) {
+	e, polA := forceEngine(t, "a:force")
+	polB := *polA
+	polB.Inbox = "b:force"
+	x, y := holdOn(t, polA, "x"), holdOn(t, &polB, "y")
+	e.Notifier.deliver("b:force", MsgForce+"x") // y listens there: the Engine looks
+	if x.LostErr() != nil {
+		t.Fatal("x, listening on a:force, lost by a force message on b:force")
+	}
+	e.Notifier.deliver("a:force", MsgForce+"x")
+	if x.LostErr() == nil {
+		t.Fatal("x not lost by a force message for it on its own channel")
+	}
+	if y.LostErr() != nil {
+		t.Fatal("y lost by a force message for another token")
 	}
 }
