@@ -198,3 +198,78 @@ func TestEngine_holdOf_matchesTheChannel(t *testing.T) {
 		t.Fatal("y lost by a force message for another token")
 	}
 }
+
+// releaseKind is a kind whose Release answers o, after running during (a
+// loss reported while the Release is out). Nothing else is used.
+type releaseKind struct {
+	o      Outcome
+	during func()
+}
+
+func (releaseKind) Token() (string, error)              { return "", nil }
+func (releaseKind) Try(context.Context, string) Attempt { return Attempt{} }
+func (releaseKind) Undo(context.Context, string)        {}
+func (releaseKind) CheckTTL(time.Duration) error        { return nil }
+func (k releaseKind) Release(context.Context, *Hold, bool) Outcome {
+	if k.during != nil {
+		k.during()
+	}
+	return k.o
+}
+func (releaseKind) Extend(context.Context, *Hold, time.Duration) (Outcome, <-chan struct{}) {
+	return Outcome{}, nil
+}
+
+// TestHold_endsOnceOnItsForceChannel: however a hold ends, released or
+// lost or both, in either order and more than once, it is counted off its
+// force channel once: another hold held meanwhile stays counted, and
+// hears its force message.
+func TestHold_endsOnceOnItsForceChannel(t *testing.T) {
+	ctx := context.Background()
+	confirmed, gone, failed := releaseKind{o: Outcome{Status: Confirmed}}, releaseKind{o: Outcome{Status: Gone}},
+		releaseKind{o: Outcome{Status: Failed, Err: errors.New("down")}}
+	for name, end := range map[string]func(e *Engine, x *Hold){
+		"released":              func(e *Engine, x *Hold) { _ = x.hd.Release(ctx, confirmed) },
+		"release finds it gone": func(e *Engine, x *Hold) { _ = x.hd.Release(ctx, gone) },
+		"release fails":         func(e *Engine, x *Hold) { _ = x.hd.Release(ctx, failed) },
+		"released twice": func(e *Engine, x *Hold) {
+			_ = x.hd.Release(ctx, confirmed)
+			_ = x.hd.Release(ctx, gone)
+		},
+		"lost, then released": func(e *Engine, x *Hold) {
+			e.forceLost(x)
+			_ = x.hd.Release(ctx, gone)
+		},
+		"lost while its release is out": func(e *Engine, x *Hold) {
+			_ = x.hd.Release(ctx, releaseKind{o: Outcome{Status: Gone}, during: func() { e.forceLost(x) }})
+		},
+		"released, then lost": func(e *Engine, x *Hold) {
+			_ = x.hd.Release(ctx, confirmed)
+			x.markLost(LossExpired, nil)
+		},
+		"lost twice": func(e *Engine, x *Hold) {
+			e.lose(x, Gone, false)
+			e.forceLost(x)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			const channel = "lock:force"
+			e, pol := forceEngine(t, channel)
+			x, y := holdOn(t, pol, "x"), holdOn(t, pol, "y")
+			end(e, x)
+			if x.Active() {
+				t.Fatal("x still active")
+			}
+			if got := listeners(&e.Notifier, channel); got != 1 {
+				t.Fatalf("holds counted on the force channel with y alone held = %d, want 1", got)
+			}
+			e.Notifier.deliver(channel, MsgForce+"y")
+			if y.LostErr() == nil {
+				t.Fatal("y not lost by a force message for it")
+			}
+			if got := listeners(&e.Notifier, channel); got != 0 {
+				t.Fatalf("holds counted on the force channel once both ended = %d, want 0", got)
+			}
+		})
+	}
+}
