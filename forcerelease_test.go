@@ -348,3 +348,30 @@ func TestClient_ForceRelease_reachesHandedOverHold(t *testing.T) {
 		})
 	}
 }
+
+// TestClient_ForceRelease_twoClientsOnePrefix: two Clients of one process
+// with the same prefix both hear every force-release on it; only the one
+// whose hold it names reports a loss, and only of that hold.
+func TestClient_ForceRelease_twoClientsOnePrefix(t *testing.T) {
+	ctx := context.Background()
+	tg := realTarget(t)
+	c1 := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute))
+	c2 := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute))
+	key := keyFor(t)
+	a, b, c := c1.NewLock(key+":a"), c2.NewLock(key+":b"), c2.NewLock(key+":c")
+	for _, l := range []*lock.Lock{a, b, c} {
+		must(t, "Acquire()", l.Acquire(ctx))
+	}
+	waitUntil(t, "both inbox subscriptions", func() bool { return lock.InboxReady(c1) && lock.InboxReady(c2) })
+	must(t, "ForceRelease(a)", c2.ForceRelease(ctx, key+":a"))
+	waitClosed(t, a.Lost(), 2*time.Second, "a.Lost()")
+	wantForced(t, a)
+	// c2 hears the messages in order: once c is lost, it has heard a's.
+	must(t, "ForceRelease(c)", c1.ForceRelease(ctx, key+":c"))
+	waitClosed(t, c.Lost(), 2*time.Second, "c.Lost()")
+	wantForced(t, c)
+	if isClosed(b.Lost()) {
+		t.Fatalf("b lost by force-releases of other holds: %v", b.LostErr())
+	}
+	must(t, "Release() b", b.Release(ctx))
+}
