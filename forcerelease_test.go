@@ -299,3 +299,79 @@ func TestClient_ForceRelease_cluster(t *testing.T) {
 		}
 	}
 }
+
+// TestClient_ForceRelease_reachesHandedOverHold: a hold a release in this
+// process handed straight to a waiter (a mutex's handoff, a semaphore's
+// permit passed on, a fair lock's give message) listens for force-releases as one acquired by its own
+// call does: a force-release of its token reports it lost at once (the TTL
+// is a minute: no renewal could).
+func TestClient_ForceRelease_reachesHandedOverHold(t *testing.T) {
+	for name, newLock := range map[string]func(c *lock.Client, key string, opts ...lock.Option) *lock.Lock{
+		"mutex": func(c *lock.Client, key string, opts ...lock.Option) *lock.Lock {
+			return c.NewLock(key, opts...)
+		},
+		"semaphore": func(c *lock.Client, key string, opts ...lock.Option) *lock.Lock {
+			return c.NewSemaphore(key, 1, opts...).Permit()
+		},
+		"fair": func(c *lock.Client, key string, opts ...lock.Option) *lock.Lock {
+			return c.NewLock(key, append(opts, lock.WithFair(true))...)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			tg := realTarget(t)
+			c := newClient(t, tg.rdb, lock.WithTTL(time.Minute))
+			op := newClient(t, tg.newRDB(t))
+			key := keyFor(t)
+			cur := newLock(c, key)
+			must(t, "Acquire()", cur.Acquire(ctx))
+			gifts := make(chan struct{}, 1)
+			lock.OnGiftTaken(c, func() { gifts <- struct{}{} })
+			next := newLock(c, key, lock.WithBackoff(time.Minute, time.Minute))
+			done := make(chan error, 1)
+			go func() { done <- next.Acquire(ctx) }()
+			waitIdle(t, c, key, 1) // a release now hands over
+			must(t, "Release()", cur.Release(ctx))
+			select {
+			case err := <-done:
+				must(t, "waiter Acquire()", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("waiter did not get the lock")
+			}
+			if len(gifts) != 1 {
+				t.Fatal("waiter took no handed-over hold: want the lock handed over")
+			}
+			waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(c) })
+			must(t, "ForceReleaseToken(handed over)", op.ForceReleaseToken(ctx, key, next.Token()))
+			waitClosed(t, next.Lost(), 2*time.Second, "Lost() of the handed-over hold")
+			wantForced(t, next)
+		})
+	}
+}
+
+// TestClient_ForceRelease_twoClientsOnePrefix: two Clients of one process
+// with the same prefix both hear every force-release on it; only the one
+// whose hold it names reports a loss, and only of that hold.
+func TestClient_ForceRelease_twoClientsOnePrefix(t *testing.T) {
+	ctx := context.Background()
+	tg := realTarget(t)
+	c1 := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute))
+	c2 := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute))
+	key := keyFor(t)
+	a, b, c := c1.NewLock(key+":a"), c2.NewLock(key+":b"), c2.NewLock(key+":c")
+	for _, l := range []*lock.Lock{a, b, c} {
+		must(t, "Acquire()", l.Acquire(ctx))
+	}
+	waitUntil(t, "both inbox subscriptions", func() bool { return lock.InboxReady(c1) && lock.InboxReady(c2) })
+	must(t, "ForceRelease(a)", c2.ForceRelease(ctx, key+":a"))
+	waitClosed(t, a.Lost(), 2*time.Second, "a.Lost()")
+	wantForced(t, a)
+	// c2 hears the messages in order: once c is lost, it has heard a's.
+	must(t, "ForceRelease(c)", c1.ForceRelease(ctx, key+":c"))
+	waitClosed(t, c.Lost(), 2*time.Second, "c.Lost()")
+	wantForced(t, c)
+	if isClosed(b.Lost()) {
+		t.Fatalf("b lost by force-releases of other holds: %v", b.LostErr())
+	}
+	must(t, "Release() b", b.Release(ctx))
+}

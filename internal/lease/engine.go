@@ -46,6 +46,11 @@ type Engine struct {
 	// flights are the renewals out: holds taken off the heap are found
 	// there (holdOf).
 	flights map[*flight]struct{}
+
+	// installed, set only by tests before the first hold, runs on the
+	// acquiring goroutine once install has put a new hold into renewal,
+	// before install returns it, so a test can end the hold there.
+	installed func(*Hold)
 }
 
 // flight is the holds one tick of the renewal loop sent renewals for, out

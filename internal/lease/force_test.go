@@ -3,7 +3,9 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -42,5 +44,232 @@ func TestNotifier_listen_subscribeRetried(t *testing.T) {
 	}
 	if got := h.LostErr(); got == nil {
 		t.Fatal("LostErr() = nil after the force-release message")
+	}
+}
+
+// forceEngine returns an Engine whose holds, made by holdOn, listen on
+// channel for force-releases. No source: the channel is never subscribed,
+// and a test hands the Notifier its messages (deliver).
+func forceEngine(t *testing.T, channel string) (*Engine, *Policy) {
+	t.Helper()
+	e := new(Engine)
+	e.Init(func(string) []Source { return nil }, nil)
+	t.Cleanup(func() { e.Close(nil) })
+	pol := &Policy{Engine: e, Pkg: "lock", Inbox: channel, TTL: time.Minute,
+		Margin: func(time.Duration) time.Duration { return time.Millisecond },
+		Lost:   func(key string, r Reason, err error) error { return errors.New(r.Name()) }}
+	return e, pol
+}
+
+// holdOn installs a hold of token on a handle of its own under pol, as an
+// acquire that got the key does.
+func holdOn(t *testing.T, pol *Policy, token string) *Hold {
+	t.Helper()
+	hd := &Handle{pol: pol}
+	hd.Keys.User = "k:" + token
+	h, err := hd.install(token, 1, time.Now())
+	if err != nil {
+		t.Fatalf("install(%s): %v", token, err)
+	}
+	return h
+}
+
+// listeners is how many holds n counts on channel.
+func listeners(n *Notifier, channel string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cs := n.chans[channel]; cs != nil {
+		return cs.holds
+	}
+	return 0
+}
+
+// TestHold_lostWhileInstalled_countStaysRight: a hold lost the moment it
+// enters renewal (a renewal sent at once finds the key gone, say), before
+// its install returns, is counted off its force channel exactly once: the
+// channel ends with no hold counted, and can go idle.
+func TestHold_lostWhileInstalled_countStaysRight(t *testing.T) {
+	const channel = "lock:force"
+	e, pol := forceEngine(t, channel)
+	e.installed = func(h *Hold) { e.lose(h, Gone, false) }
+	x := holdOn(t, pol, "x")
+	if x.Active() {
+		t.Fatal("x still active after its loss")
+	}
+	if got := listeners(&e.Notifier, channel); got != 0 {
+		t.Fatalf("holds counted on the force channel after the only hold was lost = %d, want 0 (the channel would never go idle)", got)
+	}
+}
+
+// TestHold_lostWhileInstalled_othersStillHear: a hold lost before its
+// install returns takes no other hold's place on the force channel: a
+// force-release message for another hold, held all along, arriving right
+// after that loss, reaches it.
+func TestHold_lostWhileInstalled_othersStillHear(t *testing.T) {
+	const channel = "lock:force"
+	e, pol := forceEngine(t, channel)
+	y := holdOn(t, pol, "y")
+	e.installed = func(h *Hold) {
+		if h.token == "x" {
+			e.lose(h, Gone, false)
+			e.Notifier.deliver(channel, MsgForce+"y")
+		}
+	}
+	x := holdOn(t, pol, "x")
+	if x.Active() {
+		t.Fatal("x still active after its loss")
+	}
+	if y.LostErr() == nil {
+		t.Fatalf("y, held and counted on the force channel, not lost after a force message for it (holds counted now: %d)",
+			listeners(&e.Notifier, channel))
+	}
+	if got := listeners(&e.Notifier, channel); got != 0 {
+		t.Fatalf("holds counted on the force channel after both holds ended = %d, want 0", got)
+	}
+}
+
+// chunkGroup renews every chunk at once but a chunk of one hold, which it
+// holds back until release closes, telling out which hold that is.
+type chunkGroup struct {
+	release chan struct{}
+	out     chan *Hold
+}
+
+func (g *chunkGroup) Renew(_ context.Context, hs []*Hold, _ []time.Duration, out []Outcome) {
+	if len(hs) == 1 {
+		g.out <- hs[0]
+		<-g.release
+	}
+	for i := range out {
+		out[i] = Outcome{Status: Confirmed}
+	}
+}
+
+// TestEngine_holdOf_findsHoldsOfAFlightPartlyLanded: one tick renews
+// BatchSize+1 holds in two chunks; the first is applied (its holds back in
+// the heap), the second held back. A force message reaches a hold of
+// either: the one still out through the tick's flight, which stays
+// registered until its last chunk is applied.
+func TestEngine_holdOf_findsHoldsOfAFlightPartlyLanded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const channel = "lock:force"
+		e, pol := forceEngine(t, channel)
+		g := &chunkGroup{release: make(chan struct{}), out: make(chan *Hold, 1)}
+		pol.Watchdog, pol.TTL = true, 3*time.Second
+		pol.Group = func(context.Context, *Hold) Group { return g }
+		hs := make([]*Hold, BatchSize+1)
+		for i := range hs {
+			hs[i] = holdOn(t, pol, fmt.Sprint("t", i))
+		}
+		out := <-g.out // the renewal at TTL/3: one chunk out, the other applied
+		synctest.Wait()
+		landed := hs[0]
+		if landed == out {
+			landed = hs[1]
+		}
+		for _, h := range []*Hold{landed, out} {
+			e.Notifier.deliver(channel, MsgForce+h.token)
+			if h.LostErr() == nil {
+				t.Errorf("hold %s (renewal out: %v) not lost after a force message for it", h.token, h == out)
+			}
+		}
+		close(g.release)
+		e.Close(nil)
+	})
+}
+
+// TestEngine_holdOf_matchesTheChannel: holds of one Engine listen on two
+// force channels (locks of two prefixes); a force message names a token on
+// one channel, and only a hold listening there is lost by it.
+func TestEngine_holdOf_matchesTheChannel(t *testing.T) {
+	e, polA := forceEngine(t, "a:force")
+	polB := *polA
+	polB.Inbox = "b:force"
+	x, y := holdOn(t, polA, "x"), holdOn(t, &polB, "y")
+	e.Notifier.deliver("b:force", MsgForce+"x") // y listens there: the Engine looks
+	if x.LostErr() != nil {
+		t.Fatal("x, listening on a:force, lost by a force message on b:force")
+	}
+	e.Notifier.deliver("a:force", MsgForce+"x")
+	if x.LostErr() == nil {
+		t.Fatal("x not lost by a force message for it on its own channel")
+	}
+	if y.LostErr() != nil {
+		t.Fatal("y lost by a force message for another token")
+	}
+}
+
+// releaseKind is a kind whose Release answers o, after running during (a
+// loss reported while the Release is out). Nothing else is used.
+type releaseKind struct {
+	o      Outcome
+	during func()
+}
+
+func (releaseKind) Token() (string, error)              { return "", nil }
+func (releaseKind) Try(context.Context, string) Attempt { return Attempt{} }
+func (releaseKind) Undo(context.Context, string)        {}
+func (releaseKind) CheckTTL(time.Duration) error        { return nil }
+func (k releaseKind) Release(context.Context, *Hold, bool) Outcome {
+	if k.during != nil {
+		k.during()
+	}
+	return k.o
+}
+func (releaseKind) Extend(context.Context, *Hold, time.Duration) (Outcome, <-chan struct{}) {
+	return Outcome{}, nil
+}
+
+// TestHold_endsOnceOnItsForceChannel: however a hold ends, released or
+// lost or both, in either order and more than once, it is counted off its
+// force channel once: another hold held meanwhile stays counted, and
+// hears its force message.
+func TestHold_endsOnceOnItsForceChannel(t *testing.T) {
+	ctx := context.Background()
+	confirmed, gone, failed := releaseKind{o: Outcome{Status: Confirmed}}, releaseKind{o: Outcome{Status: Gone}},
+		releaseKind{o: Outcome{Status: Failed, Err: errors.New("down")}}
+	for name, end := range map[string]func(e *Engine, x *Hold){
+		"released":              func(e *Engine, x *Hold) { _ = x.hd.Release(ctx, confirmed) },
+		"release finds it gone": func(e *Engine, x *Hold) { _ = x.hd.Release(ctx, gone) },
+		"release fails":         func(e *Engine, x *Hold) { _ = x.hd.Release(ctx, failed) },
+		"released twice": func(e *Engine, x *Hold) {
+			_ = x.hd.Release(ctx, confirmed)
+			_ = x.hd.Release(ctx, gone)
+		},
+		"lost, then released": func(e *Engine, x *Hold) {
+			e.forceLost(x)
+			_ = x.hd.Release(ctx, gone)
+		},
+		"lost while its release is out": func(e *Engine, x *Hold) {
+			_ = x.hd.Release(ctx, releaseKind{o: Outcome{Status: Gone}, during: func() { e.forceLost(x) }})
+		},
+		"released, then lost": func(e *Engine, x *Hold) {
+			_ = x.hd.Release(ctx, confirmed)
+			x.markLost(LossExpired, nil)
+		},
+		"lost twice": func(e *Engine, x *Hold) {
+			e.lose(x, Gone, false)
+			e.forceLost(x)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			const channel = "lock:force"
+			e, pol := forceEngine(t, channel)
+			x, y := holdOn(t, pol, "x"), holdOn(t, pol, "y")
+			end(e, x)
+			if x.Active() {
+				t.Fatal("x still active")
+			}
+			if got := listeners(&e.Notifier, channel); got != 1 {
+				t.Fatalf("holds counted on the force channel with y alone held = %d, want 1", got)
+			}
+			e.Notifier.deliver(channel, MsgForce+"y")
+			if y.LostErr() == nil {
+				t.Fatal("y not lost by a force message for it")
+			}
+			if got := listeners(&e.Notifier, channel); got != 0 {
+				t.Fatalf("holds counted on the force channel once both ended = %d, want 0", got)
+			}
+		})
 	}
 }

@@ -192,11 +192,18 @@ func (hd *Handle) install(token string, fence int64, sent time.Time) (*Hold, err
 	if monoNow() >= h.deadline {
 		return nil, errLateReply
 	}
-	// Into renewal first: a force message that comes once the hold listens
-	// finds it among the Engine's holds.
-	hd.pol.Engine.add(h)
+	// Counted on its force channel before it enters renewal: from there on
+	// it can be lost at any moment (its renewal, sent at once, finds the
+	// key gone; a force message names it), and its loss takes it off the
+	// channel, which must find it counted. A force message that comes
+	// between the two finds no hold, as one that comes before install
+	// does: the hold's next renewal reports the loss.
 	if hd.pol.Inbox != "" {
 		hd.pol.Engine.Notifier.listen(hd.pol.Inbox)
+	}
+	hd.pol.Engine.add(h)
+	if f := hd.pol.Engine.installed; f != nil {
+		f(h)
 	}
 	hd.mu.Lock()
 	hd.h = h
