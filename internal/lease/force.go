@@ -72,6 +72,8 @@ func (cs *channelState) forced() bool {
 // channel for force-releases, if it has one. It looks through every hold,
 // those in the renewal heap and those whose renewal is out: a force message
 // is a rare operator action, and so no hold pays for an index by token.
+// The scan holds the Engine's mu for time linear in the Client's holds,
+// once for each hold a force-release removed.
 func (e *Engine) holdOf(token, channel string) *Hold {
 	e.mu.Lock()
 	defer e.mu.Unlock()
