@@ -103,10 +103,23 @@ func (e *env) s1pair() error {
 	t.print(os.Stdout)
 	e.res.Tables = append(e.res.Tables, t)
 
-	e.check("S1P", "p50 / redislock p50, taking turns op by op", ratioOfRatios(t, "agentlock", "redislock", "p50"), "<=", 1.0,
-		fmt.Sprintf("p50 %.1fµs vs %.1fµs", t.med("agentlock", "p50"), t.med("redislock", "p50")))
-	e.check("S1P", "ops/s / redislock ops/s, taking turns op by op", ratioOfRatios(t, "agentlock", "redislock", "ops"), ">=", 1.0,
-		fmt.Sprintf("%.0f vs %.0f ops/s", t.med("agentlock", "ops"), t.med("redislock", "ops")))
+	// Issue 10's S1 target as restated (BENCHMARKS.md, S1P, "The
+	// decision"): at its defaults agentlock makes two server calls bsm does
+	// not (the fence INCR, the wake-up PUBLISH) and stays within 2.5 % of
+	// bsm; with neither (al-bare), within the rounds' resolution, 1 %. The
+	// target as first written is the stretch check S1P*.
+	p50 := func(impl string) string {
+		return fmt.Sprintf("p50 %.1fµs vs %.1fµs", t.med(impl, "p50"), t.med("redislock", "p50"))
+	}
+	ops := func(impl string) string {
+		return fmt.Sprintf("%.0f vs %.0f ops/s", t.med(impl, "ops"), t.med("redislock", "ops"))
+	}
+	e.check("S1P", "p50 / redislock p50, taking turns op by op", ratioOfRatios(t, "agentlock", "redislock", "p50"), "<=", 1.025, p50("agentlock"))
+	e.check("S1P", "ops/s / redislock ops/s, taking turns op by op", ratioOfRatios(t, "agentlock", "redislock", "ops"), ">=", 0.975, ops("agentlock"))
+	e.check("S1P", "al-bare p50 / redislock p50 (no fence, no wake-up)", ratioOfRatios(t, "al-bare", "redislock", "p50"), "<=", 1.01, p50("al-bare"))
+	e.check("S1P", "al-bare ops/s / redislock ops/s (no fence, no wake-up)", ratioOfRatios(t, "al-bare", "redislock", "ops"), ">=", 0.99, ops("al-bare"))
+	e.check("S1P*", "stretch: p50 / redislock p50 (issue 10 as first written)", ratioOfRatios(t, "agentlock", "redislock", "p50"), "<=", 1.0, p50("agentlock"))
+	e.check("S1P*", "stretch: ops/s / redislock ops/s (issue 10 as first written)", ratioOfRatios(t, "agentlock", "redislock", "ops"), ">=", 1.0, ops("agentlock"))
 	return nil
 }
 

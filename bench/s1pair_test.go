@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -29,8 +30,15 @@ func TestS1Pair_everyImplTakesTheSameTurns(t *testing.T) {
 			t.Errorf("%s made %v ops, floor %v: every implementation takes one turn per cycle", im.name, got, want)
 		}
 	}
-	if len(e.res.Targets) != 2 {
-		t.Errorf("s1pair checked %d targets, want 2 (p50 and ops/s against redislock)", len(e.res.Targets))
+	var limits []string
+	for _, tg := range e.res.Targets {
+		limits = append(limits, tg.ID+" "+tg.Limit)
+	}
+	// p50 and ops/s against redislock: agentlock within 2.5 %, al-bare
+	// within 1 %, and agentlock level as a stretch.
+	want6 := []string{"S1P <= 1.025", "S1P >= 0.975", "S1P <= 1.01", "S1P >= 0.99", "S1P* <= 1", "S1P* >= 1"}
+	if !slices.Equal(limits, want6) {
+		t.Errorf("s1pair checked %q, want %q", limits, want6)
 	}
 }
 
