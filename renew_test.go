@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -510,6 +511,55 @@ func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
 		t.Fatalf("LostErr() = %v, want a loss matching ErrLockLost and ErrPanicked that names the panic", err)
 	}
 	wantPanicLogged(t, logs, "renewal call panicked")
+}
+
+// TestExtend_panickingHookKeepsRenewalWorking: an Extend whose call panics
+// on the caller's goroutine (a go-redis hook; a ctx without deadline runs
+// the call there) hands the panic to the caller, and the hold, which Redis
+// still has, goes on being renewed: the Extend counts as a write of
+// unknown outcome, not as one still out, which would keep every renewal
+// from moving the hold's deadline until the hold was lost.
+func TestExtend_panickingHookKeepsRenewalWorking(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	h := &kindtest.PanicWhen{Match: func(cmds []redis.Cmder) bool {
+		return len(cmds) == 1 && strings.Contains(fmt.Sprint(cmds[0].Args()), " 777 ") // the Extend's TTL
+	}}
+	rdb.AddHook(h)
+	var scripts atomic.Int64
+	rdb.AddHook(kindtest.SeeCommands(func(cmd redis.Cmder) {
+		if kindtest.ScriptKeys(cmd) != nil {
+			scripts.Add(1)
+		}
+	}))
+	l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(ttl))
+	must(t, "Acquire()", l.Acquire(ctx))
+	h.Armed.Store(true)
+	func() {
+		defer func() {
+			if v := recover(); v == nil {
+				t.Fatal("Extend() returned; want the hook's panic")
+			}
+		}()
+		_ = l.Extend(ctx, 777*time.Millisecond)
+	}()
+	h.Armed.Store(false)
+	// Twelve renewals (one every TTL/3 at most) take 1.2s at least: past
+	// the deadline the Extend itself would have set, which the renewals
+	// may not move the hold's past while the Extend counts as out.
+	renewals := scripts.Load() + 12
+	for deadline := time.Now().Add(10 * time.Second); scripts.Load() < renewals; {
+		select {
+		case <-l.Lost():
+			t.Fatalf("hold lost after the Extend panicked: %v; want it renewed as before", l.LostErr())
+		case <-time.After(5 * time.Millisecond): // polls a count; opens no window
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d renewals in 10s after the Extend panicked, want 12", scripts.Load()-renewals+12)
+		}
+	}
+	must(t, "Release()", l.Release(ctx))
 }
 
 // TestRenewal_panickingObserverStillReportsLoss: an Observer that panics

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -164,7 +165,9 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 		}
 		o, settled = r.o, r.settled
 	} else {
-		o, settled = k.Extend(ctx, h, ttl)
+		o, settled = extendHere(ctx, k, h, ttl, func(panicked error) {
+			e.settleExtend(h, ttl, start, Outcome{Err: panicked, Unknown: true}, nil)
+		})
 	}
 	e.settleExtend(h, ttl, start, o, settled)
 	var err error
@@ -221,3 +224,18 @@ func (e *unansweredError) Unwrap() error { return e.cause }
 
 // errWaitTimeout is the cause of a wait that ran out.
 var errWaitTimeout = errors.New("lock: wait timeout")
+
+// extendHere runs k's Extend of h on the caller's goroutine. If it panics
+// (a go-redis hook, say), onPanic settles the Extend as one of unknown
+// outcome, which may still land, before the panic goes on to the caller:
+// an Extend left counted as out would keep every later renewal from
+// moving the hold's deadline past the one this Extend set.
+func extendHere(ctx context.Context, k Kind, h *Hold, ttl time.Duration, onPanic func(error)) (Outcome, <-chan struct{}) {
+	defer func() {
+		if v := recover(); v != nil {
+			onPanic(fmt.Errorf("%w: %v", ErrPanicked, v))
+			panic(v)
+		}
+	}()
+	return k.Extend(ctx, h, ttl)
+}
