@@ -603,6 +603,56 @@ func (h dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return next
 }
 
+// TestTryAcquire_panickingAfterSendIsUndone: an attempt whose call panics
+// on the caller's goroutine after it was sent (a go-redis hook that
+// panics once the reply is in; a ctx without deadline runs the call
+// there) hands the panic to the caller, and what the attempt took in Redis
+// is undone in the background, as for any attempt of unknown outcome,
+// rather than held by nobody for its TTL (a minute here).
+func TestTryAcquire_panickingAfterSendIsUndone(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	rdb.AddHook(panicAfter{match: isAcquire})
+	l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(time.Minute))
+	func() {
+		defer func() {
+			if v := recover(); v == nil {
+				t.Fatal("TryAcquire() returned; want the hook's panic")
+			}
+		}()
+		_, _ = l.TryAcquire(ctx)
+	}()
+	eventually(t, "the attempt undone (key gone)", func() bool {
+		return rdb.Exists(ctx, lockKey(l.Key())).Val() == 0
+	})
+	ok, err := l.TryAcquire(ctx)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire() after the panic = %v, %v; want the lock, free again", ok, err)
+	}
+	must(t, "Release()", l.Release(ctx))
+}
+
+// panicAfter is a go-redis hook that lets a single call matching match run
+// in Redis and get its reply, then panics, once.
+type panicAfter struct{ match func(redis.Cmder) bool }
+
+func (h panicAfter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h panicAfter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	var once sync.Once
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.match(cmd) {
+			once.Do(func() { panic("hook panicked") })
+		}
+		return err
+	}
+}
+
+func (h panicAfter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // TestTryAcquire_panickingUndoIsLoggedInsteadOfCrashing: when the undo of
 // an attempt of unknown outcome panics in a go-redis hook (on a goroutine
 // of the engine's, where no caller could recover it), the process goes on:

@@ -266,7 +266,7 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 			return Attempt{Err: unanswered(ctx)}, nil, true
 		}
 	} else {
-		a = k.Try(ctx, token)
+		a = tryHere(ctx, k, token, func() { hd.undoLater(k, token) })
 	}
 	if !a.OK {
 		return a, nil, false
@@ -277,4 +277,18 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 		return Attempt{Err: err, Spent: true}, nil, false
 	}
 	return a, h, false
+}
+
+// tryHere runs k's attempt with token on the caller's goroutine. If it
+// panics (a go-redis hook, say), the attempt may have been sent and taken
+// the lock: onPanic has it undone in the background, as for any attempt of
+// unknown outcome, before the panic goes on to the caller.
+func tryHere(ctx context.Context, k Kind, token string, onPanic func()) Attempt {
+	defer func() {
+		if v := recover(); v != nil {
+			onPanic()
+			panic(v)
+		}
+	}()
+	return k.Try(ctx, token)
 }
