@@ -574,3 +574,28 @@ func TestRelease_wakesOwnClientsNextReentrantWaiter(t *testing.T) {
 	}
 	must(t, "b.Release()", b.Release(ctx))
 }
+
+// TestRelease_panickingAfterSendEndsTheHold: a Release whose call panics
+// on the caller's goroutine after it ran in Redis hands the panic to the
+// caller and ends the hold, as a Release of unknown outcome does: the same
+// Lock can acquire again, rather than being refused as still holding.
+func TestRelease_panickingAfterSendEndsTheHold(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	rdb.AddHook(panicAfter{match: func(cmd redis.Cmder) bool { return isScriptCall(cmd) && !isAcquire(cmd) }})
+	l := newClient(t, rdb).NewLock(keyFor(t))
+	must(t, "Acquire()", l.Acquire(ctx))
+	func() {
+		defer func() {
+			if v := recover(); v == nil {
+				t.Fatal("Release() returned; want the hook's panic")
+			}
+		}()
+		_ = l.Release(ctx)
+	}()
+	ok, err := l.TryAcquire(ctx)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire() on the Lock after its Release panicked = %v, %v; want the lock, which that Release freed", ok, err)
+	}
+	must(t, "Release()", l.Release(ctx))
+}

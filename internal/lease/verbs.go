@@ -87,7 +87,7 @@ func (hd *Handle) Release(ctx context.Context, k Kind) error {
 			o = Outcome{Err: unanswered(ctx)}
 		}
 	} else {
-		o = k.Release(ctx, h, ended)
+		o = releaseHere(ctx, k, h, ended)
 	}
 	var err error
 	switch o.Status {
@@ -238,4 +238,19 @@ func extendHere(ctx context.Context, k Kind, h *Hold, ttl time.Duration, onPanic
 		}
 	}()
 	return k.Extend(ctx, h, ttl)
+}
+
+// releaseHere runs k's Release of h on the caller's goroutine. If it
+// panics (a go-redis hook, say), h is ended as by a Release whose outcome
+// is unknown, which expires by its TTL, before the panic goes on to the
+// caller: the handle can then acquire again, and the hold leaves its force
+// channel.
+func releaseHere(ctx context.Context, k Kind, h *Hold, ended bool) Outcome {
+	defer func() {
+		if v := recover(); v != nil {
+			h.finish()
+			panic(v)
+		}
+	}()
+	return k.Release(ctx, h, ended)
 }
