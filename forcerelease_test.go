@@ -161,20 +161,8 @@ func TestClient_ForceRelease_racesRelease(t *testing.T) {
 // the hold is reported lost once, force-released, whichever of the
 // message and the renewal's reply comes first.
 func TestClient_ForceRelease_racesRenewal(t *testing.T) {
-	ctx := context.Background()
-	tg := realTarget(t)
-	stall := &stallPipelines{hold: make(chan struct{}), held: make(chan struct{}, 1)}
-	rdb := tg.newRDB(t)
-	rdb.AddHook(stall)
 	rec := &kindtest.Recorder{}
-	holder := newClient(t, rdb, lock.WithTTL(600*time.Millisecond), lock.WithObserver(rec))
-	op := newClient(t, tg.newRDB(t))
-	key := keyFor(t)
-	l := holder.NewLock(key)
-	must(t, "Acquire()", l.Acquire(ctx))
-	waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
-	<-stall.held // the renewal pipeline is out, not yet sent
-	must(t, "ForceRelease()", op.ForceRelease(ctx, key))
+	l, stall := forcedWhileRenewalOut(t, lock.WithTTL(600*time.Millisecond), lock.WithObserver(rec))
 	close(stall.hold)
 	waitClosed(t, l.Lost(), 10*time.Second, "Lost()")
 	wantForced(t, l)
@@ -194,26 +182,35 @@ func TestClient_ForceRelease_racesRenewal(t *testing.T) {
 // as long as the test runs), which the renewal loop has taken off its heap:
 // Lost() closes, force-released, before the renewal could say anything.
 func TestClient_ForceRelease_reachesHoldWhileRenewalOut(t *testing.T) {
-	ctx := context.Background()
-	tg := realTarget(t)
-	stall := &stallPipelines{hold: make(chan struct{}), held: make(chan struct{}, 1)}
-	rdb := tg.newRDB(t)
-	rdb.AddHook(stall)
-	holder := newClient(t, rdb, lock.WithTTL(3*time.Second))
-	op := newClient(t, tg.newRDB(t))
-	key := keyFor(t)
-	l := holder.NewLock(key)
-	must(t, "Acquire()", l.Acquire(ctx))
-	waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
-	<-stall.held // the renewal pipeline is out, not yet sent
+	l, stall := forcedWhileRenewalOut(t, lock.WithTTL(3*time.Second))
 	defer close(stall.hold)
-	must(t, "ForceRelease()", op.ForceRelease(ctx, key))
 	select {
 	case <-l.Lost():
 	case <-time.After(2 * time.Second): // the safety deadline is 3s less its margin
 		t.Fatal("Lost() still open 2s after the force-release, the renewal held back: want the message to reach the hold in flight")
 	}
 	wantForced(t, l)
+}
+
+// forcedWhileRenewalOut acquires a lock on real Redis with a Client made
+// with opts, and force-releases it from another Client while its first
+// renewal is held back, not yet sent; closing stall.hold lets it go.
+func forcedWhileRenewalOut(t *testing.T, opts ...lock.Option) (l *lock.Lock, stall *stallPipelines) {
+	t.Helper()
+	ctx := context.Background()
+	tg := realTarget(t)
+	stall = &stallPipelines{hold: make(chan struct{}), held: make(chan struct{}, 1)}
+	rdb := tg.newRDB(t)
+	rdb.AddHook(stall)
+	holder := newClient(t, rdb, opts...)
+	op := newClient(t, tg.newRDB(t))
+	key := keyFor(t)
+	l = holder.NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
+	<-stall.held // the renewal pipeline is out, not yet sent
+	must(t, "ForceRelease()", op.ForceRelease(ctx, key))
+	return l, stall
 }
 
 // stallPipelines holds back the first pipeline (the renewal's) until hold
@@ -328,16 +325,7 @@ func TestClient_ForceRelease_reachesHandedOverHold(t *testing.T) {
 			gifts := make(chan struct{}, 1)
 			lock.OnGiftTaken(c, func() { gifts <- struct{}{} })
 			next := newLock(c, key, lock.WithBackoff(time.Minute, time.Minute))
-			done := make(chan error, 1)
-			go func() { done <- next.Acquire(ctx) }()
-			waitIdle(t, c, key, 1) // a release now hands over
-			must(t, "Release()", cur.Release(ctx))
-			select {
-			case err := <-done:
-				must(t, "waiter Acquire()", err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("waiter did not get the lock")
-			}
+			passTo(t, c, key, cur, next)
 			if len(gifts) != 1 {
 				t.Fatal("waiter took no handed-over hold: want the lock handed over")
 			}

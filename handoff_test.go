@@ -61,16 +61,7 @@ func TestLock_handoff(t *testing.T) {
 		must(t, "Acquire()", cur.Acquire(ctx))
 		for i := range 20 {
 			next := c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
-			done := make(chan error, 1)
-			go func() { done <- next.Acquire(ctx) }()
-			waitIdle(t, c, key, 1) // a release now hands over
-			must(t, "Release()", cur.Release(ctx))
-			select {
-			case err := <-done:
-				must(t, "waiter Acquire()", err)
-			case <-time.After(10 * time.Second):
-				t.Fatalf("round %d: waiter did not get the lock", i)
-			}
+			passTo(t, c, key, cur, next)
 			if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != next.Token() || next.Fence() <= cur.Fence() {
 				t.Fatalf("round %d: key %q fence %d after %d, want the waiter's token %q and a larger fence", i, got, next.Fence(), cur.Fence(), next.Token())
 			}
@@ -168,6 +159,24 @@ func TestLock_handoffChurn(t *testing.T) {
 }
 
 // waitIdle waits until n waiters of c on key sit between attempts.
+// passTo has next, a lock of c on key, wait for it while cur holds it,
+// then releases cur (a release that can hand the hold over), and returns
+// once next holds it.
+func passTo(t *testing.T, c *lock.Client, key string, cur, next *lock.Lock) {
+	t.Helper()
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- next.Acquire(ctx) }()
+	waitIdle(t, c, key, 1) // a release now hands over
+	must(t, "Release()", cur.Release(ctx))
+	select {
+	case err := <-done:
+		must(t, "waiter Acquire()", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter did not get the lock")
+	}
+}
+
 func waitIdle(t *testing.T, c *lock.Client, key string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
