@@ -30,6 +30,8 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 	if w == nil {
 		return lease.Outcome{}, false
 	}
+	ifPanic := lease.Gift{Retry: true, Unknown: true}
+	defer settlePanicked(n, w, &ifPanic)
 	wp := w.Handle().Policy()
 	wk, _ := w.Kind().(*kind)
 	ours, theirs := l.cfg.auditIn(&l.hd.Keys), (*auditor)(nil)
@@ -42,7 +44,9 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 		// the handoff's script could not audit as its own would (see
 		// audit_script.go). It tries for itself, told once the key is free
 		// (claimed meanwhile, it sends nothing).
+		ifPanic = lease.Gift{Retry: true} // a release sets no token of the waiter's
 		o = outcome(l.cfg.release(ctx, &l.hd.Keys, h.Token(), h.Fence()))
+		ifPanic = lease.Gift{}
 		n.Settle(w, lease.Gift{Retry: true})
 		return o, true
 	}
@@ -62,11 +66,27 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 		v, err = sb.run(ctx, scriptHandoff, l.hd.Keys.AcquireKeys(),
 			h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)).Int64()
 	}
+	ifPanic = lease.Gift{}
 	st := lease.Stolen
 	if v == -1 {
 		st = lease.Gone
 	}
 	return settleHandoff(n, w, sent, v, err, st), true
+}
+
+// settlePanicked, deferred by a release that claimed w, settles w with
+// *g when the release's call panicked (a go-redis hook; a ctx without
+// deadline runs the call on the caller's goroutine) before it returned:
+// the panic goes on to the caller, and w, no longer claimed, tries with
+// its own token, which finds whatever the handoff may have set (or, if it
+// gave up, undoes it). Otherwise w would stay claimed, making no attempt
+// of its own until its wait ended, while its token held the key for
+// nobody. The release sets *g to the zero Gift once its call returned:
+// it settles w itself then.
+func settlePanicked(n *lease.Notifier, w *lease.Waiter, g *lease.Gift) {
+	if *g != (lease.Gift{}) {
+		n.Settle(w, *g)
+	}
 }
 
 // settleHandoff gives w the outcome of a handoff call sent at sent that

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
+	"github.com/agentlock/lock/internal/redistest"
 )
 
 // TestLock_Acquire_wokenByPublish: a waiter in another Client (as in another
@@ -501,5 +502,49 @@ func TestAcquire_givingUpAfterUnknownHandoffLeavesNoHold(t *testing.T) {
 	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got == token {
 		t.Fatalf("after the waiter's Acquire failed (%v), Redis keeps the key with its token for PTTL %v: a handed-over hold stranded",
 			werr, tg.rdb.PTTL(ctx, lockKey(key)).Val())
+	}
+}
+
+// TestRelease_panickingHandoffLetsTheWaiterOn: a Release whose handoff
+// call panics on the caller's goroutine after it ran in Redis (a go-redis
+// hook; a ctx without deadline runs the call there) had claimed the
+// longest waiter of its Client. The waiter must learn the handoff's
+// outcome is unknown and try with its own token, which the handoff set:
+// it gets the lock, rather than waiting, claimed, for a gift that never
+// comes while its token holds the key for nobody.
+func TestRelease_panickingHandoffLetsTheWaiterOn(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script *redis.Script
+		src    string
+		locks  func(c *lock.Client, key string) (holder, waiter *lock.Lock)
+	}{
+		{"mutex", luascripts.Handoff, luascripts.Sources[4], func(c *lock.Client, key string) (*lock.Lock, *lock.Lock) {
+			return c.NewLock(key), c.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+		}},
+		{"semaphore", luascripts.SemHandoff, luascripts.SemSources[4], func(c *lock.Client, key string) (*lock.Lock, *lock.Lock) {
+			sem := c.NewSemaphore(key, 1)
+			return sem.Permit(), sem.Permit()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := redistest.Start(t, redistest.Config{}).Client(t)
+			rdb.AddHook(panicAfter{match: func(cmd redis.Cmder) bool { return isScript(cmd, tc.script, tc.src) }})
+			c := newClient(t, rdb, lock.WithBackoff(time.Minute, time.Minute))
+			holder, w := tc.locks(c, keyFor(t))
+			must(t, "holder Acquire()", holder.Acquire(ctx))
+			done := startAcquire(t, c, w, 1)
+			func() {
+				defer func() {
+					if v := recover(); v == nil {
+						t.Fatal("Release() returned; want the hook's panic")
+					}
+				}()
+				_ = holder.Release(ctx)
+			}()
+			must(t, "waiter Acquire()", recv(t, done, "waiter Acquire after the handoff panicked"))
+			must(t, "waiter Release()", w.Release(ctx))
+		})
 	}
 }

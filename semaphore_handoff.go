@@ -22,18 +22,23 @@ func (l *Lock) semHandoff(ctx context.Context, h *lease.Hold, b semBackend) (o l
 	if w == nil {
 		return lease.Outcome{}, false
 	}
+	ifPanic := lease.Gift{Retry: true, Unknown: true}
+	defer settlePanicked(n, w, &ifPanic)
 	wp := w.Handle().Policy()
 	if wp != &l.cfg.pol {
 		// It tries for itself, told once our permit is free: woken before,
 		// its attempt could beat the release and be wasted (claimed
 		// meanwhile, it sends nothing).
+		ifPanic = lease.Gift{Retry: true} // a release sets no token of the waiter's
 		o = outcome(b.release(ctx, &l.hd.Keys, h.Token()))
+		ifPanic = lease.Gift{}
 		n.Settle(w, lease.Gift{Retry: true})
 		return o, true
 	}
 	k := &l.hd.Keys
 	sent := time.Now()
 	v, err := b.handoff(ctx, k, h.Token(), w.Token(), wp.TTL)
+	ifPanic = lease.Gift{}
 	st := lease.Confirmed // -3: ours released, not handed over, as n was lowered
 	switch v {
 	case -1: // our permit is gone
