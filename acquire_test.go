@@ -679,3 +679,33 @@ func TestTryAcquire_panickingUndoIsLoggedInsteadOfCrashing(t *testing.T) {
 		t.Fatalf("the key exists %d times after an undo that panicked, want 1 (left to its TTL)", n)
 	}
 }
+
+// TestAcquire_panickingObserverAfterUnknownAttemptUndoesIt: an Acquire
+// whose first attempt ran in Redis but lost its reply (outcome unknown,
+// the key taken with the Acquire's token) tells the Observer of the failed
+// attempt on the caller's goroutine. When the Observer panics there, the
+// panic goes on to the caller, and what the attempt took is undone, as
+// when the wait ends, rather than held by nobody for its TTL (a minute).
+func TestAcquire_panickingObserverAfterUnknownAttemptUndoesIt(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	var dropped atomic.Bool
+	rdb.AddHook(dropReply{match: func(cmd redis.Cmder) bool { return isAcquire(cmd) && dropped.CompareAndSwap(false, true) }})
+	obs := lock.ObserverFunc(func(e lock.Event) {
+		if e.Kind == lock.EventAttemptFailed {
+			panic("observer panicked")
+		}
+	})
+	l := newClient(t, rdb, lock.WithObserver(obs)).NewLock(keyFor(t), lock.WithTTL(time.Minute))
+	func() {
+		defer func() {
+			if v := recover(); v == nil {
+				t.Fatal("Acquire() returned; want the Observer's panic")
+			}
+		}()
+		_ = l.Acquire(ctx)
+	}()
+	eventually(t, "the unknown attempt undone (key gone)", func() bool {
+		return rdb.Exists(ctx, lockKey(l.Key())).Val() == 0
+	})
+}

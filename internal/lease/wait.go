@@ -70,8 +70,27 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			return 0, nil, "", hd.Err("acquire", err)
 		}
 	}
-	var w *Waiter
+	var (
+		unknown bool  // an attempt failed after it may have reached Redis
+		tried   bool  // an attempt went out with token (queued: it may wait in the queue)
+		lastErr error // the last failed attempt's error
+		fails   int   // failed attempts in a row
+		timer   *time.Timer
+		w       *Waiter
+	)
 	defer func() { w.leave() }()
+	defer func() {
+		if v := recover(); v != nil {
+			// An Observer or a logger told of a failed attempt panicked on
+			// the caller's goroutine: what the wait's end would undo is
+			// undone in the background before the panic goes on. (An
+			// attempt whose own call panicked is undone by attempt.)
+			if (unknown || (p.Queued && tried)) && !p.FreshTokens {
+				hd.undoLater(k, token)
+			}
+			panic(v)
+		}
+	}()
 	channel := hd.Keys.Notify()
 	if p.Notify && (p.Eager || p.Queued || e.Notifier.queued(channel)) {
 		// Others in this process already wait for this key: queue behind
@@ -86,13 +105,6 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 		w, _ = e.Notifier.join(channel, hd, k, token, false)
 	}
 
-	var (
-		unknown bool  // an attempt failed after it may have reached Redis
-		tried   bool  // an attempt went out with token (queued: it may wait in the queue)
-		lastErr error // the last failed attempt's error
-		fails   int   // failed attempts in a row
-		timer   *time.Timer
-	)
 	for n := 0; ; n++ {
 		if e.Closed() {
 			err = ErrClosed
