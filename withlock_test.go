@@ -116,3 +116,35 @@ func TestClient_WithLock_badInput(t *testing.T) {
 	wantErr(t, "WithLock(nil fn)", c.WithLock(context.Background(), "k", nil), lock.ErrInvalid)
 	wantErr(t, "WithLock(\"\")", c.WithLock(context.Background(), "", func(context.Context) error { return nil }), lock.ErrInvalid)
 }
+
+// TestClient_WithLock_panickingObserverOnAcquireReleases: an Observer that
+// panics when told of the acquisition (on the caller's goroutine, once
+// the hold is installed and renewed) hands its panic to WithLock's caller
+// before fn runs. The hold is on a Lock nobody else can reach, so WithLock
+// releases it before the panic goes on, rather than leaving it renewed
+// until Close.
+func TestClient_WithLock_panickingObserverOnAcquireReleases(t *testing.T) {
+	tg := miniTarget(t)
+	ctx := context.Background()
+	obs := lock.ObserverFunc(func(e lock.Event) {
+		if e.Kind == lock.EventAcquire && e.Err == nil {
+			panic("observer panicked")
+		}
+	})
+	c := newClient(t, tg.rdb, lock.WithObserver(obs))
+	key := keyFor(t)
+	func() {
+		defer func() {
+			if v := recover(); v == nil {
+				t.Fatal("WithLock() returned; want the Observer's panic")
+			}
+		}()
+		_ = c.WithLock(ctx, key, func(context.Context) error {
+			t.Error("fn ran; want the panic before it")
+			return nil
+		})
+	}()
+	if tg.rdb.Exists(ctx, lockKey(key)).Val() != 0 {
+		t.Fatal("lock key left after WithLock panicked")
+	}
+}
