@@ -709,3 +709,46 @@ func TestAcquire_panickingObserverAfterUnknownAttemptUndoesIt(t *testing.T) {
 		return rdb.Exists(ctx, lockKey(l.Key())).Val() == 0
 	})
 }
+
+// TestAcquire_panickingObserverOnAcquireUndoesTheHold: an Observer that
+// panics when told of the acquisition (on the caller's goroutine, once
+// the hold is installed) hands its panic to the caller, who never learnt
+// that it holds the lock and so will not release it. The hold is undone,
+// as an attempt of unknown outcome is, rather than renewed until Close;
+// the Lock can acquire again.
+func TestAcquire_panickingObserverOnAcquireUndoesTheHold(t *testing.T) {
+	for _, verb := range []string{"Acquire", "TryAcquire"} {
+		t.Run(verb, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := redistest.Start(t, redistest.Config{}).Client(t)
+			var armed atomic.Bool
+			obs := lock.ObserverFunc(func(e lock.Event) {
+				if e.Kind == lock.EventAcquire && e.Err == nil && armed.CompareAndSwap(true, false) {
+					panic("observer panicked")
+				}
+			})
+			l := newClient(t, rdb, lock.WithObserver(obs)).NewLock(keyFor(t))
+			armed.Store(true)
+			func() {
+				defer func() {
+					if v := recover(); v == nil {
+						t.Fatalf("%s() returned; want the Observer's panic", verb)
+					}
+				}()
+				if verb == "Acquire" {
+					_ = l.Acquire(ctx)
+				} else {
+					_, _ = l.TryAcquire(ctx)
+				}
+			}()
+			eventually(t, "the hold undone (key gone)", func() bool {
+				return rdb.Exists(ctx, lockKey(l.Key())).Val() == 0
+			})
+			ok, err := l.TryAcquire(ctx)
+			if !ok || err != nil {
+				t.Fatalf("TryAcquire() after the panic = %v, %v; want the lock, free again", ok, err)
+			}
+			must(t, "Release()", l.Release(ctx))
+		})
+	}
+}

@@ -292,3 +292,20 @@ func tryHere(ctx context.Context, k Kind, token string, onPanic func()) Attempt 
 	}()
 	return k.Try(ctx, token)
 }
+
+// observeHeld tells the Observer of e, the acquisition of h by k. If the
+// Observer panics (on the caller's goroutine), the caller never learns it
+// holds the lock and will not release it: h is ended and undone in the
+// background, as an attempt of unknown outcome is, before the panic goes
+// on, rather than renewed until Close.
+func (hd *Handle) observeHeld(k Kind, h *Hold, e Event) {
+	defer func() {
+		if v := recover(); v != nil {
+			hd.pol.Engine.remove(h)
+			h.finish()
+			hd.undoLater(k, h.token)
+			panic(v)
+		}
+	}()
+	hd.pol.observe(hd.Keys.User, e)
+}

@@ -33,7 +33,7 @@ func (hd *Handle) TryAcquire(ctx context.Context, k Kind) (bool, error) {
 	switch {
 	case h != nil:
 		if obs {
-			p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Fence: h.fence, Duration: time.Since(start), Attempts: 1})
+			hd.observeHeld(k, h, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Fence: h.fence, Duration: time.Since(start), Attempts: 1})
 		}
 		return true, nil
 	case a.Err == nil:

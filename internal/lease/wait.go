@@ -51,7 +51,7 @@ func (hd *Handle) Acquire(ctx context.Context, k Kind) error {
 		p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Duration: time.Since(start), Attempts: attempts, Err: err})
 		return err
 	}
-	p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Fence: h.fence, Duration: time.Since(start), Attempts: attempts})
+	hd.observeHeld(k, h, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Fence: h.fence, Duration: time.Since(start), Attempts: attempts})
 	return nil
 }
 

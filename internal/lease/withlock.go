@@ -17,7 +17,7 @@ func withLock(ctx context.Context, pkg string, hd *Handle, k Kind, fn func(conte
 	if fn == nil {
 		return NewOpError(pkg, "with lock", hd.Keys.User, Invalidf("nil func"))
 	}
-	if err := acquire(ctx, hd, k); err != nil {
+	if err := hd.Acquire(ctx, k); err != nil {
 		return err
 	}
 	h := hd.Hold()
@@ -47,22 +47,4 @@ func withLock(ctx context.Context, pkg string, hd *Handle, k Kind, fn func(conte
 		return JoinErrs(ferr, lost, rerr)
 	}
 	return JoinErrs(ferr, rerr)
-}
-
-// acquire is WithLock's hd.Acquire. If that panics after it installed the
-// hold (an Observer told of the acquisition, on the caller's goroutine),
-// the hold, on a handle nobody but WithLock has, is released before the
-// panic goes on, rather than renewed until Close.
-func acquire(ctx context.Context, hd *Handle, k Kind) error {
-	returned := false
-	defer func() {
-		if !returned && hd.Hold() != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hd.pol.UndoTimeout)
-			defer cancel()
-			_ = hd.Release(rctx, k)
-		}
-	}()
-	err := hd.Acquire(ctx, k)
-	returned = true
-	return err
 }
