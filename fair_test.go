@@ -495,3 +495,39 @@ func TestFair_leastPrivilege(t *testing.T) {
 	must(t, "queued waiter's Acquire()", <-bErr)
 	must(t, "Release()", b.Release(ctx))
 }
+
+// TestFair_panickingObserverTakesWaiterOutOfQueue: a waiter's first
+// attempt joins the queue but loses its reply, and the Observer, told of
+// that failed attempt on the caller's goroutine, panics. The panic goes on
+// to the caller, and its token leaves the queue, as when a wait ends,
+// rather than keeping its place (for minutes here) ahead of later waiters.
+func TestFair_panickingObserverTakesWaiterOutOfQueue(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	holder := newClient(t, tg.rdb, lock.WithFair(true)).NewLock(key)
+	must(t, "Acquire()", holder.Acquire(ctx))
+
+	rdb := tg.newRDB(t)
+	var dropped atomic.Bool
+	rdb.AddHook(dropReply{match: func(cmd redis.Cmder) bool { return isAcquire(cmd) && dropped.CompareAndSwap(false, true) }})
+	obs := lock.ObserverFunc(func(e lock.Event) {
+		if e.Kind == lock.EventAttemptFailed {
+			panic("observer panicked")
+		}
+	})
+	w := newClient(t, rdb, lock.WithFair(true), lock.WithObserver(obs), lock.WithBackoff(time.Minute, time.Minute)).NewLock(key)
+	func() {
+		defer func() {
+			if v := recover(); v == nil {
+				t.Fatal("Acquire() returned; want the Observer's panic")
+			}
+		}()
+		_ = w.Acquire(ctx)
+	}()
+	if !dropped.Load() {
+		t.Fatal("no queue-join's reply dropped")
+	}
+	waitWaiters(t, holder, 0)
+	must(t, "Release()", holder.Release(ctx))
+}
