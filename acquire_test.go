@@ -752,3 +752,46 @@ func TestAcquire_panickingObserverOnAcquireUndoesTheHold(t *testing.T) {
 		})
 	}
 }
+
+// TestAcquire_panickingAttemptAfterWakeUpLeavesNothing: a waiter woken by
+// a release (in another Client) whose attempt then takes the key and
+// panics on the caller's goroutine hands the panic to its caller, and
+// leaves nothing behind: the key is undone, the waiter is gone from its
+// Client's Notifier, and the Lock, not left busy, can wait again and be
+// woken by the next release.
+func TestAcquire_panickingAttemptAfterWakeUpLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Config{})
+	key := keyFor(t)
+	holders := newClient(t, srv.Client(t))
+	holder := holders.NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	rdb := srv.Client(t)
+	var armed atomic.Bool
+	rdb.AddHook(panicAfter{match: func(cmd redis.Cmder) bool { return isAcquire(cmd) && armed.Load() }})
+	wc := newClient(t, rdb)
+	w := wc.NewLock(key, lock.WithBackoff(time.Minute, time.Minute))
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_ = w.Acquire(ctx)
+	}()
+	waitIdle(t, wc, key, 1) // its first attempt failed; it listens
+	armed.Store(true)
+	must(t, "holder Release()", holder.Release(ctx))
+	if v := recv(t, panicked, "the waiter's Acquire"); v == nil {
+		t.Fatal("waiter's Acquire() returned; want the hook's panic")
+	}
+	armed.Store(false)
+	eventually(t, "the panicked attempt undone (key gone)", func() bool {
+		return rdb.Exists(ctx, lockKey(key)).Val() == 0
+	})
+	if n := lock.IdleWaiters(wc, key); n != 0 {
+		t.Fatalf("%d idle waiters left after the Acquire panicked, want 0", n)
+	}
+	must(t, "holder Acquire() again", holder.Acquire(ctx))
+	done := startAcquire(t, wc, w, 1)
+	must(t, "holder Release() again", holder.Release(ctx))
+	must(t, "waiter Acquire() after the panic", recv(t, done, "waiter Acquire after the next release"))
+	must(t, "waiter Release()", w.Release(ctx))
+}
