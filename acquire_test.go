@@ -608,9 +608,14 @@ func (h dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // panics once the reply is in; a ctx without deadline runs the call
 // there) hands the panic to the caller, and what the attempt took in Redis
 // is undone in the background, as for any attempt of unknown outcome,
-// rather than held by nobody for its TTL (a minute here).
+// rather than held by nobody for its TTL (a minute here). So too with a
+// ctx that has a deadline: the call then runs on a goroutine of the
+// engine's, which hands the panic back to the caller.
 func TestTryAcquire_panickingAfterSendIsUndone(t *testing.T) {
-	ctx := context.Background()
+	eachCtx(t, testTryAcquirePanickingAfterSendIsUndone)
+}
+
+func testTryAcquirePanickingAfterSendIsUndone(t *testing.T, ctx context.Context) {
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	rdb.AddHook(panicAfter{match: isAcquire})
 	l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(time.Minute))
@@ -630,6 +635,18 @@ func TestTryAcquire_panickingAfterSendIsUndone(t *testing.T) {
 		t.Fatalf("TryAcquire() after the panic = %v, %v; want the lock, free again", ok, err)
 	}
 	must(t, "Release()", l.Release(ctx))
+}
+
+// eachCtx runs fn as a subtest with a ctx without deadline, whose calls
+// run on the caller's goroutine, and with one that has a deadline, whose
+// calls run on a goroutine of the engine's until it ends.
+func eachCtx(t *testing.T, fn func(t *testing.T, ctx context.Context)) {
+	t.Run("no deadline", func(t *testing.T) { fn(t, context.Background()) })
+	t.Run("deadline", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		fn(t, ctx)
+	})
 }
 
 // panicAfter is a go-redis hook that lets a single call matching match run

@@ -578,9 +578,13 @@ func TestRelease_wakesOwnClientsNextReentrantWaiter(t *testing.T) {
 // TestRelease_panickingAfterSendEndsTheHold: a Release whose call panics
 // on the caller's goroutine after it ran in Redis hands the panic to the
 // caller and ends the hold, as a Release of unknown outcome does: the same
-// Lock can acquire again, rather than being refused as still holding.
+// Lock can acquire again, rather than being refused as still holding. So
+// too with a ctx that has a deadline (see eachCtx).
 func TestRelease_panickingAfterSendEndsTheHold(t *testing.T) {
-	ctx := context.Background()
+	eachCtx(t, testReleasePanickingAfterSendEndsTheHold)
+}
+
+func testReleasePanickingAfterSendEndsTheHold(t *testing.T, ctx context.Context) {
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	rdb.AddHook(panicAfter{match: func(cmd redis.Cmder) bool { return isScriptCall(cmd) && !isAcquire(cmd) }})
 	l := newClient(t, rdb).NewLock(keyFor(t))

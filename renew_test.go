@@ -518,10 +518,14 @@ func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
 // the call there) hands the panic to the caller, and the hold, which Redis
 // still has, goes on being renewed: the Extend counts as a write of
 // unknown outcome, not as one still out, which would keep every renewal
-// from moving the hold's deadline until the hold was lost.
+// from moving the hold's deadline until the hold was lost. So too with a
+// ctx that has a deadline (see eachCtx).
 func TestExtend_panickingHookKeepsRenewalWorking(t *testing.T) {
+	eachCtx(t, testExtendPanickingHookKeepsRenewalWorking)
+}
+
+func testExtendPanickingHookKeepsRenewalWorking(t *testing.T, ctx context.Context) {
 	const ttl = 300 * time.Millisecond
-	ctx := context.Background()
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	h := &kindtest.PanicWhen{Match: func(cmds []redis.Cmder) bool {
 		return len(cmds) == 1 && strings.Contains(fmt.Sprint(cmds[0].Args()), " 777 ") // the Extend's TTL

@@ -252,21 +252,8 @@ func (hd *Handle) undoPanicked() {
 // its call returns if it may have taken the lock or, for a queued kind,
 // joined the queue. held is the new hold.
 func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt, held *Hold, cut bool) {
-	if hd.bounded(ctx) {
-		var ok bool
-		a, ok = runBounded(hd.pol.Engine, ctx, func() Attempt { return k.Try(ctx, token) }, func(a Attempt, panicked error) {
-			// Only now is the call's outcome known: an undo sent before
-			// it could run in Redis ahead of the attempt it undoes. One
-			// that panicked may have been sent.
-			if a.OK || a.Unknown || panicked != nil || hd.pol.Queued {
-				hd.undoLater(k, token)
-			}
-		})
-		if !ok {
-			return Attempt{Err: unanswered(ctx)}, nil, true
-		}
-	} else {
-		a = tryHere(ctx, k, token, func() { hd.undoLater(k, token) })
+	if a, cut = hd.try(ctx, k, token); cut {
+		return Attempt{Err: unanswered(ctx)}, nil, true
 	}
 	if !a.OK {
 		return a, nil, false
@@ -279,18 +266,32 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 	return a, h, false
 }
 
-// tryHere runs k's attempt with token on the caller's goroutine. If it
-// panics (a go-redis hook, say), the attempt may have been sent and taken
-// the lock: onPanic has it undone in the background, as for any attempt of
-// unknown outcome, before the panic goes on to the caller.
-func tryHere(ctx context.Context, k Kind, token string, onPanic func()) Attempt {
+// try makes k's attempt with token: on the caller's goroutine, or, when
+// ctx's deadline must bound it, on one of the Engine's (runBounded); cut
+// when ctx ended first. If the call panics while the caller waits (a
+// go-redis hook, say; runBounded hands such a panic back), the attempt
+// may have been sent and taken the lock: it is undone in the background,
+// as any attempt of unknown outcome, before the panic goes on to the
+// caller.
+func (hd *Handle) try(ctx context.Context, k Kind, token string) (a Attempt, cut bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			onPanic()
+			hd.undoLater(k, token)
 			panic(v)
 		}
 	}()
-	return k.Try(ctx, token)
+	if !hd.bounded(ctx) {
+		return k.Try(ctx, token), false
+	}
+	a, ok := runBounded(hd.pol.Engine, ctx, func() Attempt { return k.Try(ctx, token) }, func(a Attempt, panicked error) {
+		// Only now is the call's outcome known: an undo sent before
+		// it could run in Redis ahead of the attempt it undoes. One
+		// that panicked may have been sent.
+		if a.OK || a.Unknown || panicked != nil || hd.pol.Queued {
+			hd.undoLater(k, token)
+		}
+	})
+	return a, !ok
 }
 
 // observeHeld tells the Observer of e, the acquisition of h by k. If the

@@ -80,15 +80,7 @@ func (hd *Handle) Release(ctx context.Context, k Kind) error {
 	// is touched. If it is gone, no loss is reported (lose ignores an ended
 	// hold): our own earlier release may have removed it.
 	ended := h.beginRelease()
-	var o Outcome
-	if hd.bounded(ctx) {
-		var ok bool
-		if o, ok = runBounded(e, ctx, func() Outcome { return k.Release(ctx, h, ended) }, nil); !ok {
-			o = Outcome{Err: unanswered(ctx)}
-		}
-	} else {
-		o = releaseHere(ctx, k, h, ended)
-	}
+	o := hd.release(ctx, k, h, ended)
 	var err error
 	switch o.Status {
 	case Confirmed:
@@ -135,39 +127,16 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 	}
 	start := time.Now()
 	e.extending(h, ttl, start)
-	var (
-		o       Outcome
-		settled <-chan struct{}
-	)
-	if hd.bounded(ctx) {
-		type result struct {
-			o       Outcome
-			settled <-chan struct{}
-		}
-		r, ok := runBounded(e, ctx, func() result {
-			o, settled := k.Extend(ctx, h, ttl)
-			return result{o, settled}
-		}, func(r result, panicked error) {
-			if panicked != nil {
-				r.o = Outcome{Err: panicked, Unknown: true}
-			}
-			e.settleExtend(h, ttl, start, r.o, r.settled)
-		})
-		if !ok {
-			// Unanswered by the caller's deadline: it may land later, after
-			// writes not yet sent (see ttlCap).
-			e.mu.Lock()
-			h.unknownWrite(ttl)
-			e.mu.Unlock()
-			err := hd.Err("extend", unanswered(ctx))
-			p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
-			return err
-		}
-		o, settled = r.o, r.settled
-	} else {
-		o, settled = extendHere(ctx, k, h, ttl, func(panicked error) {
-			e.settleExtend(h, ttl, start, Outcome{Err: panicked, Unknown: true}, nil)
-		})
+	o, settled, cut := hd.extend(ctx, k, h, ttl, start)
+	if cut {
+		// Unanswered by the caller's deadline: it may land later, after
+		// writes not yet sent (see ttlCap).
+		e.mu.Lock()
+		h.unknownWrite(ttl)
+		e.mu.Unlock()
+		err := hd.Err("extend", unanswered(ctx))
+		p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+		return err
 	}
 	e.settleExtend(h, ttl, start, o, settled)
 	var err error
@@ -225,32 +194,63 @@ func (e *unansweredError) Unwrap() error { return e.cause }
 // errWaitTimeout is the cause of a wait that ran out.
 var errWaitTimeout = errors.New("lock: wait timeout")
 
-// extendHere runs k's Extend of h on the caller's goroutine. If it panics
-// (a go-redis hook, say), onPanic settles the Extend as one of unknown
-// outcome, which may still land, before the panic goes on to the caller:
-// an Extend left counted as out would keep every later renewal from
-// moving the hold's deadline past the one this Extend set.
-func extendHere(ctx context.Context, k Kind, h *Hold, ttl time.Duration, onPanic func(error)) (Outcome, <-chan struct{}) {
+// extend sends k's Extend of h to ttl, begun at start: on the caller's
+// goroutine, or, when ctx's deadline must bound it, on one of the
+// Engine's (runBounded); cut when ctx ended first, the Extend then settled
+// in the background once it returns. If the call panics while the caller
+// waits (a go-redis hook, say; runBounded hands such a panic back), the
+// Extend is settled as a write of unknown outcome, which may still land,
+// before the panic goes on to the caller: an Extend left counted as out
+// would keep every later renewal from moving the hold's deadline past the
+// one this Extend set.
+func (hd *Handle) extend(ctx context.Context, k Kind, h *Hold, ttl time.Duration, start time.Time) (o Outcome, settled <-chan struct{}, cut bool) {
+	e := hd.pol.Engine
 	defer func() {
 		if v := recover(); v != nil {
-			onPanic(fmt.Errorf("%w: %v", ErrPanicked, v))
+			e.settleExtend(h, ttl, start, Outcome{Err: fmt.Errorf("%w: %v", ErrPanicked, v), Unknown: true}, nil)
 			panic(v)
 		}
 	}()
-	return k.Extend(ctx, h, ttl)
+	if !hd.bounded(ctx) {
+		o, settled = k.Extend(ctx, h, ttl)
+		return o, settled, false
+	}
+	type result struct {
+		o       Outcome
+		settled <-chan struct{}
+	}
+	r, ok := runBounded(e, ctx, func() result {
+		o, settled := k.Extend(ctx, h, ttl)
+		return result{o, settled}
+	}, func(r result, panicked error) {
+		if panicked != nil {
+			r.o = Outcome{Err: panicked, Unknown: true}
+		}
+		e.settleExtend(h, ttl, start, r.o, r.settled)
+	})
+	return r.o, r.settled, !ok
 }
 
-// releaseHere runs k's Release of h on the caller's goroutine. If it
-// panics (a go-redis hook, say), h is ended as by a Release whose outcome
-// is unknown, which expires by its TTL, before the panic goes on to the
-// caller: the handle can then acquire again, and the hold leaves its force
-// channel.
-func releaseHere(ctx context.Context, k Kind, h *Hold, ended bool) Outcome {
+// release sends k's Release of h: on the caller's goroutine, or, when
+// ctx's deadline must bound it, on one of the Engine's (runBounded), its
+// outcome unknown when ctx ends first. If the call panics while the caller
+// waits (a go-redis hook, say; runBounded hands such a panic back), h is
+// ended as by a Release whose outcome is unknown, which expires by its
+// TTL, before the panic goes on to the caller: the handle can then acquire
+// again, and the hold leaves its force channel.
+func (hd *Handle) release(ctx context.Context, k Kind, h *Hold, ended bool) Outcome {
 	defer func() {
 		if v := recover(); v != nil {
 			h.finish()
 			panic(v)
 		}
 	}()
-	return k.Release(ctx, h, ended)
+	if !hd.bounded(ctx) {
+		return k.Release(ctx, h, ended)
+	}
+	o, ok := runBounded(hd.pol.Engine, ctx, func() Outcome { return k.Release(ctx, h, ended) }, nil)
+	if !ok {
+		return Outcome{Err: unanswered(ctx)}
+	}
+	return o
 }
