@@ -3,10 +3,14 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
 )
 
 func TestClient_WithLock(t *testing.T) {
@@ -146,4 +150,30 @@ func TestClient_WithLock_panickingObserverOnAcquireUndoesTheHold(t *testing.T) {
 	eventually(t, "the hold undone (key gone)", func() bool {
 		return tg.rdb.Exists(ctx, lockKey(key)).Val() == 0
 	})
+}
+
+// TestClient_WithLock_panickingReleaseAfterPanickingFn: when fn panics and
+// the release WithLock then sends panics too (a go-redis hook), the panic
+// that reaches the caller is fn's, as WithLock promises; the release's is
+// logged, and the hold has ended (the Lock's key is free once the release
+// ran in Redis).
+func TestClient_WithLock_panickingReleaseAfterPanickingFn(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, redistest.Config{}).Client(t)
+	rdb.AddHook(panicAfter{match: func(cmd redis.Cmder) bool { return isScriptCall(cmd) && !isAcquire(cmd) }})
+	logs := &logRecorder{}
+	c := newClient(t, rdb, lock.WithLogger(slog.New(logs)))
+	key := keyFor(t)
+	func() {
+		defer func() {
+			if r := recover(); r != "kaboom" {
+				t.Fatalf("recovered %v, want the fn's panic value", r)
+			}
+		}()
+		_ = c.WithLock(ctx, key, func(context.Context) error { panic("kaboom") })
+	}()
+	if rdb.Exists(ctx, lockKey(key)).Val() != 0 {
+		t.Fatal("lock key left after WithLock's release ran")
+	}
+	wantPanicLogged(t, logs, "release panicked")
 }

@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"runtime/debug"
 )
 
 // withLock is the body of every kind's WithLock (see WithLock): it acquires hd (waiting,
@@ -34,6 +36,7 @@ func withLock(ctx context.Context, pkg string, hd *Handle, k Kind, fn func(conte
 	}
 	defer func() {
 		if !released { // fn panicked or called runtime.Goexit
+			defer hd.releasePanicked()
 			_ = release()
 		}
 	}()
@@ -47,4 +50,19 @@ func withLock(ctx context.Context, pkg string, hd *Handle, k Kind, fn func(conte
 		return JoinErrs(ferr, lost, rerr)
 	}
 	return JoinErrs(ferr, rerr)
+}
+
+// releasePanicked, deferred by WithLock's release after fn panicked (or
+// called runtime.Goexit), recovers a panic of that release (a go-redis
+// hook, say), which has ended the hold, and logs it at Error level: fn's
+// panic is the one that goes on to the caller.
+func (hd *Handle) releasePanicked() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if lg := hd.pol.Logger; lg != nil {
+		lg.Error(hd.pol.Pkg+" with lock: release panicked after fn did not return", slog.String("key", hd.Keys.User),
+			slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+	}
 }
