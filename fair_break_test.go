@@ -125,11 +125,8 @@ func TestFair_lateAttemptAfterLeave(t *testing.T) {
 // leave, finding the key holding its token, hands it on to the next in
 // line.
 func TestFair_giveToDepartedWaiter(t *testing.T) {
-	tg := realTarget(t)
+	tg, key, holder := heldFairKey(t)
 	ctx := context.Background()
-	key := keyFor(t)
-	holder := newClient(t, tg.rdb, lock.WithFair(true)).NewLock(key)
-	must(t, "Acquire()", holder.Acquire(ctx))
 	g := newFairGate(t, true, true)
 	w := slowWaiter(t, tg, key, g)
 	wctx, cancel := context.WithCancel(ctx)

@@ -254,11 +254,8 @@ func TestFair_deadWaiter(t *testing.T) {
 // carry the same token: the waiter is queued once and gets the key at the
 // release; the acquire whose reply was lost is confirmed by its retry.
 func TestFair_lostReplies(t *testing.T) {
-	tg := realTarget(t)
+	tg, key, holder := heldFairKey(t)
 	ctx := context.Background()
-	key := keyFor(t)
-	holder := newClient(t, tg.rdb, lock.WithFair(true)).NewLock(key)
-	must(t, "Acquire()", holder.Acquire(ctx))
 
 	rdb := tg.newRDB(t)
 	h := &dropFairReplies{}
@@ -502,11 +499,8 @@ func TestFair_leastPrivilege(t *testing.T) {
 // to the caller, and its token leaves the queue, as when a wait ends,
 // rather than keeping its place (for minutes here) ahead of later waiters.
 func TestFair_panickingObserverTakesWaiterOutOfQueue(t *testing.T) {
-	tg := realTarget(t)
+	tg, key, holder := heldFairKey(t)
 	ctx := context.Background()
-	key := keyFor(t)
-	holder := newClient(t, tg.rdb, lock.WithFair(true)).NewLock(key)
-	must(t, "Acquire()", holder.Acquire(ctx))
 
 	rdb := tg.newRDB(t)
 	var dropped atomic.Bool
@@ -530,4 +524,15 @@ func TestFair_panickingObserverTakesWaiterOutOfQueue(t *testing.T) {
 	}
 	waitWaiters(t, holder, 0)
 	must(t, "Release()", holder.Release(ctx))
+}
+
+// heldFairKey returns a real target, the test's key and a fair lock that
+// holds it.
+func heldFairKey(t *testing.T) (*target, string, *lock.Lock) {
+	t.Helper()
+	tg := realTarget(t)
+	key := keyFor(t)
+	holder := newClient(t, tg.rdb, lock.WithFair(true)).NewLock(key)
+	must(t, "Acquire()", holder.Acquire(context.Background()))
+	return tg, key, holder
 }
