@@ -555,7 +555,11 @@ func TestCoalescing_panickingClient(t *testing.T) {
 		must(t, "Release()", after.Release(ctx))
 
 		// A pipeline: hold every slot at a gate, queue two calls, arm the
-		// hook, let the slots go; the queue goes out as one pipeline.
+		// hook, let the slots go; the queue goes out as one pipeline. On a
+		// Client of its own: each panicked call above has its attempt undone
+		// in the background, and those undos, still going out through c's
+		// coalescer, would count in its load.
+		c = newClient(t, rdb)
 		g := addPipeGate(t, rdb)
 		g.openPipes()
 		errs := make(chan error, 2)
