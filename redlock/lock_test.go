@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	lock "github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/redlock"
@@ -183,7 +185,16 @@ func TestLock_Fence_raisesLaggingCounters(t *testing.T) {
 
 func TestLock_Fence_increasesAcrossHolders(t *testing.T) {
 	ms, nodes := miniNodes(t, 5)
-	clients := []*redlock.Client{newClient(t, nodes), newClient(t, nodes), newClient(t, nodes)}
+	// Node 1 dies mid-way. Its client gives a call up at its first failed
+	// dial (go-redis tries 5 by default), so that no round waits its node
+	// timeout for it, and the timeout can be generous: these in-process
+	// servers, starved under -race while other packages' tests ran, twice
+	// answered no Release within the default 100ms (0 of 5 nodes).
+	dead := redis.NewClient(&redis.Options{Addr: ms[1].Addr(), MaxRetries: -1, DialTimeout: time.Second, DialerRetries: 1})
+	t.Cleanup(func() { dead.Close() })
+	nodes[1] = dead
+	slowOK := redlock.WithNodeTimeout(time.Second)
+	clients := []*redlock.Client{newClient(t, nodes, slowOK), newClient(t, nodes, slowOK), newClient(t, nodes, slowOK)}
 	ctx := context.Background()
 	key := keyFor(t)
 	var last int64
