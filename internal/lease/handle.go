@@ -274,12 +274,7 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt,
 // as any attempt of unknown outcome, before the panic goes on to the
 // caller.
 func (hd *Handle) try(ctx context.Context, k Kind, token string) (a Attempt, cut bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			hd.undoLater(k, token)
-			panic(v)
-		}
-	}()
+	defer fixOnPanic(func(any) { hd.undoLater(k, token) })
 	if !hd.bounded(ctx) {
 		return k.Try(ctx, token), false
 	}
@@ -300,13 +295,10 @@ func (hd *Handle) try(ctx context.Context, k Kind, token string) (a Attempt, cut
 // background, as an attempt of unknown outcome is, before the panic goes
 // on, rather than renewed until Close.
 func (hd *Handle) observeHeld(k Kind, h *Hold, e Event) {
-	defer func() {
-		if v := recover(); v != nil {
-			hd.pol.Engine.remove(h)
-			h.finish()
-			hd.undoLater(k, h.token)
-			panic(v)
-		}
-	}()
+	defer fixOnPanic(func(any) {
+		hd.pol.Engine.remove(h)
+		h.finish()
+		hd.undoLater(k, h.token)
+	})
 	hd.pol.observe(hd.Keys.User, e)
 }

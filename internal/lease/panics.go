@@ -34,12 +34,28 @@ func (e *panicError) Unwrap() error { return ErrPanicked }
 // it from the deferred function that recovered: the stack then still shows
 // where the panic began.
 func Recovered(lg *slog.Logger, what string, v any, args ...any) error {
-	err := &panicError{what: what, val: v}
+	logPanic(lg, "lock: "+what+" panicked on a background goroutine", v, args...)
+	return &panicError{what: what, val: v}
+}
+
+// logPanic logs msg at Error level through lg (nil: silent) with args, the
+// panic's value v and the stack of the deferred function that recovered it.
+func logPanic(lg *slog.Logger, msg string, v any, args ...any) {
 	if lg != nil {
 		args = append(args, slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
-		lg.Error("lock: "+what+" panicked on a background goroutine", args...)
+		lg.Error(msg, args...)
 	}
-	return err
+}
+
+// fixOnPanic, deferred by a verb whose call runs while its caller waits,
+// lets a panic of that call (a go-redis hook, an Observer) go on to the
+// caller, after fix has set the lock's state as after a call of unknown
+// outcome. fix gets the panic's value.
+func fixOnPanic(fix func(v any)) {
+	if v := recover(); v != nil {
+		fix(v)
+		panic(v)
+	}
 }
 
 // Survive, deferred on a goroutine of e's own (or a kind's), recovers a

@@ -205,12 +205,9 @@ var errWaitTimeout = errors.New("lock: wait timeout")
 // one this Extend set.
 func (hd *Handle) extend(ctx context.Context, k Kind, h *Hold, ttl time.Duration, start time.Time) (o Outcome, settled <-chan struct{}, cut bool) {
 	e := hd.pol.Engine
-	defer func() {
-		if v := recover(); v != nil {
-			e.settleExtend(h, ttl, start, Outcome{Err: fmt.Errorf("%w: %v", ErrPanicked, v), Unknown: true}, nil)
-			panic(v)
-		}
-	}()
+	defer fixOnPanic(func(v any) {
+		e.settleExtend(h, ttl, start, Outcome{Err: fmt.Errorf("%w: %v", ErrPanicked, v), Unknown: true}, nil)
+	})
 	if !hd.bounded(ctx) {
 		o, settled = k.Extend(ctx, h, ttl)
 		return o, settled, false
@@ -239,12 +236,7 @@ func (hd *Handle) extend(ctx context.Context, k Kind, h *Hold, ttl time.Duration
 // TTL, before the panic goes on to the caller: the handle can then acquire
 // again, and the hold leaves its force channel.
 func (hd *Handle) release(ctx context.Context, k Kind, h *Hold, ended bool) Outcome {
-	defer func() {
-		if v := recover(); v != nil {
-			h.finish()
-			panic(v)
-		}
-	}()
+	defer fixOnPanic(func(any) { h.finish() })
 	if !hd.bounded(ctx) {
 		return k.Release(ctx, h, ended)
 	}

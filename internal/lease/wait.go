@@ -79,18 +79,15 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 		w       *Waiter
 	)
 	defer func() { w.leave() }()
-	defer func() {
-		if v := recover(); v != nil {
-			// An Observer or a logger told of a failed attempt panicked on
-			// the caller's goroutine: what the wait's end would undo is
-			// undone in the background before the panic goes on. (An
-			// attempt whose own call panicked is undone by attempt.)
-			if (unknown || (p.Queued && tried)) && !p.FreshTokens {
-				hd.undoLater(k, token)
-			}
-			panic(v)
+	defer fixOnPanic(func(any) {
+		// An Observer or a logger told of a failed attempt panicked on the
+		// caller's goroutine: what the wait's end would undo is undone in
+		// the background before the panic goes on. (An attempt whose own
+		// call panicked is undone by attempt.)
+		if (unknown || (p.Queued && tried)) && !p.FreshTokens {
+			hd.undoLater(k, token)
 		}
-	}()
+	})
 	channel := hd.Keys.Notify()
 	if p.Notify && (p.Eager || p.Queued || e.Notifier.queued(channel)) {
 		// Others in this process already wait for this key: queue behind

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"runtime/debug"
 )
 
 // withLock is the body of every kind's WithLock (see WithLock): it acquires hd (waiting,
@@ -57,12 +56,7 @@ func withLock(ctx context.Context, pkg string, hd *Handle, k Kind, fn func(conte
 // hook, say), which has ended the hold, and logs it at Error level: fn's
 // panic is the one that goes on to the caller.
 func (hd *Handle) releasePanicked() {
-	v := recover()
-	if v == nil {
-		return
-	}
-	if lg := hd.pol.Logger; lg != nil {
-		lg.Error(hd.pol.Pkg+" with lock: release panicked after fn did not return", slog.String("key", hd.Keys.User),
-			slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+	if v := recover(); v != nil {
+		logPanic(hd.pol.Logger, hd.pol.Pkg+" with lock: release panicked after fn did not return", v, slog.String("key", hd.Keys.User))
 	}
 }
