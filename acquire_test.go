@@ -619,22 +619,10 @@ func testTryAcquirePanickingAfterSendIsUndone(t *testing.T, ctx context.Context)
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	rdb.AddHook(panicAfter{match: isAcquire})
 	l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(time.Minute))
-	func() {
-		defer func() {
-			if v := recover(); v == nil {
-				t.Fatal("TryAcquire() returned; want the hook's panic")
-			}
-		}()
+	mustPanic(t, "TryAcquire()", "the hook's panic", func() {
 		_, _ = l.TryAcquire(ctx)
-	}()
-	eventually(t, "the attempt undone (key gone)", func() bool {
-		return rdb.Exists(ctx, lockKey(l.Key())).Val() == 0
 	})
-	ok, err := l.TryAcquire(ctx)
-	if !ok || err != nil {
-		t.Fatalf("TryAcquire() after the panic = %v, %v; want the lock, free again", ok, err)
-	}
-	must(t, "Release()", l.Release(ctx))
+	wantUndone(t, rdb, l, "the attempt undone")
 }
 
 // eachCtx runs fn as a subtest with a ctx without deadline, whose calls
@@ -647,6 +635,21 @@ func eachCtx(t *testing.T, fn func(t *testing.T, ctx context.Context)) {
 		defer cancel()
 		fn(t, ctx)
 	})
+}
+
+// wantUndone waits until l's key is gone (what: the undo awaited), then
+// takes the lock with l again and releases it.
+func wantUndone(t *testing.T, rdb redis.Cmdable, l *lock.Lock, what string) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, what+" (key gone)", func() bool {
+		return rdb.Exists(ctx, lockKey(l.Key())).Val() == 0
+	})
+	ok, err := l.TryAcquire(ctx)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire() after the panic = %v, %v; want the lock, free again", ok, err)
+	}
+	must(t, "Release()", l.Release(ctx))
 }
 
 // panicAfter is a go-redis hook that lets a single call matching match run
@@ -714,14 +717,9 @@ func TestAcquire_panickingObserverAfterUnknownAttemptUndoesIt(t *testing.T) {
 		}
 	})
 	l := newClient(t, rdb, lock.WithObserver(obs)).NewLock(keyFor(t), lock.WithTTL(time.Minute))
-	func() {
-		defer func() {
-			if v := recover(); v == nil {
-				t.Fatal("Acquire() returned; want the Observer's panic")
-			}
-		}()
+	mustPanic(t, "Acquire()", "the Observer's panic", func() {
 		_ = l.Acquire(ctx)
-	}()
+	})
 	eventually(t, "the unknown attempt undone (key gone)", func() bool {
 		return rdb.Exists(ctx, lockKey(l.Key())).Val() == 0
 	})
@@ -746,26 +744,14 @@ func TestAcquire_panickingObserverOnAcquireUndoesTheHold(t *testing.T) {
 			})
 			l := newClient(t, rdb, lock.WithObserver(obs)).NewLock(keyFor(t))
 			armed.Store(true)
-			func() {
-				defer func() {
-					if v := recover(); v == nil {
-						t.Fatalf("%s() returned; want the Observer's panic", verb)
-					}
-				}()
+			mustPanic(t, verb+"()", "the Observer's panic", func() {
 				if verb == "Acquire" {
 					_ = l.Acquire(ctx)
 				} else {
 					_, _ = l.TryAcquire(ctx)
 				}
-			}()
-			eventually(t, "the hold undone (key gone)", func() bool {
-				return rdb.Exists(ctx, lockKey(l.Key())).Val() == 0
 			})
-			ok, err := l.TryAcquire(ctx)
-			if !ok || err != nil {
-				t.Fatalf("TryAcquire() after the panic = %v, %v; want the lock, free again", ok, err)
-			}
-			must(t, "Release()", l.Release(ctx))
+			wantUndone(t, rdb, l, "the hold undone")
 		})
 	}
 }

@@ -511,14 +511,9 @@ func TestFair_panickingObserverTakesWaiterOutOfQueue(t *testing.T) {
 		}
 	})
 	w := newClient(t, rdb, lock.WithFair(true), lock.WithObserver(obs), lock.WithBackoff(time.Minute, time.Minute)).NewLock(key)
-	func() {
-		defer func() {
-			if v := recover(); v == nil {
-				t.Fatal("Acquire() returned; want the Observer's panic")
-			}
-		}()
+	mustPanic(t, "Acquire()", "the Observer's panic", func() {
 		_ = w.Acquire(ctx)
-	}()
+	})
 	if !dropped.Load() {
 		t.Fatal("no queue-join's reply dropped")
 	}

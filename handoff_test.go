@@ -535,14 +535,9 @@ func TestRelease_panickingHandoffLetsTheWaiterOn(t *testing.T) {
 			holder, w := tc.locks(c, keyFor(t))
 			must(t, "holder Acquire()", holder.Acquire(ctx))
 			done := startAcquire(t, c, w, 1)
-			func() {
-				defer func() {
-					if v := recover(); v == nil {
-						t.Fatal("Release() returned; want the hook's panic")
-					}
-				}()
+			mustPanic(t, "Release()", "the hook's panic", func() {
 				_ = holder.Release(ctx)
-			}()
+			})
 			must(t, "waiter Acquire()", recv(t, done, "waiter Acquire after the handoff panicked"))
 			must(t, "waiter Release()", w.Release(ctx))
 		})

@@ -168,6 +168,18 @@ func holdsPerMaster(t *testing.T, cl *redistest.Cluster, c *lock.Client, n int, 
 	return locks
 }
 
+// mustPanic fails the test unless fn panics; call names what fn calls
+// ("Release()") and want the panic expected of it.
+func mustPanic(t *testing.T, call, want string, fn func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Fatalf("%s returned; want %s", call, want)
+		}
+	}()
+	fn()
+}
+
 // wantPanicLogged fails t unless logs holds an Error record whose message
 // contains what, with the panic's value and a stack.
 func wantPanicLogged(t *testing.T, logs *logRecorder, what string) {

@@ -589,14 +589,9 @@ func testReleasePanickingAfterSendEndsTheHold(t *testing.T, ctx context.Context)
 	rdb.AddHook(panicAfter{match: func(cmd redis.Cmder) bool { return isScriptCall(cmd) && !isAcquire(cmd) }})
 	l := newClient(t, rdb).NewLock(keyFor(t))
 	must(t, "Acquire()", l.Acquire(ctx))
-	func() {
-		defer func() {
-			if v := recover(); v == nil {
-				t.Fatal("Release() returned; want the hook's panic")
-			}
-		}()
+	mustPanic(t, "Release()", "the hook's panic", func() {
 		_ = l.Release(ctx)
-	}()
+	})
 	ok, err := l.TryAcquire(ctx)
 	if !ok || err != nil {
 		t.Fatalf("TryAcquire() on the Lock after its Release panicked = %v, %v; want the lock, which that Release freed", ok, err)

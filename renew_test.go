@@ -540,14 +540,9 @@ func testExtendPanickingHookKeepsRenewalWorking(t *testing.T, ctx context.Contex
 	l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(ttl))
 	must(t, "Acquire()", l.Acquire(ctx))
 	h.Armed.Store(true)
-	func() {
-		defer func() {
-			if v := recover(); v == nil {
-				t.Fatal("Extend() returned; want the hook's panic")
-			}
-		}()
+	mustPanic(t, "Extend()", "the hook's panic", func() {
 		_ = l.Extend(ctx, 777*time.Millisecond)
-	}()
+	})
 	h.Armed.Store(false)
 	// Twelve renewals (one every TTL/3 at most) take 1.2s at least: past
 	// the deadline the Extend itself would have set, which the renewals

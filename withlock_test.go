@@ -136,17 +136,12 @@ func TestClient_WithLock_panickingObserverOnAcquireUndoesTheHold(t *testing.T) {
 	})
 	c := newClient(t, tg.rdb, lock.WithObserver(obs))
 	key := keyFor(t)
-	func() {
-		defer func() {
-			if v := recover(); v == nil {
-				t.Fatal("WithLock() returned; want the Observer's panic")
-			}
-		}()
+	mustPanic(t, "WithLock()", "the Observer's panic", func() {
 		_ = c.WithLock(ctx, key, func(context.Context) error {
 			t.Error("fn ran; want the panic before it")
 			return nil
 		})
-	}()
+	})
 	eventually(t, "the hold undone (key gone)", func() bool {
 		return tg.rdb.Exists(ctx, lockKey(key)).Val() == 0
 	})
