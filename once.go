@@ -171,19 +171,32 @@ func (o *onceState) join(rk string) (f *flight, lead bool) {
 	return f, true
 }
 
+// cut makes the call under way for rk, if any, no flight for calls that
+// come later: they start their own. The calls that joined it still get its
+// outcome.
+func (o *onceState) cut(rk string) {
+	o.mu.Lock()
+	delete(o.flights, rk)
+	o.mu.Unlock()
+}
+
 // lead makes call for f and ends f with its outcome, also when call
-// panics (the panic continues; the followers then try themselves). A
-// result, or a failure stored by WithErrorTTL, is shared; any other error
-// is the leader's own (its ctx, its fn's error) and is not.
+// panics (the panic continues; the followers then try themselves). What
+// Redis had stored (call's shared true: a result, or a failure stored by
+// WithErrorTTL) and fn's result that the leader stored are shared; any
+// other error is the leader's own (its ctx, its fn's error, even one that
+// matches ErrOnceFailed because fn got it from another Once) and is not.
 func (o *onceState) lead(rk string, f *flight, call func() ([]byte, bool, error)) ([]byte, bool, error) {
 	defer func() {
 		o.mu.Lock()
-		delete(o.flights, rk)
+		if o.flights[rk] == f { // not cut by Forget, which may have let a new one in
+			delete(o.flights, rk)
+		}
 		o.mu.Unlock()
 		close(f.done)
 	}()
 	v, shared, err := call()
-	if f.shared = err == nil || errors.Is(err, ErrOnceFailed); f.shared {
+	if f.shared = err == nil || shared; f.shared {
 		// The caller owns v: the followers get copies of a copy.
 		f.v, f.err = bytes.Clone(v), err
 	}
@@ -219,17 +232,26 @@ func OnceValue[T any](ctx context.Context, c *Client, key string, fn func(contex
 }
 
 // Forget drops the result [Client.Once] stored for key (a value or a
-// failure kept by [WithErrorTTL]), so that the next Once runs fn again. It
-// does not wait for a Once running fn now: what that one stores stays. It
-// returns nil also when nothing was stored; an error wrapping [ErrInvalid]
-// for an empty key or invalid options (opts: only [WithPrefix] matters), or
-// the Redis error. It works after [Client.Close].
+// failure kept by [WithErrorTTL]), so that the next Once runs fn again. A
+// Once of this Client that starts after Forget returned never shares a
+// call to Redis that began before it, so it never gets the dropped result
+// (the calls already waiting for one do; so may calls of other Clients,
+// which share calls of their own). It does not wait for a Once running fn
+// now: what that one stores stays. It returns nil also when nothing was
+// stored; an error wrapping [ErrInvalid] for an empty key or invalid
+// options (opts: only [WithPrefix] matters), or the Redis error. It works
+// after [Client.Close].
 func (c *Client) Forget(ctx context.Context, key string, opts ...Option) error {
 	l := c.NewLock(key, opts...)
 	if err := l.hd.Usable(); err != nil {
 		return err
 	}
-	if err := c.rdb.Del(ctx, l.hd.Keys.Companion(resultName)).Err(); err != nil {
+	rk := l.hd.Keys.Companion(resultName)
+	err := c.rdb.Del(ctx, rk).Err()
+	// After the DEL (also one of unknown outcome): a call under way may
+	// have read the result before it.
+	c.once.cut(rk)
+	if err != nil {
 		return l.hd.Err("forget", err)
 	}
 	return nil

@@ -1,0 +1,192 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
+)
+
+// onceResult is what one Once call returned.
+type onceResult struct {
+	v      []byte
+	shared bool
+	err    error
+}
+
+// goOnce runs c.Once in a goroutine and returns where its result arrives.
+func goOnce(ctx context.Context, c *lock.Client, key string, fn func(context.Context) ([]byte, error), opts ...lock.Option) <-chan onceResult {
+	out := make(chan onceResult, 1)
+	go func() {
+		v, shared, err := c.Once(ctx, key, fn, opts...)
+		out <- onceResult{v, shared, err}
+	}()
+	return out
+}
+
+// storedFailure returns the error Once gives for a failure that
+// WithErrorTTL stored under key: it matches ErrOnceFailed.
+func storedFailure(t *testing.T, c *lock.Client, key string) error {
+	t.Helper()
+	ctx := context.Background()
+	fail := func(context.Context) ([]byte, error) { return nil, errors.New("quota exceeded") }
+	if _, _, err := c.Once(ctx, key, fail, lock.WithErrorTTL(time.Minute)); err == nil {
+		t.Fatal("failing Once() error = nil")
+	}
+	_, shared, err := c.Once(ctx, key, fail, lock.WithErrorTTL(time.Minute))
+	if !errors.Is(err, lock.ErrOnceFailed) || !shared {
+		t.Fatalf("Once() of a stored failure = %v, %v; want ErrOnceFailed, shared", shared, err)
+	}
+	return err
+}
+
+// TestOnce_fnReturnsStoredFailure: fn returns the stored failure of another
+// key's Once (it matches ErrOnceFailed). That is fn's own error: nothing is
+// stored for this key, so the calls that followed the leader in this
+// process do not get it; they go to Redis and one of them runs fn.
+func TestOnce_fnReturnsStoredFailure(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		key := keyFor(t)
+		c := newClient(t, tg.newRDB(t))
+		upstream := storedFailure(t, c, key+":upstream")
+		const followers = 3
+		var runs atomic.Int64
+		fn := func(context.Context) ([]byte, error) {
+			if runs.Add(1) == 1 {
+				if !waitFor(10*time.Second, func() bool { return lock.OnceFollowers(c, key) == followers }) {
+					return nil, errors.New("followers never joined")
+				}
+				return nil, upstream
+			}
+			return []byte("ok"), nil
+		}
+		leader := goOnce(ctx, c, key, fn)
+		if !waitFor(10*time.Second, func() bool { return lock.OnceFollowers(c, key) == 0 }) {
+			t.Fatal("no call under way")
+		}
+		outs := make([]<-chan onceResult, followers)
+		for i := range outs {
+			outs[i] = goOnce(ctx, c, key, fn)
+		}
+		if r := <-leader; r.err != upstream || r.shared {
+			t.Fatalf("leader's Once() = %v, %v; want fn's error, not shared", r.shared, r.err)
+		}
+		for _, out := range outs {
+			if r := <-out; r.err != nil || string(r.v) != "ok" {
+				t.Fatalf("follower's Once() = %q, %v, %v; want ok (fn run by a follower)", r.v, r.shared, r.err)
+			}
+		}
+		if n := runs.Load(); n != 2 {
+			t.Fatalf("fn ran %d times, want 2 (the leader, then one follower)", n)
+		}
+	})
+}
+
+// holdOnceRead is a go-redis hook that, once armed, holds the reply of the
+// next Once acquire (sent alone or in a pipeline) after it has arrived,
+// until release is closed: that call has read Redis, and its caller does
+// not know yet.
+type holdOnceRead struct {
+	match   *scriptCounter
+	armed   atomic.Bool
+	held    chan struct{} // closed when a reply is held
+	release chan struct{}
+	once    sync.Once
+}
+
+func newHoldOnceRead(t *testing.T) *holdOnceRead {
+	h := &holdOnceRead{match: onceAcquires(), held: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(h.let)
+	return h
+}
+
+// let lets the held reply go.
+func (h *holdOnceRead) let() { h.once.Do(func() { close(h.release) }) }
+
+func (h *holdOnceRead) hold(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		if h.match.is(c) && h.armed.CompareAndSwap(true, false) {
+			close(h.held)
+			<-h.release
+			return
+		}
+	}
+}
+
+func (h *holdOnceRead) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holdOnceRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.hold(cmd)
+		return err
+	}
+}
+func (h *holdOnceRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.hold(cmds...)
+		return err
+	}
+}
+
+// TestOnce_forgetCutsFlight: a call that read the stored result before
+// Forget, and has not returned yet, is no flight for calls that start
+// after Forget returned: such a call goes to Redis, finds nothing stored,
+// and runs fn. The early reader itself returns what it read.
+func TestOnce_forgetCutsFlight(t *testing.T) {
+	for _, co := range []bool{true, false} {
+		t.Run(map[bool]string{true: "coalescing", false: "direct"}[co], func(t *testing.T) {
+			eachTarget(t, func(t *testing.T, tg *target) {
+				ctx := context.Background()
+				key := keyFor(t)
+				rdb := tg.newRDB(t)
+				hold := newHoldOnceRead(t)
+				rdb.AddHook(hold)
+				c := newClient(t, rdb, lock.WithCoalescing(co))
+				value := func(s string) func(context.Context) ([]byte, error) {
+					return func(context.Context) ([]byte, error) { return []byte(s), nil }
+				}
+				if _, _, err := c.Once(ctx, key, value("old")); err != nil {
+					t.Fatalf("first Once() error = %v", err)
+				}
+				hold.armed.Store(true)
+				early := goOnce(ctx, c, key, value("early"))
+				waitClosed(t, hold.held, 10*time.Second, "the early call's read")
+				must(t, "Forget()", c.Forget(ctx, key))
+				late := goOnce(ctx, c, key, value("new"))
+				// The late call either joins the early one (the early read
+				// is let go: the late one then gets what it read) or goes
+				// to Redis on its own and returns while the early one is
+				// still held.
+				var r onceResult
+				if !waitFor(10*time.Second, func() bool {
+					select {
+					case r = <-late:
+						return true
+					default:
+						return lock.OnceFollowers(c, key) > 0
+					}
+				}) {
+					t.Fatal("the late call neither returned nor joined the early one")
+				}
+				hold.let()
+				if r.v == nil && r.err == nil {
+					r = <-late
+				}
+				if r.err != nil || string(r.v) != "new" || r.shared {
+					t.Fatalf("Once() after Forget = %q, %v, %v; want new, not shared (fn run again)", r.v, r.shared, r.err)
+				}
+				if e := <-early; e.err != nil || string(e.v) != "old" || !e.shared {
+					t.Fatalf("early Once() = %q, %v, %v; want old, shared (read before Forget)", e.v, e.shared, e.err)
+				}
+			})
+		})
+	}
+}
