@@ -16,9 +16,10 @@ import (
 // expires with the hold and goes with its release. [Client.Inspect] and
 // [Client.List] read it. ReleaseWatch holds write none.
 //
-// Every kind writes it: a mutex hold (acquire.lua, handoff.lua), each
-// reader and writer of an [RWLock] (rw_*.lua) and each permit of a
-// [Semaphore] (sem_*.lua). The holds of those two expire one by one, and
+// Every kind writes it: a mutex hold (acquire.lua, handoff.lua), the hold
+// under which [Client.Once] runs fn (once_acquire.lua; once_store.lua
+// deletes it with the lock), each reader and writer of an [RWLock]
+// (rw_*.lua) and each permit of a [Semaphore] (sem_*.lua). The holds of those two expire one by one, and
 // Redis 7.0 has no expiry per hash field, so their hash's TTL is kept at
 // the longest live hold's (internal/luascripts/info.lua): it never outlives
 // the last hold, and a crashed holder's field, which Inspect does not show,
@@ -29,8 +30,8 @@ import (
 // infoSep separates the fields of a holder's info (ASCII unit separator).
 const infoSep = "\x1f"
 
-// WithMetadata stores s with each hold of every kind — a mutex's, each
-// reader's and writer's of an [RWLock], each permit of a [Semaphore] — as
+// WithMetadata stores s with each hold of every kind — a mutex's, [Client.Once]'s,
+// each reader's and writer's of an [RWLock], each permit of a [Semaphore] — as
 // free text for operators (a request or trace id): [Client.Inspect] shows
 // it as [Holder].Metadata, byte for byte. It is written in the acquire's
 // round trip and expires with the hold. A non-empty s turns holder info on
@@ -39,8 +40,8 @@ func WithMetadata(s string) Option { return func(c *config) { c.metadata = s } }
 
 // WithHolderInfo sets whether each hold records who holds it (owner,
 // fence, host, pid, acquired-at, [WithMetadata]) for [Client.Inspect] and
-// [Client.List], in its acquire's script: every kind's hold — a mutex's,
-// each reader and writer of an [RWLock], each permit of a [Semaphore]. It
+// [Client.List], in its acquire's script: every kind's hold — a mutex's
+// ([Client.Once]'s too), each reader and writer of an [RWLock], each permit of a [Semaphore]. It
 // goes with the hold's release, with [Client.ForceRelease] and
 // [Client.ForceReleaseToken], and with its expiry. Default off (on when
 // [WithMetadata] is given): measured in bench S1 it adds about a fifth to

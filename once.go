@@ -45,7 +45,9 @@ const MaxResultSize = 1 << 20
 // running fn too. Whatever fn does outside Redis (a charge, an e-mail) can
 // therefore happen twice across such a loss: pass the key, or the hold's
 // fence ([OnceFence] of fn's ctx), downstream as an idempotency key where
-// that matters.
+// that matters. The hold writes holder info as a mutex hold does
+// ([WithMetadata], [WithHolderInfo]); [Client.Inspect] shows it, kind
+// "mutex".
 //
 // When fn returns an error, nothing is stored, Once returns that error, and
 // one waiting caller runs fn in turn (one at a time, never all at once).
@@ -112,7 +114,11 @@ func (c *Client) Once(ctx context.Context, key string, fn func(context.Context) 
 // lock.
 func (l *Lock) once(ctx context.Context, rk string, fn func(context.Context) ([]byte, error)) ([]byte, bool, error) {
 	k := &onceKind{kind: (*kind)(l)}
-	k.keys = append(append(k.keys[:0], l.hd.Keys.AcquireKeys()...), rk)
+	ak := l.hd.Keys.AcquireKeys()
+	if l.cfg.info != nil {
+		ak = l.hd.Keys.InfoAcquireKeys()
+	}
+	k.keys = append(append(k.keys[:0], ak...), rk)
 	err := lease.WithLock(ctx, "lock", &l.hd, k, func(ctx context.Context) error {
 		v, ferr := fn(context.WithValue(ctx, fenceKey{}, l.Fence()))
 		if ferr == nil && len(v) > MaxResultSize {
@@ -365,7 +371,7 @@ func (c *Client) onceSettings(s *settings, dflt bool) *settings {
 // attempt also looks for a stored result and whose release stores fn's.
 type onceKind struct {
 	*kind
-	keys  []string // once_acquire.lua's KEYS: acquire's, then P{K}:result
+	keys  []string // once_acquire.lua's KEYS: acquire's (with holder info's), then P{K}:result
 	found atomic.Pointer[stored]
 
 	// Set by fn's wrapper, read by Release on the same goroutine.
@@ -382,7 +388,7 @@ func (k *onceKind) Try(ctx context.Context, token string) lease.Attempt {
 	if a := k.cfg.auditIn(&k.hd.Keys); a != nil {
 		au = a.call(&k.hd.Keys, token, 0)
 	}
-	v, err := sb.onceAcquire(ctx, k.keys, token, k.cfg.ttl, au)
+	v, err := sb.onceAcquire(ctx, k.keys, token, k.cfg.ttl, k.cfg.info, au)
 	if kerr := kindReply(k.hd.Keys.User, err, "mutex"); kerr != nil {
 		// The acquire found another kind of lock at P{K}: bad input, not a
 		// Redis failure.

@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -185,6 +186,74 @@ func TestOnce_forgetCutsFlight(t *testing.T) {
 				}
 				if e := <-early; e.err != nil || string(e.v) != "old" || !e.shared {
 					t.Fatalf("early Once() = %q, %v, %v; want old, shared (read before Forget)", e.v, e.shared, e.err)
+				}
+			})
+		})
+	}
+}
+
+// TestOnce_holderInfo: Once's hold writes holder info as a mutex hold
+// does (WithMetadata, WithHolderInfo, as a Once option or a Client
+// default): Inspect shows its host, pid, since, fence and metadata while
+// fn runs, and the info goes with the hold, whether the release stores a
+// result or fn failed.
+func TestOnce_holderInfo(t *testing.T) {
+	cases := []struct {
+		name     string
+		client   []lock.Option
+		once     []lock.Option
+		metadata string
+		fail     bool
+	}{
+		{name: "metadata", once: []lock.Option{lock.WithMetadata("req-7 trace=x")}, metadata: "req-7 trace=x"},
+		{name: "clientDefault", client: []lock.Option{lock.WithHolderInfo(true)}},
+		{name: "fnFails", once: []lock.Option{lock.WithMetadata("m")}, metadata: "m", fail: true},
+		{name: "fnFailsStored", once: []lock.Option{lock.WithMetadata("m"), lock.WithErrorTTL(time.Minute)}, metadata: "m", fail: true},
+		{name: "audit", once: []lock.Option{lock.WithMetadata("m"), lock.WithAudit("audit", 100)}, metadata: "m"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eachTarget(t, func(t *testing.T, tg *target) {
+				ctx := context.Background()
+				key := keyFor(t)
+				c := newClient(t, tg.rdb, tc.client...)
+				before := time.Now().Add(-2 * time.Second) // server and test share a clock, in ms
+				inFn, proceed := make(chan int64, 1), make(chan struct{})
+				boom := errors.New("boom")
+				done := goOnce(ctx, c, key, func(ctx context.Context) ([]byte, error) {
+					inFn <- lock.OnceFence(ctx)
+					<-proceed
+					if tc.fail {
+						return nil, boom
+					}
+					return []byte("v"), nil
+				}, tc.once...)
+				var fence int64
+				select {
+				case fence = <-inFn:
+				case r := <-done:
+					t.Fatalf("Once() = %v before fn ran", r.err)
+				}
+				info, err := c.Inspect(ctx, key)
+				close(proceed)
+				must(t, "Inspect()", err)
+				if info.Kind != "mutex" || len(info.Holders) != 1 || info.Fence != fence {
+					t.Fatalf("Inspect() while fn runs = %+v, want kind mutex, one holder, fence %d", info, fence)
+				}
+				h := info.Holders[0]
+				host, _ := os.Hostname()
+				if h.Token == "" || h.Fence != fence || h.Host != host || h.PID != os.Getpid() || h.Metadata != tc.metadata || h.Owner != "" {
+					t.Fatalf("holder = %+v, want fence %d, host %q, pid %d, metadata %q", h, fence, host, os.Getpid(), tc.metadata)
+				}
+				if h.Since.Before(before) || h.Since.After(time.Now().Add(2*time.Second)) {
+					t.Fatalf("holder since %v, want about now", h.Since)
+				}
+				r := <-done
+				if tc.fail != errors.Is(r.err, boom) || (!tc.fail && r.err != nil) {
+					t.Fatalf("Once() = %q, %v; want fn's outcome", r.v, r.err)
+				}
+				if n := tg.rdb.Exists(ctx, lockKey(key), lockKey(key)+":holders").Val(); n != 0 {
+					t.Fatalf("%d of the lock and its holder info left after Once returned, want none", n)
 				}
 			})
 		})

@@ -12,10 +12,15 @@ import (
 
 // onceAcquire runs once_acquire.lua with keys (acquire.lua's, then the
 // result key) for token: the stored result (a string), or acquire.lua's
-// reply (an int64). With au, its audited variant writes the entry.
-func (b *scriptBackend) onceAcquire(ctx context.Context, keys []string, token string, ttl time.Duration, au *auditCall) (any, error) {
-	cmd := b.runOnceScript(ctx, luascripts.OnceAcquire, luascripts.OnceAcquireSrc, keys, false, au,
-		token, ttlArg(ttl), argZero, flag(b.fencing))
+// reply (an int64). A hold taken writes info as its holder info (nil:
+// none; keys then carry no holder-info hash). With au, its audited variant
+// writes the entry.
+func (b *scriptBackend) onceAcquire(ctx context.Context, keys []string, token string, ttl time.Duration, info any, au *auditCall) (any, error) {
+	args := []any{token, ttlArg(ttl), argZero, flag(b.fencing)}
+	if info != nil {
+		args = append(args, argEmpty, info)
+	}
+	cmd := b.runOnceScript(ctx, luascripts.OnceAcquire, luascripts.OnceAcquireSrc, keys, false, au, args...)
 	if err := cmd.Err(); err != nil {
 		var u unansweredError
 		if errors.As(err, &u) {
@@ -27,14 +32,18 @@ func (b *scriptBackend) onceAcquire(ctx context.Context, keys []string, token st
 }
 
 // onceStore runs once_store.lua: it stores out for ttl and releases token's
-// hold, publishing msg. Each command is sent once by go-redis (the caller
-// resends, the script being safe to run twice). With au, its audited
-// variant writes the entry (once: a resent store finds the hold gone).
+// hold, with its holder info when b writes any, publishing msg. Each
+// command is sent once by go-redis (the caller resends, the script being
+// safe to run twice). With au, its audited variant writes the entry (once:
+// a resent store finds the hold gone).
 func (b *scriptBackend) onceStore(ctx context.Context, k *keys, result, token string, out []byte, ttl time.Duration, msg string, au *auditCall) (int64, error) {
 	if err := b.awaitAcquire(ctx, token); err != nil {
 		return 0, err
 	}
 	keys := []string{k.Lock(), k.Notify(), result}
+	if b.info {
+		keys = append(keys, k.Holders())
+	}
 	return b.runOnceScript(ctx, luascripts.OnceStore, luascripts.OnceStoreSrc, keys, true, au,
 		token, out, ms(ttl), msg).Int64()
 }
