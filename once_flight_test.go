@@ -259,3 +259,52 @@ func TestOnce_holderInfo(t *testing.T) {
 		})
 	}
 }
+
+// TestOnce_cutFlightEndsAlone: a call cut off by Forget that ends later
+// leaves alone the call that took its place: a third call still shares the
+// latter's call to Redis.
+func TestOnce_cutFlightEndsAlone(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		key := keyFor(t)
+		rdb := tg.newRDB(t)
+		hold, sent := newHoldOnceRead(t), onceAcquires()
+		rdb.AddHook(hold)
+		rdb.AddHook(sent)
+		c := newClient(t, rdb)
+		if _, _, err := c.Once(ctx, key, func(context.Context) ([]byte, error) { return []byte("old"), nil }); err != nil {
+			t.Fatalf("first Once() error = %v", err)
+		}
+		hold.armed.Store(true)
+		early := goOnce(ctx, c, key, func(context.Context) ([]byte, error) { return []byte("early"), nil })
+		waitClosed(t, hold.held, 10*time.Second, "the early call's read")
+		must(t, "Forget()", c.Forget(ctx, key))
+		inFn, proceed := make(chan struct{}), make(chan struct{})
+		late := goOnce(ctx, c, key, func(context.Context) ([]byte, error) {
+			close(inFn)
+			<-proceed
+			return []byte("new"), nil
+		})
+		waitClosed(t, inFn, 10*time.Second, "the late call's fn")
+		hold.let()
+		if e := <-early; e.err != nil || string(e.v) != "old" {
+			t.Fatalf("early Once() = %q, %v; want old", e.v, e.err)
+		}
+		n := sent.n.Load()
+		third := goOnce(ctx, c, key, func(context.Context) ([]byte, error) { return []byte("third"), nil })
+		if !waitFor(10*time.Second, func() bool { return lock.OnceFollowers(c, key) == 1 || sent.n.Load() > n }) {
+			t.Fatal("the third call neither joined the late one nor went to Redis")
+		}
+		joined := lock.OnceFollowers(c, key) == 1
+		close(proceed)
+		if r := <-late; r.err != nil || string(r.v) != "new" {
+			t.Fatalf("late Once() = %q, %v; want new", r.v, r.err)
+		}
+		if r := <-third; r.err != nil || string(r.v) != "new" || !r.shared {
+			t.Fatalf("third Once() = %q, %v, %v; want new, shared", r.v, r.shared, r.err)
+		}
+		if !joined {
+			t.Fatal("the third call went to Redis itself: the early call's end dropped the late one's flight")
+		}
+	})
+}
