@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -307,4 +308,34 @@ func TestOnce_cutFlightEndsAlone(t *testing.T) {
 			t.Fatal("the third call went to Redis itself: the early call's end dropped the late one's flight")
 		}
 	})
+}
+
+// TestOnce_holderInfoRenewed: the watchdog's renewals keep a Once hold's
+// holder info alive with the hold, past the TTL it was written with.
+func TestOnce_holderInfoRenewed(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	c := newClient(t, tg.rdb)
+	const ttl = time.Second
+	holders := lockKey(key) + ":holders"
+	checked := make(chan error, 1)
+	_, _, err := c.Once(ctx, key, func(ctx context.Context) ([]byte, error) {
+		start := time.Now()
+		waitFor(ttl+ttl/2, func() bool { return ctx.Err() != nil })
+		switch d := tg.rdb.PTTL(ctx, holders).Val(); {
+		case ctx.Err() != nil:
+			checked <- fmt.Errorf("hold lost after %v: %w", time.Since(start), context.Cause(ctx))
+		case d <= 0:
+			checked <- fmt.Errorf("holder info PTTL = %v %v after the hold began (TTL %v), want > 0", d, time.Since(start), ttl)
+		default:
+			checked <- nil
+		}
+		return []byte("v"), nil
+	}, lock.WithTTL(ttl), lock.WithMetadata("m"))
+	must(t, "Once()", err)
+	must(t, "holder info check", <-checked)
+	if n := tg.rdb.Exists(ctx, holders).Val(); n != 0 {
+		t.Fatal("holder info left after the store")
+	}
 }
