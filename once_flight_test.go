@@ -103,10 +103,15 @@ type holdOnceRead struct {
 	once    sync.Once
 }
 
-func newHoldOnceRead(t *testing.T) *holdOnceRead {
+// newHoldOnceRead returns the hook, added to rdb, for c (over rdb): the
+// reply it holds is let go at cleanup before c is closed.
+func newHoldOnceRead(t *testing.T, rdb *redis.Client, opts ...lock.Option) (*holdOnceRead, *lock.Client) {
+	t.Helper()
 	h := &holdOnceRead{match: onceAcquires(), held: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(h)
+	c := newClient(t, rdb, opts...)
 	t.Cleanup(h.let)
-	return h
+	return h, c
 }
 
 // let lets the held reply go.
@@ -149,9 +154,7 @@ func TestOnce_forgetCutsFlight(t *testing.T) {
 				ctx := context.Background()
 				key := keyFor(t)
 				rdb := tg.newRDB(t)
-				hold := newHoldOnceRead(t)
-				rdb.AddHook(hold)
-				c := newClient(t, rdb, lock.WithCoalescing(co))
+				hold, c := newHoldOnceRead(t, rdb, lock.WithCoalescing(co))
 				value := func(s string) func(context.Context) ([]byte, error) {
 					return func(context.Context) ([]byte, error) { return []byte(s), nil }
 				}
@@ -269,10 +272,9 @@ func TestOnce_cutFlightEndsAlone(t *testing.T) {
 		ctx := context.Background()
 		key := keyFor(t)
 		rdb := tg.newRDB(t)
-		hold, sent := newHoldOnceRead(t), onceAcquires()
-		rdb.AddHook(hold)
+		sent := onceAcquires()
 		rdb.AddHook(sent)
-		c := newClient(t, rdb)
+		hold, c := newHoldOnceRead(t, rdb)
 		if _, _, err := c.Once(ctx, key, func(context.Context) ([]byte, error) { return []byte("old"), nil }); err != nil {
 			t.Fatalf("first Once() error = %v", err)
 		}
@@ -281,6 +283,8 @@ func TestOnce_cutFlightEndsAlone(t *testing.T) {
 		waitClosed(t, hold.held, 10*time.Second, "the early call's read")
 		must(t, "Forget()", c.Forget(ctx, key))
 		inFn, proceed := make(chan struct{}), make(chan struct{})
+		letLate := sync.OnceFunc(func() { close(proceed) })
+		t.Cleanup(letLate)
 		late := goOnce(ctx, c, key, func(context.Context) ([]byte, error) {
 			close(inFn)
 			<-proceed
@@ -297,7 +301,7 @@ func TestOnce_cutFlightEndsAlone(t *testing.T) {
 			t.Fatal("the third call neither joined the late one nor went to Redis")
 		}
 		joined := lock.OnceFollowers(c, key) == 1
-		close(proceed)
+		letLate()
 		if r := <-late; r.err != nil || string(r.v) != "new" {
 			t.Fatalf("late Once() = %q, %v; want new", r.v, r.err)
 		}
