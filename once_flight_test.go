@@ -241,17 +241,7 @@ func TestOnce_holderInfo(t *testing.T) {
 				info, err := c.Inspect(ctx, key)
 				close(proceed)
 				must(t, "Inspect()", err)
-				if info.Kind != "mutex" || len(info.Holders) != 1 || info.Fence != fence {
-					t.Fatalf("Inspect() while fn runs = %+v, want kind mutex, one holder, fence %d", info, fence)
-				}
-				h := info.Holders[0]
-				host, _ := os.Hostname()
-				if h.Token == "" || h.Fence != fence || h.Host != host || h.PID != os.Getpid() || h.Metadata != tc.metadata || h.Owner != "" {
-					t.Fatalf("holder = %+v, want fence %d, host %q, pid %d, metadata %q", h, fence, host, os.Getpid(), tc.metadata)
-				}
-				if h.Since.Before(before) || h.Since.After(time.Now().Add(2*time.Second)) {
-					t.Fatalf("holder since %v, want about now", h.Since)
-				}
+				wantOnceHolder(t, info, fence, tc.metadata, before)
 				r := <-done
 				if tc.fail != errors.Is(r.err, boom) || (!tc.fail && r.err != nil) {
 					t.Fatalf("Once() = %q, %v; want fn's outcome", r.v, r.err)
@@ -341,5 +331,22 @@ func TestOnce_holderInfoRenewed(t *testing.T) {
 	must(t, "holder info check", <-checked)
 	if n := tg.rdb.Exists(ctx, holders).Val(); n != 0 {
 		t.Fatal("holder info left after the store")
+	}
+}
+
+// wantOnceHolder fails the test unless info shows one mutex holder with
+// fence, this process's host and pid, metadata, and a Since after before.
+func wantOnceHolder(t *testing.T, info lock.Info, fence int64, metadata string, before time.Time) {
+	t.Helper()
+	if info.Kind != "mutex" || len(info.Holders) != 1 || info.Fence != fence {
+		t.Fatalf("Inspect() while fn runs = %+v, want kind mutex, one holder, fence %d", info, fence)
+	}
+	h := info.Holders[0]
+	host, _ := os.Hostname()
+	if h.Token == "" || h.Fence != fence || h.Host != host || h.PID != os.Getpid() || h.Metadata != metadata || h.Owner != "" {
+		t.Fatalf("holder = %+v, want fence %d, host %q, pid %d, metadata %q", h, fence, host, os.Getpid(), metadata)
+	}
+	if h.Since.Before(before) || h.Since.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("holder since %v, want about now", h.Since)
 	}
 }
