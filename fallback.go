@@ -14,7 +14,7 @@ import (
 	"github.com/agentlock/lock/internal/lease"
 )
 
-// Fallback says what an Acquire of a mutex does when Redis is unreachable;
+// Fallback says what an acquisition of a mutex does when Redis is unreachable;
 // see [WithFallback].
 type Fallback int
 
@@ -46,7 +46,9 @@ func (f Fallback) String() string {
 // pool — the call stops trying Redis and takes an in-process lock on the key
 // instead, shared by every lock of the same [Client]. A Redis error reply
 // (LOADING, READONLY, NOPERM, a script error), an answer that someone else
-// holds the lock, and the caller's own context ending never fall back.
+// holds the lock, and the caller's own context ending never fall back. An
+// Acquire's wait timeout ([WithWaitTimeout]) counts from its start, the
+// Redis part included.
 //
 // A degraded hold ([Lock.Degraded] reports true) excludes only the other
 // locks of the same key in this Client: it gives NO exclusion against other
@@ -56,17 +58,23 @@ func (f Fallback) String() string {
 // closes), [Lock.Extend] is a no-op and [Lock.TTL] returns an error
 // wrapping [ErrNotHeld]; Release frees the local lock and does not talk to
 // Redis. When Redis comes back while it is held, nothing changes for it: it
-// stays degraded until released, and it does not take the Redis key. While
-// it is held, every lock of the Client on that key that takes part in the
-// Client's local gate finds the key held (its attempts are not sent); and a
-// degraded acquire waits while such a lock holds the key in Redis or is
-// acquiring it. A lock takes part when it or its Client has WithFallback or
-// WithMaxWaiters: give the option to [NewClient] so that every lock does
-// (the others pay nothing for the gate). The fallback is taken with an [EventFallback] to the
-// Observer and a warning in the log ([WithLogger]).
+// stays degraded until released, and it does not take the Redis key.
 //
-// Only mutexes fall back: read-write locks and semaphore permits ignore the
-// option.
+// Within the Client, degraded and Redis holds of a key exclude each other,
+// for every kind of lock on the key: while a degraded hold is live, the
+// attempts of every lock of the Client on the key (a mutex, re-entrant or
+// fair; a read or write hold; a semaphore permit; a [MultiLock] with the
+// key among its members; [Client.Once]) find the key held and are not
+// sent; and a degraded acquire waits while a lock of the Client holds the
+// key in Redis or is acquiring it. A lock takes part when it or its Client
+// has WithFallback or WithMaxWaiters: give the option to [NewClient] so
+// that every lock does (the others pay nothing for the gate). The fallback
+// is taken with an [EventFallback] to the Observer and a warning in the log
+// ([WithLogger]).
+//
+// Only mutexes fall back (plain, re-entrant or fair): read-write locks,
+// semaphore permits, MultiLocks and Once keep trying Redis until their
+// wait ends, as without the option.
 func WithFallback(f Fallback) Option { return func(c *config) { c.fallback = f } }
 
 // localHold is a degraded hold: the in-process lock of one key.
