@@ -512,3 +512,101 @@ func TestFallback_waitTimeoutCountsFromStart(t *testing.T) {
 	must(t, "holder Release()", holder.Release(ctx))
 	wantGateEmpty(t, c, "after the holder's Release")
 }
+
+// TestGate_holdEndsUnderOtherOptions: the gate lets go of a hold however
+// its lock is configured and however it ends: a hold without renewal that
+// expires, holds a Close abandons (lost at their deadline), a script-free
+// hold (ReleaseWatch), one without coalescing; and after a run of holds
+// handed from one Acquire to the next within the Client. While each hold
+// is live, a degraded acquisition of the key is refused.
+func TestGate_holdEndsUnderOtherOptions(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts []lock.Option
+		end  func(t *testing.T, c *lock.Client, l *lock.Lock)
+	}{
+		{"watchdogOffExpires", []lock.Option{lock.WithWatchdog(false), lock.WithTTL(300 * time.Millisecond)},
+			func(t *testing.T, _ *lock.Client, l *lock.Lock) { waitClosed(t, l.Lost(), 5*time.Second, "Lost()") }},
+		{"closeAbandons", []lock.Option{lock.WithTTL(300 * time.Millisecond)},
+			func(t *testing.T, c *lock.Client, l *lock.Lock) {
+				must(t, "Close()", c.Close())
+				waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
+			}},
+		{"releaseWatch", []lock.Option{lock.WithReleaseMode(lock.ReleaseWatch)},
+			func(t *testing.T, _ *lock.Client, l *lock.Lock) { must(t, "Release()", l.Release(ctx)) }},
+		{"coalescingOff", []lock.Option{lock.WithCoalescing(false)},
+			func(t *testing.T, _ *lock.Client, l *lock.Lock) { must(t, "Release()", l.Release(ctx)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sw := newSwitchedRedis(t, srv)
+			key := keyFor(t)
+			c := newClient(t, sw.rdb, append([]lock.Option{lock.WithFallback(lock.FallbackLocal)}, tc.opts...)...)
+			l := c.NewLock(key)
+			must(t, "Acquire()", l.Acquire(ctx))
+			degradeProbe(t, c, sw, key, false)
+			tc.end(t, c, l)
+			wantGateEmpty(t, c, "once the hold ended")
+		})
+	}
+
+	t.Run("handoffs", func(t *testing.T) {
+		sw := newSwitchedRedis(t, srv)
+		key := keyFor(t)
+		c := newClient(t, sw.rdb, lock.WithMaxWaiters(16), lock.WithTTL(5*time.Second))
+		const workers, rounds = 4, 25
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					l := c.NewLock(key)
+					if err := l.Acquire(ctx); err != nil {
+						t.Errorf("Acquire() = %v", err)
+						return
+					}
+					if err := l.Release(ctx); err != nil {
+						t.Errorf("Release() = %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		wantGateEmpty(t, c, "after the handoffs")
+		degradeProbe(t, c, sw, key, true)
+	})
+}
+
+// TestGate_panickingObserverOnAcquire: an Observer that panics when told
+// of an acquisition ends the hold before the panic goes on (the caller
+// never learnt it held the lock): the gate lets go of it, so a degraded
+// acquisition of the key is not kept out by a hold nobody has.
+func TestGate_panickingObserverOnAcquire(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	for _, verb := range []string{"Acquire", "TryAcquire"} {
+		t.Run(verb, func(t *testing.T) {
+			ctx := context.Background()
+			var armed atomic.Bool
+			obs := lock.ObserverFunc(func(e lock.Event) {
+				if e.Kind == lock.EventAcquire && e.Err == nil && armed.CompareAndSwap(true, false) {
+					panic("observer panicked")
+				}
+			})
+			sw := newSwitchedRedis(t, srv)
+			key := keyFor(t)
+			c := newClient(t, sw.rdb, lock.WithFallback(lock.FallbackLocal))
+			l := c.NewLock(key, lock.WithObserver(obs))
+			armed.Store(true)
+			mustPanic(t, verb+"()", "the Observer's panic", func() {
+				if verb == "Acquire" {
+					_ = l.Acquire(ctx)
+				} else {
+					_, _ = l.TryAcquire(ctx)
+				}
+			})
+			wantGateEmpty(t, c, "after the panic")
+			degradeProbe(t, c, sw, key, true)
+		})
+	}
+}
