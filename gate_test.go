@@ -610,3 +610,48 @@ func TestGate_panickingObserverOnAcquire(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxWaiters_multiLockCountsEveryMember: a waiting MultiLock counts as
+// a waiter on each of its keys, so with WithMaxWaiters(1) an Acquire of
+// any member key fails with ErrContended while it waits; TryAcquire is
+// never refused; the gate keeps nothing once all is released.
+func TestMaxWaiters_multiLockCountsEveryMember(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	ctx := context.Background()
+	key := keyFor(t)
+	keys := gateMultiKeys(key)
+	c := newClient(t, srv.Client(t), lock.WithMaxWaiters(1), lock.WithTTL(5*time.Second),
+		lock.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	holder := c.NewLock(keys[1])
+	if ok, err := holder.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("holder TryAcquire() = (%v, %v), want held", ok, err)
+	}
+	m := c.NewMultiLock(keys)
+	got := make(chan error, 1)
+	go func() { got <- m.Acquire(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, w0 := lock.LocalGate(c, keys[0])
+		_, w1 := lock.LocalGate(c, keys[1])
+		if w0 == 1 && w1 == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiters counted on the members = %d, %d; want 1, 1", w0, w1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	wantErr(t, "Acquire() of the first member while the MultiLock waits", c.NewLock(keys[0]).Acquire(actx), lock.ErrContended)
+	// The MultiLock holds no member between its attempts: the first is free.
+	try := c.NewLock(keys[0])
+	if ok, err := try.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("TryAcquire() of the first member while the MultiLock waits = (%v, %v), want (true, nil)", ok, err)
+	}
+	must(t, "Release()", try.Release(ctx))
+	must(t, "holder Release()", holder.Release(ctx))
+	must(t, "MultiLock Acquire()", <-got)
+	must(t, "MultiLock Release()", m.Release(ctx))
+	wantGateEmpty(t, c, "after the MultiLock's Release")
+}
