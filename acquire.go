@@ -25,14 +25,11 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	ok, err := l.handle().TryAcquire(ctx, l.tryKind())
-	if l.gated() {
-		l.cfg.c.local.settle(&l.hd)
-	}
 	if ok && l.deg.Load() != nil {
 		l.deg.Store(nil)
 	}
 	if err != nil && l.degradable() && unreachable(err) {
-		return l.acquireLocal(ctx, false, err)
+		return l.acquireLocal(ctx, time.Time{}, err)
 	}
 	return ok, err
 }
@@ -71,23 +68,20 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	if err := l.heldLocally(); err != nil {
 		return err
 	}
+	start := time.Now()
 	err := l.handle().Acquire(ctx, l.kind())
 	if err == nil {
 		l.deg.Store(nil)
 		return nil
 	}
 	if l.degradable() && unreachable(err) {
-		_, err = l.acquireLocal(ctx, true, err)
+		_, err = l.acquireLocal(ctx, start, err)
 	}
 	return err
 }
 
 // Try sends one acquire.
 func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
-	if (*Lock)(k).gated() && !k.cfg.c.local.enterRedis(&k.hd) {
-		// A degraded hold of the key is live in this Client: held.
-		return lease.Attempt{}
-	}
 	start := time.Now()
 	var (
 		r   acquireResult
@@ -103,8 +97,7 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 		return lease.Attempt{Err: err, Spent: true, Final: !retryable(err)}
 	}
 	if err != nil {
-		final := !retryable(err) || ((*Lock)(k).degradable() && unreachable(err))
-		return lease.Attempt{Err: err, Unknown: sent(err), Final: final}
+		return lease.Attempt{Err: err, Unknown: sent(err), Final: (*Lock)(k).final(err)}
 	}
 	return lease.Attempt{OK: r.ok, Fence: r.fence, Sent: start, PTTL: r.pttl}
 }

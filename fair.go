@@ -164,7 +164,7 @@ func (l *Lock) tryFair(ctx context.Context, token string, wait time.Duration) le
 		if kerr := kindReply(k.User, err, "fair lock"); kerr != nil {
 			return lease.Attempt{Err: kerr, Final: true}
 		}
-		return lease.Attempt{Err: err, Unknown: true, Final: !retryable(err)}
+		return lease.Attempt{Err: err, Unknown: true, Final: l.final(err)}
 	}
 	ok, fence, left := luascripts.AcquireReply(n)
 	return lease.Attempt{OK: ok, Fence: fence, Sent: start, PTTL: left}

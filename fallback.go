@@ -14,7 +14,7 @@ import (
 	"github.com/agentlock/lock/internal/lease"
 )
 
-// Fallback says what an Acquire of a mutex does when Redis is unreachable;
+// Fallback says what an acquisition of a mutex does when Redis is unreachable;
 // see [WithFallback].
 type Fallback int
 
@@ -46,7 +46,9 @@ func (f Fallback) String() string {
 // pool — the call stops trying Redis and takes an in-process lock on the key
 // instead, shared by every lock of the same [Client]. A Redis error reply
 // (LOADING, READONLY, NOPERM, a script error), an answer that someone else
-// holds the lock, and the caller's own context ending never fall back.
+// holds the lock, and the caller's own context ending never fall back. An
+// Acquire's wait timeout ([WithWaitTimeout]) counts from its start, the
+// Redis part included.
 //
 // A degraded hold ([Lock.Degraded] reports true) excludes only the other
 // locks of the same key in this Client: it gives NO exclusion against other
@@ -56,17 +58,23 @@ func (f Fallback) String() string {
 // closes), [Lock.Extend] is a no-op and [Lock.TTL] returns an error
 // wrapping [ErrNotHeld]; Release frees the local lock and does not talk to
 // Redis. When Redis comes back while it is held, nothing changes for it: it
-// stays degraded until released, and it does not take the Redis key. While
-// it is held, every lock of the Client on that key that takes part in the
-// Client's local gate finds the key held (its attempts are not sent); and a
-// degraded acquire waits while such a lock holds the key in Redis or is
-// acquiring it. A lock takes part when it or its Client has WithFallback or
-// WithMaxWaiters: give the option to [NewClient] so that every lock does
-// (the others pay nothing for the gate). The fallback is taken with an [EventFallback] to the
-// Observer and a warning in the log ([WithLogger]).
+// stays degraded until released, and it does not take the Redis key.
 //
-// Only mutexes fall back: read-write locks and semaphore permits ignore the
-// option.
+// Within the Client, degraded and Redis holds of a key exclude each other,
+// for every kind of lock on the key: while a degraded hold is live, the
+// attempts of every lock of the Client on the key (a mutex, re-entrant or
+// fair; a read or write hold; a semaphore permit; a [MultiLock] with the
+// key among its members; [Client.Once]) find the key held and are not
+// sent; and a degraded acquire waits while a lock of the Client holds the
+// key in Redis or is acquiring it. A lock takes part when it or its Client
+// has WithFallback or WithMaxWaiters: give the option to [NewClient] so
+// that every lock does (the others pay nothing for the gate). The fallback
+// is taken with an [EventFallback] to the Observer and a warning in the log
+// ([WithLogger]).
+//
+// Only mutexes fall back (plain, re-entrant or fair): read-write locks,
+// semaphore permits, MultiLocks and Once keep trying Redis until their
+// wait ends, as without the option.
 func WithFallback(f Fallback) Option { return func(c *config) { c.fallback = f } }
 
 // localHold is a degraded hold: the in-process lock of one key.
@@ -79,18 +87,32 @@ type localHold struct {
 }
 
 // localGate is a Client's in-process state by key: the live degraded hold,
-// the handles that talk to Redis for the key, and the count of waiters
-// ([WithMaxWaiters]).
+// the acquisitions and holds of the key in Redis, and the count of waiters
+// ([WithMaxWaiters]). Every kind's acquisitions go through it when its
+// settings ask for it ([settings.gated]), from before the first attempt
+// of an Acquire or TryAcquire (lease.Policy.Gate) until the acquisition
+// ends holding nothing, or its hold ends (released, lost, force-released,
+// abandoned by Close).
 type localGate struct {
 	mu   sync.Mutex
 	keys map[string]*gateEntry
 }
 
 type gateEntry struct {
-	held    *localHold                 // the live degraded hold, or nil
-	redis   map[*lease.Handle]struct{} // handles acquiring or holding the key in Redis
-	waiters int                        // Acquire calls under way, with WithMaxWaiters
-	freed   chan struct{}              // closed when held is released; nil when nobody waits for it
+	held    *localHold             // the live degraded hold, or nil
+	passes  map[*gatePass]struct{} // acquisitions and holds of the key in Redis
+	waiters int                    // Acquire calls under way, with WithMaxWaiters
+	freed   chan struct{}          // closed when the key is free in the gate; nil when nobody waits for that
+}
+
+// gatePass is one acquisition in the gate (a lease.GatePass), on the
+// Redis lock keys of its lock (a MultiLock's members), and then the hold
+// it took.
+type gatePass struct {
+	g       *localGate
+	keys    []string
+	waiting bool // counted among its keys' waiters until Leave
+	gone    bool // left the gate (g.mu)
 }
 
 // entry returns key's entry, making it; g.mu is held.
@@ -106,88 +128,97 @@ func (g *localGate) entry(key string) *gateEntry {
 	return e
 }
 
-// tidy drops key's entry if it holds nothing; g.mu is held.
+// tidy wakes those waiting for key to be free, if it is, and drops its
+// entry if it keeps nothing; g.mu is held.
 func (g *localGate) tidy(key string, e *gateEntry) {
-	if e.held == nil && len(e.redis) == 0 && e.waiters == 0 {
+	if e.held != nil || len(e.passes) > 0 {
+		return
+	}
+	if e.freed != nil {
+		close(e.freed)
+		e.freed = nil
+	}
+	if e.waiters == 0 {
 		delete(g.keys, key)
 	}
 }
 
-// enterRedis registers hd as about to talk to Redis for its key; it
-// reports false, registering nothing, while a degraded hold of the key is
-// live in this Client.
-func (g *localGate) enterRedis(hd *lease.Handle) bool {
-	key := hd.Keys.Lock()
+// enter admits an acquisition on keys: counted among their waiters when
+// maxWaiters > 0 (an Acquire with [WithMaxWaiters]), which fails with
+// ErrContended while maxWaiters are counted on one of them already.
+func (g *localGate) enter(hd *lease.Handle, keys []string, maxWaiters int) (*gatePass, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	e := g.entry(key)
-	if e.held != nil {
-		g.tidy(key, e)
-		return false
+	if err := g.count(hd, keys, maxWaiters); err != nil {
+		return nil, err
 	}
-	e.addRedis(hd)
+	p := &gatePass{g: g, keys: keys, waiting: maxWaiters > 0}
+	for _, key := range keys {
+		e := g.entry(key)
+		if e.passes == nil {
+			e.passes = make(map[*gatePass]struct{})
+		}
+		e.passes[p] = struct{}{}
+	}
+	return p, nil
+}
+
+// Open reports whether p's attempt may go to Redis: not while a degraded
+// hold of one of its keys is live.
+func (p *gatePass) Open() bool {
+	g := p.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, key := range p.keys {
+		if e := g.keys[key]; e != nil && e.held != nil {
+			return false
+		}
+	}
 	return true
 }
 
-// register records hd as acquiring its key in Redis, whether or not a
-// degraded hold is live (its attempts are refused meanwhile): from the
-// start of an Acquire, so that a hold a release hands it without an
-// attempt of its own is never unknown to the gate.
-func (g *localGate) register(hd *lease.Handle) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.entry(hd.Keys.Lock()).addRedis(hd)
-}
-
-func (e *gateEntry) addRedis(hd *lease.Handle) {
-	if e.redis == nil {
-		e.redis = make(map[*lease.Handle]struct{})
+// Leave ends p's acquisition, which took h (nil: none): p stays in the
+// gate until h ends.
+func (p *gatePass) Leave(h *lease.Hold) {
+	if p.waiting {
+		p.g.uncount(p.keys)
 	}
-	e.redis[hd] = struct{}{}
-}
-
-// leaveRedis unregisters hd, whose hold ended (or is being released);
-// with idle, only if no acquisition is under way on hd.
-func (g *localGate) leaveRedis(hd *lease.Handle, idle bool) {
-	if idle && hd.Busy() {
+	if h == nil {
+		p.drop()
 		return
 	}
-	key := hd.Keys.Lock()
+	h.OnEnd(p.drop)
+}
+
+// drop takes p out of the gate.
+func (p *gatePass) drop() {
+	g := p.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if e := g.keys[key]; e != nil {
-		delete(e.redis, hd)
-		g.tidy(key, e)
+	if p.gone {
+		return
+	}
+	p.gone = true
+	for _, key := range p.keys {
+		if e := g.keys[key]; e != nil {
+			delete(e.passes, p)
+			g.tidy(key, e)
+		}
 	}
 }
 
-// live reports whether hd is acquiring or holding its key in Redis.
-func live(hd *lease.Handle) bool {
-	if hd.Busy() {
-		return true
-	}
-	h := hd.Hold()
-	return h != nil && h.Active()
-}
-
-// takeLocal takes key's in-process lock; when it cannot, it returns nil
-// and a channel closed when the degraded hold in the way is released (nil
-// when what is in the way is a Redis hold or acquisition of this Client).
+// takeLocal takes key's in-process lock; when it cannot (a degraded hold,
+// or an acquisition or hold of the key in Redis, is in the way), it
+// returns nil and a channel closed once the key is free in the gate.
 func (g *localGate) takeLocal(key string) (*localHold, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	e := g.entry(key)
-	if e.held != nil {
+	if e.held != nil || len(e.passes) > 0 {
 		if e.freed == nil {
 			e.freed = make(chan struct{})
 		}
 		return nil, e.freed
-	}
-	for hd := range e.redis {
-		if live(hd) {
-			return nil, nil
-		}
-		delete(e.redis, hd) // ended without telling (a lost hold's callback still to come)
 	}
 	token, err := lease.NewToken()
 	if err != nil {
@@ -210,10 +241,6 @@ func (g *localGate) releaseLocal(d *localHold) bool {
 		return true
 	}
 	e.held = nil
-	if e.freed != nil {
-		close(e.freed)
-		e.freed = nil
-	}
 	g.tidy(d.key, e)
 	return true
 }
@@ -221,22 +248,6 @@ func (g *localGate) releaseLocal(d *localHold) bool {
 // degradable reports whether l falls back to a local lock.
 func (l *Lock) degradable() bool {
 	if l == nil || l.cfg == nil || l.rw != nil || l.cfg.fallback != FallbackLocal {
-		return false
-	}
-	_, sem := l.cfg.be.(semBackend)
-	return !sem
-}
-
-// gated reports whether l's attempts go through the Client's local gate:
-// a mutex (not a read-write lock or a semaphore permit) of a real Client,
-// when it or its Client has WithFallback or WithMaxWaiters.
-func (l *Lock) gated() bool {
-	if l == nil || l.cfg == nil || l.cfg.c == nil || l.rw != nil {
-		return false
-	}
-	if !l.cfg.degrades() && !l.cfg.c.cfg.degrades() {
-		// Neither this lock nor its Client asked for a fallback or a
-		// waiter cap: it pays nothing for the gate.
 		return false
 	}
 	_, sem := l.cfg.be.(semBackend)
@@ -255,6 +266,13 @@ func unreachable(err error) bool {
 	return networkFailure(err)
 }
 
+// final reports whether an acquire attempt of l that failed with err ends
+// the Redis part of the acquisition: an error a retry cannot mend, or an
+// unreachable Redis when l falls back to a local lock.
+func (l *Lock) final(err error) bool {
+	return !retryable(err) || (l.degradable() && unreachable(err))
+}
+
 // heldLocally returns the error of an acquisition on a handle whose
 // degraded hold is live, or nil.
 func (l *Lock) heldLocally() error {
@@ -265,26 +283,28 @@ func (l *Lock) heldLocally() error {
 }
 
 // acquireLocal takes the key's in-process lock after Redis failed with
-// cause: waiting (Acquire) until it is free, ctx is done or the wait
-// timeout passes, or (TryAcquire) not at all.
-func (l *Lock) acquireLocal(ctx context.Context, wait bool, cause error) (bool, error) {
+// cause: for an Acquire begun at start, waiting until it is free, ctx is
+// done or the wait timeout (counted from start) passes; for a TryAcquire
+// (start zero), not at all.
+func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (bool, error) {
 	g := &l.cfg.c.local
-	start := time.Now()
+	wait := !start.IsZero()
+	began := time.Now()
 	wctx := ctx
 	if wait && l.cfg.wait > 0 {
 		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeoutCause(ctx, l.cfg.wait, errLocalWait)
+		wctx, cancel = context.WithDeadlineCause(ctx, start.Add(l.cfg.wait), errLocalWait)
 		defer cancel()
 	}
 	if wait && l.cfg.maxWaiters > 0 {
 		leave, err := g.admit(&l.hd, l.cfg.maxWaiters)
 		if err != nil {
-			l.observeFallback(ctx, nil, start, err)
+			l.observeFallback(ctx, nil, began, err)
 			return false, err
 		}
 		defer leave()
 	}
-	for n := 0; ; n++ {
+	for {
 		d, freed := g.takeLocal(l.hd.Keys.Lock())
 		if d != nil {
 			l.deg.Store(d)
@@ -292,26 +312,23 @@ func (l *Lock) acquireLocal(ctx context.Context, wait bool, cause error) (bool, 
 				lg.Warn("lock degraded: Redis unreachable, holding the key in this process only",
 					slog.String("key", l.hd.Keys.User), slog.Any("err", cause))
 			}
-			l.observeFallback(ctx, d, start, nil)
+			l.observeFallback(ctx, d, began, nil)
 			return true, nil
 		}
 		if !wait {
-			l.observeFallback(ctx, nil, start, ErrNotAcquired)
+			l.observeFallback(ctx, nil, began, ErrNotAcquired)
 			return false, nil
 		}
-		// A Redis hold of this Client ends without telling the gate: poll
-		// it with the lock's backoff. A degraded one wakes us.
-		t := time.NewTimer(lease.Backoff(l.cfg.backoffMin, l.cfg.backoffMax, n))
+		// Woken when the key is free in the gate: the degraded hold in the
+		// way released, the Redis acquisitions and holds of this Client
+		// on the key ended.
 		select {
 		case <-freed:
-		case <-t.C:
 		case <-wctx.Done():
-			t.Stop()
 			err := l.hd.Err("acquire", ErrNotAcquired, context.Cause(wctx), cause)
-			l.observeFallback(ctx, nil, start, err)
+			l.observeFallback(ctx, nil, began, err)
 			return false, err
 		}
-		t.Stop()
 	}
 }
 
@@ -380,15 +397,15 @@ var errDegradedTTL = errors.New("degraded hold: Redis holds no key for it")
 // acquisition finds Redis unreachable, fn runs under a degraded hold, its
 // ctx never cancelled by a loss (a degraded hold is never lost).
 func (l *Lock) withLockFallback(ctx context.Context, fn func(context.Context) error) error {
-	ran := false
-	err := lease.WithLock(ctx, "lock", &l.hd, (*kind)(l), func(ctx context.Context) error {
+	ran, start := false, time.Now()
+	err := lease.WithLock(ctx, "lock", &l.hd, l.kind(), func(ctx context.Context) error {
 		ran = true
 		return fn(ctx)
 	})
 	if ran || !unreachable(err) {
 		return err
 	}
-	if _, err := l.acquireLocal(ctx, true, err); err != nil {
+	if _, err := l.acquireLocal(ctx, start, err); err != nil {
 		return err
 	}
 	d := l.deg.Load()

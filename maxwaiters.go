@@ -12,72 +12,105 @@ import (
 // and without waiting, with an error wrapping [ErrContended]. The count is
 // per process (per Client), not cluster-wide: it counts the calls of this
 // Client's locks on the key that have this option, and an Acquire counts
-// from its start, its first attempt included, until it returns. TryAcquire
-// never waits and is never refused. Default 0: no cap. Negative is invalid.
+// from its start, its first attempt included, until it returns. A
+// [MultiLock] counts on each of its keys, and is refused when one of them
+// has n. TryAcquire never waits and is never refused. Default 0: no cap.
+// Negative is invalid.
 func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
 
-// admit counts one more waiter for hd's key, or fails with ErrContended
-// when n already wait. leave uncounts it.
-func (g *localGate) admit(hd *lease.Handle, n int) (leave func(), err error) {
-	key := hd.Keys.Lock()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	e := g.entry(key)
-	if e.waiters >= n {
-		g.tidy(key, e)
-		return nil, hd.Err("acquire", fmt.Errorf("%w: %d waiters already", ErrContended, n))
+// count counts one more waiter on each of keys, or fails with
+// ErrContended when n already wait on one of them; nothing with n <= 0.
+// g.mu is held.
+func (g *localGate) count(hd *lease.Handle, keys []string, n int) error {
+	if n <= 0 {
+		return nil
 	}
-	e.waiters++
-	return func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		e.waiters--
-		g.tidy(key, e)
-	}, nil
+	for _, key := range keys {
+		if e := g.keys[key]; e != nil && e.waiters >= n {
+			return hd.Err("acquire", fmt.Errorf("%w: %d waiters already", ErrContended, n))
+		}
+	}
+	for _, key := range keys {
+		g.entry(key).waiters++
+	}
+	return nil
 }
 
-// admit is the Policy.Admit of s: the waiter cap, and the gate's record
-// of the handle: registered while the Acquire is under way, settled when
-// it returns.
-func (s *settings) admit(hd *lease.Handle) (func(), error) {
-	g := &s.c.local
-	if s.maxWaiters <= 0 {
-		g.register(hd)
-		return func() { g.settle(hd) }, nil
+// uncount undoes count's count on keys.
+func (g *localGate) uncount(keys []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, key := range keys {
+		if e := g.keys[key]; e != nil {
+			e.waiters--
+			g.tidy(key, e)
+		}
 	}
-	leave, err := g.admit(hd, s.maxWaiters)
+}
+
+// admit counts one more waiter on hd's key for a degraded wait, or fails
+// with ErrContended when n already wait; leave uncounts it.
+func (g *localGate) admit(hd *lease.Handle, n int) (leave func(), err error) {
+	keys := []string{hd.Keys.Lock()}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.count(hd, keys, n); err != nil {
+		return nil, err
+	}
+	return func() { g.uncount(keys) }, nil
+}
+
+// gated reports whether the locks of s go through the Client's local
+// gate: when they or the Client have WithFallback or WithMaxWaiters.
+// Every kind does then, so that a degraded hold excludes them all within
+// the Client; the others pay nothing for the gate.
+func (s *settings) gated() bool { return s.degrades() || s.c.cfg.degrades() }
+
+// lockGate is the lease.Gate of the locks of settings: a lock's key in the
+// gate is its own Redis lock key (P{K}).
+type lockGate struct{ s *settings }
+
+// Enter admits an acquisition of hd: see localGate.enter.
+func (g lockGate) Enter(hd *lease.Handle, wait bool) (lease.GatePass, error) {
+	return g.s.enter(hd, []string{hd.Keys.Lock()}, wait)
+}
+
+// enter admits an acquisition of hd on keys; an Acquire (wait) counts as
+// a waiter under WithMaxWaiters.
+func (s *settings) enter(hd *lease.Handle, keys []string, wait bool) (lease.GatePass, error) {
+	n := 0
+	if wait {
+		n = s.maxWaiters
+	}
+	p, err := s.c.local.enter(hd, keys, n)
 	if err != nil {
 		return nil, err
 	}
-	g.register(hd)
-	return func() {
-		leave()
-		g.settle(hd)
-	}, nil
+	return p, nil
 }
 
-// settle updates the gate once an acquisition on hd ended: a handle that
-// holds nothing is forgotten; one that holds the key is forgotten when its
-// hold is lost (Release forgets it too, see kind.Release).
-func (g *localGate) settle(hd *lease.Handle) {
-	key := hd.Keys.Lock()
-	g.mu.Lock()
-	e := g.keys[key]
-	if e == nil {
-		g.mu.Unlock()
-		return
+// multiGate is a MultiLock's lease.Gate: its keys in the gate are its
+// members' Redis lock keys.
+type multiGate struct {
+	s    *settings
+	keys []string
+}
+
+// Enter admits an acquisition of the MultiLock hd.
+func (g multiGate) Enter(hd *lease.Handle, wait bool) (lease.GatePass, error) {
+	return g.s.enter(hd, g.keys, wait)
+}
+
+// gate returns the lease.Gate of m under s: nil when s is not gated.
+func (m *MultiLock) gate(s *settings) lease.Gate {
+	if !s.gated() {
+		return nil
 	}
-	if _, ok := e.redis[hd]; !ok {
-		g.mu.Unlock()
-		return
+	keys := make([]string, 0, len(m.groups))
+	for _, g := range m.groups {
+		for i := range g {
+			keys = append(keys, g[i].Lock())
+		}
 	}
-	h := hd.Hold()
-	if h == nil || !h.Active() {
-		delete(e.redis, hd)
-		g.tidy(key, e)
-		g.mu.Unlock()
-		return
-	}
-	g.mu.Unlock()
-	h.OnLost(func(error) { g.leaveRedis(hd, true) })
+	return multiGate{s: s, keys: keys}
 }

@@ -76,6 +76,7 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 	m.order(c)
 	m.pol = s.pol
 	m.pol.Notify, m.pol.Handoff = false, false
+	m.pol.Gate = m.gate(s)
 	if s.aud != nil {
 		m.pol.Observe = s.observeSeparate() // multi_*.lua write no entries
 	}

@@ -50,9 +50,6 @@ func (l *Lock) Release(ctx context.Context) error {
 // the key may be a waiter's by now, and a handoff would claim a waiter for
 // nothing), and otherwise deletes it.
 func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
-	if (*Lock)(k).gated() {
-		defer k.cfg.c.local.leaveRedis(&k.hd, true) // the hold is gone, or nobody's
-	}
 	if !ended {
 		if o, found := (*Lock)(k).handoff(ctx, h); found {
 			return o

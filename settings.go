@@ -78,11 +78,9 @@ func (c *Client) fill(s *settings) *settings {
 	if cfg.notify {
 		s.pol.Inbox = c.forceChannel(cfg.prefix)
 	}
-	if cfg.degrades() || c.cfg.degrades() {
-		// The local gate and WithMaxWaiters (fallback.go, maxwaiters.go):
-		// only where the lock or its Client asks for them, so the others
-		// pay nothing.
-		s.pol.Admit = s.admit
+	if s.gated() {
+		// The local gate and WithMaxWaiters (fallback.go, maxwaiters.go).
+		s.pol.Gate = lockGate{s}
 	}
 	return s
 }

@@ -20,11 +20,11 @@ import (
 // opts override the Client's defaults for this lock.
 func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) error {
 	l := c.NewLock(key, opts...)
-	if l.fair() {
-		return lease.WithLock(ctx, "lock", &l.hd, (*fairKind)(l), fn)
-	}
 	if l.degradable() {
 		return l.withLockFallback(ctx, fn)
+	}
+	if l.fair() {
+		return lease.WithLock(ctx, "lock", &l.hd, (*fairKind)(l), fn)
 	}
 	return lease.WithLock(ctx, "lock", &l.hd, (*kind)(l), fn)
 }

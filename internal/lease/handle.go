@@ -250,8 +250,12 @@ func (hd *Handle) undoPanicked() {
 // attempt whose outcome is unknown is returned as such (Unknown); one the
 // caller's deadline cut short is settled in the background, undone once
 // its call returns if it may have taken the lock or, for a queued kind,
-// joined the queue. held is the new hold.
-func (hd *Handle) attempt(ctx context.Context, k Kind, token string) (a Attempt, held *Hold, cut bool) {
+// joined the queue. held is the new hold. An attempt that pass, when not
+// nil, does not let through is not sent: it finds the lock held.
+func (hd *Handle) attempt(ctx context.Context, k Kind, token string, pass GatePass) (a Attempt, held *Hold, cut bool) {
+	if pass != nil && !pass.Open() {
+		return Attempt{}, nil, false
+	}
 	if a, cut = hd.try(ctx, k, token); cut {
 		return Attempt{Err: unanswered(ctx)}, nil, true
 	}

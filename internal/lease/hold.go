@@ -49,6 +49,7 @@ type holdExtra struct {
 	lost    chan struct{} // made on first use; closed when the hold ends involuntarily
 	cause   error         // the kind's *LostError, set when lost
 	onLost  []func(error) // called once with the cause
+	onEnd   []func()      // called once when the hold ends, released or lost
 	afterFn *time.Timer   // the deadline timer a Close leaves behind
 
 	// Guarded by the Engine's mu: the rest of the term.
@@ -207,6 +208,39 @@ func (h *Hold) OnLost(fn func(error)) {
 	h.mu.Unlock()
 }
 
+// OnEnd registers fn to be called once when h ends, released or lost
+// (before Lost closes); at once if it has ended.
+func (h *Hold) OnEnd(fn func()) {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		fn()
+		return
+	}
+	x := h.more()
+	x.onEnd = append(x.onEnd, fn)
+	h.mu.Unlock()
+}
+
+// takeOnEnd returns the OnEnd functions, which the hold's end runs.
+// Callers hold h.mu and have just ended h.
+func (h *Hold) takeOnEnd() []func() {
+	x := h.x.Load()
+	if x == nil {
+		return nil
+	}
+	fns := x.onEnd
+	x.onEnd = nil
+	return fns
+}
+
+// runOnEnd runs fns, the OnEnd functions of an ended hold.
+func runOnEnd(fns []func()) {
+	for _, fn := range fns {
+		fn()
+	}
+}
+
 // beginRelease marks a Release as out; it reports whether the hold had
 // already ended (released or lost).
 func (h *Hold) beginRelease() (ended bool) {
@@ -224,9 +258,14 @@ func (h *Hold) finish() {
 	}
 	ended := h.ended
 	h.ended, h.releasing = true, false
+	var onEnd []func()
+	if !ended {
+		onEnd = h.takeOnEnd()
+	}
 	h.mu.Unlock()
 	if !ended { // a loss took it off already
 		h.unlisten()
+		runOnEnd(onEnd)
 	}
 }
 
@@ -250,10 +289,12 @@ func (h *Hold) lose(reason Reason, err error, byRelease bool) {
 	x.cause = p.Lost(h.hd.Keys.User, reason, err)
 	fns := x.onLost
 	x.onLost = nil
+	onEnd := h.takeOnEnd()
 	cause := x.cause
 	ch := x.lost
 	h.mu.Unlock()
 	h.unlisten()
+	runOnEnd(onEnd) // whoever reacts to Lost() finds them run
 
 	// Lost() closes and the callbacks run even if the Observer or the
 	// logger panics.

@@ -67,11 +67,29 @@ type Policy struct {
 	// that a force-release (MsgForce) reports them lost at once
 	// (force.go); "" for none.
 	Inbox string
-	// Admit, when not nil, is asked before an Acquire makes its first
-	// attempt (after EventAcquireStart): an error ends the Acquire at once
-	// with that error; otherwise leave is called when the Acquire returns.
-	// The core's WithMaxWaiters counts waiters with it.
-	Admit func(hd *Handle) (leave func(), err error)
+	// Gate, when not nil, is the Client's in-process gate (the core's
+	// WithFallback and WithMaxWaiters): every Acquire and TryAcquire
+	// enters it before its first attempt, and every attempt asks it first.
+	Gate Gate
+}
+
+// Gate is a Client's in-process record of the acquisitions and holds of
+// its keys (Policy.Gate).
+type Gate interface {
+	// Enter admits an acquisition on hd before its first attempt: an
+	// Acquire (wait) or a TryAcquire. An error ends the acquisition at
+	// once with that error.
+	Enter(hd *Handle, wait bool) (GatePass, error)
+}
+
+// GatePass is one acquisition's entry in a Gate.
+type GatePass interface {
+	// Open reports whether an attempt may be sent now; false: the key is
+	// held in this process, so the attempt, unsent, finds the lock held.
+	Open() bool
+	// Leave ends the acquisition, which took h (nil: none). With a hold,
+	// the entry lasts until h ends (Hold.OnEnd).
+	Leave(h *Hold)
 }
 
 // EventKind says what an Event reports. The root package's EventKind

@@ -21,6 +21,13 @@ func (hd *Handle) TryAcquire(ctx context.Context, k Kind) (bool, error) {
 	if err != nil {
 		return false, hd.Err("acquire", err)
 	}
+	var pass GatePass
+	if p.Gate != nil {
+		if pass, err = p.Gate.Enter(hd, false); err != nil {
+			return false, err
+		}
+		defer hd.leaveGate(pass, hd.Hold())
+	}
 	// The clock is read, and events made, only for an Observer: without
 	// one they cost a lone caller more than the library's other work.
 	obs := p.Observe != nil
@@ -29,7 +36,7 @@ func (hd *Handle) TryAcquire(ctx context.Context, k Kind) (bool, error) {
 		start = time.Now()
 		p.observe(hd.Keys.User, Event{Kind: EventAcquireStart, Ctx: ctx})
 	}
-	a, h, _ := hd.attempt(ctx, k, token)
+	a, h, _ := hd.attempt(ctx, k, token, pass)
 	switch {
 	case h != nil:
 		if obs {

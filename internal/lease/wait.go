@@ -38,15 +38,16 @@ func (hd *Handle) Acquire(ctx context.Context, k Kind) error {
 	}
 	start := time.Now()
 	p.observe(hd.Keys.User, Event{Kind: EventAcquireStart, Ctx: ctx})
-	if p.Admit != nil {
-		leave, err := p.Admit(hd)
-		if err != nil {
+	var pass GatePass
+	if p.Gate != nil {
+		var err error
+		if pass, err = p.Gate.Enter(hd, true); err != nil {
 			p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Duration: time.Since(start), Err: err})
 			return err
 		}
-		defer leave()
+		defer hd.leaveGate(pass, hd.Hold())
 	}
-	attempts, h, token, err := hd.wait(ctx, k)
+	attempts, h, token, err := hd.wait(ctx, k, pass)
 	if err != nil {
 		p.observe(hd.Keys.User, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Duration: time.Since(start), Attempts: attempts, Err: err})
 		return err
@@ -57,7 +58,7 @@ func (hd *Handle) Acquire(ctx context.Context, k Kind) error {
 
 // wait is Acquire's loop. It returns the attempts made, the hold, and the
 // token of the last attempt.
-func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, token string, err error) {
+func (hd *Handle) wait(ctx context.Context, k Kind, pass GatePass) (attempts int, h *Hold, token string, err error) {
 	p, e := hd.pol, hd.pol.Engine
 	wctx := ctx
 	if p.Wait > 0 {
@@ -137,7 +138,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 			}
 			attempts++
 			tried = true
-			a, held, cut := hd.attempt(wctx, k, token)
+			a, held, cut := hd.attempt(wctx, k, token, pass)
 			if (a.Spent || cut) && !p.FreshTokens {
 				// An undo of this token was sent, or will be once the cut
 				// call returns: it may land late, after a later attempt took
@@ -232,6 +233,19 @@ func (hd *Handle) wait(ctx context.Context, k Kind) (attempts int, h *Hold, toke
 		return attempts, nil, token, hd.Err("acquire", err)
 	}
 	return attempts, nil, token, hd.Err("acquire", waitEnded(ctx, wctx, p.Wait, lastErr)...)
+}
+
+// leaveGate ends pass once its acquisition on hd has returned, with the
+// hold the acquisition installed, if any: the current hold when it is not
+// prev, the one before (begin refuses to start while a hold is live, and
+// nothing installs a hold on hd once the acquisition has returned). It
+// runs on the acquisition's way out, a panic's included.
+func (hd *Handle) leaveGate(pass GatePass, prev *Hold) {
+	h := hd.Hold()
+	if h == prev {
+		h = nil
+	}
+	pass.Leave(h)
 }
 
 // respend replaces *token, which an undo has spent, with a fresh one for
