@@ -48,6 +48,7 @@ type Client struct {
 // it can hold one lock at once, one per shard (see SAFETY.md).
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, cfg: defaultConfig().with(opts), backends: map[backendKind]backend{}}
+	c.cfg.given = 0 // the Client's options are every lock's defaults
 	c.eng.Init(c.sources, c.cfg.logger)
 	c.err = c.cfg.validate()
 	switch v := rdb.(type) {
@@ -70,7 +71,10 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		}
 	}
 	if c.err == nil {
-		c.set = c.settings(c.cfg)
+		// NewLock's settings without options: the defaults a mutex takes.
+		cfg := c.cfg
+		_ = cfg.forKind(cfg.mutexKind()) // drops, never refuses: nothing is given
+		c.set = c.settings(cfg)
 	}
 	return c
 }

@@ -50,7 +50,7 @@ import (
 // waiter, which stays held). A fair lock needs [ReleaseScript] and cannot
 // be re-entrant ([WithOwner]) or use [WithReplicaAck]: those are
 // [ErrInvalid].
-func WithFair(on bool) Option { return func(c *config) { c.fair = on } }
+func WithFair(on bool) Option { return func(c *config) { c.fair = on; c.given |= optFair } }
 
 // FairEntryTimeout returns how long a fair lock's queued waiter keeps its
 // place without trying again, for a lock whose backoff's upper bound is

@@ -67,7 +67,9 @@ func (f Fallback) String() string {
 //
 // Only mutexes fall back: read-write locks and semaphore permits ignore the
 // option.
-func WithFallback(f Fallback) Option { return func(c *config) { c.fallback = f } }
+func WithFallback(f Fallback) Option {
+	return func(c *config) { c.fallback = f; c.given |= optFallback }
+}
 
 // localHold is a degraded hold: the in-process lock of one key.
 type localHold struct {

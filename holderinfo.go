@@ -35,7 +35,7 @@ const infoSep = "\x1f"
 // it as [Holder].Metadata, byte for byte. It is written in the acquire's
 // round trip and expires with the hold. A non-empty s turns holder info on
 // unless [WithHolderInfo](false) says otherwise. Default "".
-func WithMetadata(s string) Option { return func(c *config) { c.metadata = s } }
+func WithMetadata(s string) Option { return func(c *config) { c.metadata = s; c.given |= optMetadata } }
 
 // WithHolderInfo sets whether each hold records who holds it (owner,
 // fence, host, pid, acquired-at, [WithMetadata]) for [Client.Inspect] and
@@ -48,7 +48,9 @@ func WithMetadata(s string) Option { return func(c *config) { c.metadata = s } }
 // the scripts do no more than without it. Off, Inspect still shows each
 // holder's token and TTL, and the key's fence. ReleaseWatch writes no
 // holder info.
-func WithHolderInfo(on bool) Option { return func(c *config) { c.infoSet, c.infoOn = true, on } }
+func WithHolderInfo(on bool) Option {
+	return func(c *config) { c.infoSet, c.infoOn = true, on; c.given |= optHolderInfo }
+}
 
 // process is this process's host name and pid, read once.
 var process = sync.OnceValue(func() string {

@@ -14,7 +14,9 @@ import (
 // Client's locks on the key that have this option, and an Acquire counts
 // from its start, its first attempt included, until it returns. TryAcquire
 // never waits and is never refused. Default 0: no cap. Negative is invalid.
-func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
+func WithMaxWaiters(n int) Option {
+	return func(c *config) { c.maxWaiters = n; c.given |= optMaxWaiters }
+}
 
 // admit counts one more waiter for hd's key, or fails with ErrContended
 // when n already wait. leave uncounts it.

@@ -58,20 +58,15 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 		m.hd.Fail(label, keyError(label, errZeroClient))
 		return m
 	}
-	s, err := c.set, c.err
-	if err == nil && len(opts) > 0 {
-		cfg := c.cfg.with(opts)
-		if err = cfg.validate(); err == nil {
-			s = c.settings(cfg)
-		}
-	}
+	cfg, err := c.kindConfig(kindMulti, opts)
 	if err == nil {
-		err = c.checkMulti(s, keys)
+		err = c.checkMulti(keys)
 	}
 	if err != nil {
 		m.hd.Fail(label, keyError(label, err))
 		return m
 	}
+	s := c.settings(cfg)
 	m.cfg = s
 	m.order(c)
 	m.pol = s.pol
@@ -86,19 +81,10 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 	return m
 }
 
-// checkMulti reports bad input of a MultiLock over keys under s.
-func (c *Client) checkMulti(s *settings, keys []string) error {
-	switch {
-	case len(keys) == 0:
+// checkMulti reports bad keys of a MultiLock.
+func (c *Client) checkMulti(keys []string) error {
+	if len(keys) == 0 {
 		return invalidf("multi-lock: no keys")
-	case s.fair:
-		return invalidf("multi-lock: cannot be fair")
-	case s.mode != ReleaseScript:
-		return invalidf("multi-lock: needs ReleaseScript")
-	case s.ownerSet:
-		return invalidf("multi-lock: cannot be re-entrant (WithOwner)")
-	case s.acks > 0:
-		return invalidf("multi-lock: cannot use WithReplicaAck")
 	}
 	seen := make(map[string]bool, len(keys))
 	for _, k := range keys {

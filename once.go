@@ -225,8 +225,8 @@ func OnceValue[T any](ctx context.Context, c *Client, key string, fn func(contex
 // for an empty key or invalid options (opts: only [WithPrefix] matters), or
 // the Redis error. It works after [Client.Close].
 func (c *Client) Forget(ctx context.Context, key string, opts ...Option) error {
-	l := c.NewLock(key, opts...)
-	if err := l.hd.Usable(); err != nil {
+	l, err := c.onceLock(key, opts)
+	if err != nil {
 		return err
 	}
 	if err := c.rdb.Del(ctx, l.hd.Keys.Companion(resultName)).Err(); err != nil {
@@ -292,42 +292,35 @@ func nonNil(b []byte) []byte {
 // onceLock returns the lock Once holds on key: opts over the Client's
 // defaults, with the Once policy (see onceSettings).
 func (c *Client) onceLock(key string, opts []Option) (*Lock, error) {
-	l := c.NewLock(key, opts...)
-	if err := l.hd.Usable(); err != nil {
-		return nil, err
+	if c.zero() {
+		return nil, keyError(key, errZeroClient)
 	}
-	s := l.cfg
-	var err error
-	switch {
-	case s.mode != ReleaseScript:
-		err = invalidf("once needs ReleaseScript")
-	case s.ownerSet:
-		err = invalidf("once does not take WithOwner")
-	case s.acks > 0:
-		err = invalidf("once does not take WithReplicaAck")
+	cfg, err := c.kindConfig(kindOnce, opts)
+	if err == nil {
+		err = c.checkKey(key)
 	}
 	if err != nil {
-		return nil, l.hd.Err("once", err)
+		return nil, keyError(key, err)
 	}
-	os := c.onceSettings(s, len(opts) == 0)
-	l.cfg = os
-	l.hd.Init(&os.pol, l.hd.Keys)
+	os := c.onceSettings(cfg, len(opts) == 0)
+	l := &Lock{cfg: os}
+	l.hd.Init(&os.pol, luascripts.NewKeys(os.prefix, key))
 	return l, nil
 }
 
-// onceSettings returns s with the Once policy: an Acquire listens for
+// onceSettings returns the settings of cfg with the Once policy: an Acquire listens for
 // wake-ups from its start and tries at once, even behind waiters of this
 // process (a stored result is one round trip away); a waiting Once is
 // never handed a hold by a release in this process (it must look for a
 // stored result first); and its fallback timer waits WithBackoff's max.
 // The Client's defaults (dflt) get theirs made once.
-func (c *Client) onceSettings(s *settings, dflt bool) *settings {
+func (c *Client) onceSettings(cfg config, dflt bool) *settings {
 	if dflt {
 		if os := c.once.set.Load(); os != nil {
 			return os
 		}
 	}
-	os := c.settings(s.config)
+	os := c.settings(cfg)
 	os.pol.Eager, os.pol.Handoff = true, false
 	// A waiter relies on the store's publish; its timer is only the
 	// fallback for a missed message (or a holder that died), so it runs at

@@ -72,20 +72,13 @@ var (
 // its handles. NewRWLock talks to no server and starts nothing.
 func (c *Client) NewRWLock(key string, opts ...Option) *RWLock {
 	rw := &RWLock{key: key}
-	t := c.NewLock(key, opts...)
-	if err := t.hd.Usable(); err != nil {
-		rw.err = err
+	if c.zero() {
+		rw.err = keyError(key, errZeroClient)
 		return rw
 	}
-	cfg := t.cfg.config
-	var err error
-	switch {
-	case cfg.mode == ReleaseWatch:
-		err = invalidf("a read-write lock needs scripting: ReleaseWatch is not available")
-	case cfg.ownerSet:
-		err = invalidf("a read-write lock has no re-entrant holds (WithOwner)")
-	case cfg.acks > 0:
-		err = invalidf("a read-write lock has no replica acknowledgements (WithReplicaAck)")
+	cfg, err := c.kindConfig(kindRW, opts)
+	if err == nil {
+		err = c.checkKey(key)
 	}
 	if err != nil {
 		rw.err = keyError(key, err)
@@ -96,7 +89,7 @@ func (c *Client) NewRWLock(key string, opts ...Option) *RWLock {
 	s.pol.Handoff = false
 	s.pol.Tag = rwTag{}
 	rw.cfg = s
-	rw.keys = t.hd.Keys
+	rw.keys = luascripts.NewKeys(s.prefix, key)
 	acq := []string{rw.keys.Lock(), rw.keys.Fence(), rw.keys.Companion(luascripts.RWWaiting)}
 	rel := []string{rw.keys.Lock(), rw.keys.Notify(), acq[2]}
 	lk := rw.keys.LockKeys()

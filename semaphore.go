@@ -61,29 +61,19 @@ func (c *Client) NewSemaphore(key string, n int, opts ...Option) *Semaphore {
 		s.err = keyError(key, errZeroClient)
 		return s
 	}
-	// A Lock of the same options carries the shared checks (key, options).
-	l := c.NewLock(key, opts...)
-	if err := l.hd.Usable(); err != nil {
-		s.err = err
-		return s
-	}
-	cfg := l.cfg.config
-	var err error
+	cfg, err := c.kindConfig(kindPermit, opts)
 	switch {
+	case err != nil:
 	case n <= 0:
 		err = invalidf("semaphore of %d permits: n must be at least 1", n)
-	case cfg.mode != ReleaseScript:
-		err = invalidf("a semaphore needs scripting: release mode %v is not supported", cfg.mode)
-	case cfg.ownerSet:
-		err = invalidf("a semaphore's permits are not re-entrant: WithOwner is not supported")
-	case cfg.acks > 0:
-		err = invalidf("WithReplicaAck is not supported on a semaphore")
+	default:
+		err = c.checkKey(key)
 	}
 	if err != nil {
 		s.err = keyError(key, err)
 		return s
 	}
-	s.set, s.keys = c.semSettings(cfg, n, len(opts) == 0), l.hd.Keys
+	s.set, s.keys = c.semSettings(cfg, n, len(opts) == 0), luascripts.NewKeys(cfg.prefix, key)
 	return s
 }
 
