@@ -73,7 +73,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	if c.err == nil {
 		// NewLock's settings without options: the defaults a mutex takes.
 		cfg := c.cfg
-		_ = cfg.forKind(cfg.mutexKind()) // drops, never refuses: nothing is given
+		_ = cfg.forMutex() // drops, never refuses: nothing is given
 		c.set = c.settings(cfg)
 	}
 	return c

@@ -151,16 +151,16 @@ var optionRules = [...]optionRule{
 		reset:  func(c *config) { c.fair = false },
 	},
 	{
-		// The fair lock's and the multi-lock's scripts write no holder
-		// info, which is where the metadata goes.
+		// The fair lock's, the multi-lock's and Once's scripts write no
+		// holder info, which is where the metadata goes.
 		id: optMetadata, name: "WithMetadata",
-		notFor: kinds(kindFair, kindMulti),
+		notFor: kinds(kindFair, kindMulti, kindOnce),
 		asks:   func(c *config) bool { return c.metadata != "" },
 		reset:  func(c *config) { c.metadata = "" },
 	},
 	{
 		id: optHolderInfo, name: "WithHolderInfo", label: "WithHolderInfo(true)",
-		notFor: kinds(kindFair, kindMulti),
+		notFor: kinds(kindFair, kindMulti, kindOnce),
 		asks:   func(c *config) bool { return c.infoOn },
 		reset:  func(c *config) { c.infoSet, c.infoOn = false, false },
 	},
@@ -197,20 +197,32 @@ func (r *optionRule) labelText() string {
 }
 
 // mutexKind is the kind of the lock NewLock makes of cfg: an option the
-// lock was given decides over the Client's defaults, and fairness over
-// re-entrance when both are given (WithOwner is then refused).
-func (cfg *config) mutexKind() lockKind {
+// lock was given decides over the Client's defaults. A lock given both
+// WithFair(true) and WithOwner is an error naming both.
+func (cfg *config) mutexKind() (lockKind, error) {
+	fair, owner := cfg.given&optFair != 0 && cfg.fair, cfg.given&optOwner != 0
 	switch {
-	case cfg.fair && cfg.given&optFair != 0:
-		return kindFair
-	case cfg.ownerSet && cfg.given&optOwner != 0:
-		return kindReentrant
+	case fair && owner:
+		return 0, invalidf("WithFair(true) and WithOwner: %s cannot be %s", kindLabels[kindFair], kindLabels[kindReentrant])
+	case fair:
+		return kindFair, nil
+	case owner:
+		return kindReentrant, nil
 	case cfg.fair:
-		return kindFair
+		return kindFair, nil
 	case cfg.ownerSet:
-		return kindReentrant
+		return kindReentrant, nil
 	}
-	return kindMutex
+	return kindMutex, nil
+}
+
+// forMutex is forKind for the lock NewLock makes of cfg.
+func (cfg *config) forMutex() error {
+	k, err := cfg.mutexKind()
+	if err != nil {
+		return err
+	}
+	return cfg.forKind(k)
 }
 
 // kindConfig returns the configuration of a lock of kind k made with opts

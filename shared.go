@@ -48,7 +48,7 @@ func (c *Client) lockSettings(opts []Option) (*settings, error) {
 			o(cfg)
 		}
 	}
-	if err := cfg.forKind(cfg.mutexKind()); err != nil {
+	if err := cfg.forMutex(); err != nil {
 		return nil, err
 	}
 	if err := cfg.validate(); err != nil {
