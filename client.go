@@ -3,6 +3,7 @@ package lock
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -27,6 +28,8 @@ type Client struct {
 	co       *lanes            // shared by every backend that coalesces; made on first use
 	sems     map[int]*settings // NewSemaphore's without options, by n (see semSettings)
 	shared   sharedSettings    // NewLock's with options, by config (shared.go)
+
+	multi atomic.Pointer[settings] // NewMultiLock's without options; made on first use
 
 	once onceState // Once's flights and policy (once.go)
 

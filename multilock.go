@@ -33,9 +33,11 @@ import (
 //
 // Its methods are safe for concurrent use, but one MultiLock holds its keys
 // at most once at a time. A MultiLock needs [ReleaseScript], and cannot be
-// fair ([WithFair]), re-entrant ([WithOwner]) or use [WithReplicaAck]:
-// those are [ErrInvalid], as are an empty key list, an empty key and a key
-// listed twice, reported by every verb.
+// fair ([WithFair]), re-entrant ([WithOwner]), use [WithReplicaAck], listen
+// for releases ([WithNotify]) or write holder info ([WithHolderInfo],
+// [WithMetadata]): those, given to [Client.NewMultiLock], are [ErrInvalid]
+// (set on the Client, a MultiLock ignores them), as are an empty key list,
+// an empty key and a key listed twice, reported by every verb.
 type MultiLock struct {
 	cfg    *settings
 	pol    lease.Policy // the settings' policy, renewed by the MultiLock's own group
@@ -66,7 +68,13 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 		m.hd.Fail(label, keyError(label, err))
 		return m
 	}
-	s := c.settings(cfg)
+	s := c.multi.Load()
+	if s == nil || len(opts) > 0 {
+		s = c.settings(cfg)
+		if len(opts) == 0 {
+			c.multi.Store(s)
+		}
+	}
 	m.cfg = s
 	m.order(c)
 	m.pol = s.pol

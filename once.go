@@ -66,12 +66,13 @@ const MaxResultSize = 1 << 20
 //
 // Once returns what [Client.WithLock] returns when the lock was never held
 // ([ErrNotAcquired] at the end of the wait, [ErrClosed], [ErrInvalid]): for
-// a nil fn, an invalid option, or [WithOwner], [WithReleaseMode](ReleaseWatch)
-// or [WithReplicaAck], which Once does not support. When fn panics, the lock
-// is released without storing anything and the panic continues. opts
-// override the Client's defaults for this call; the stored result lives at
-// P{K}:result beside the lock, under the same hash tag, so Once works on a
-// Redis Cluster. Safe for concurrent use.
+// a nil fn, an invalid option, or [WithOwner], [WithReleaseMode](ReleaseWatch),
+// [WithReplicaAck], [WithFair], [WithHolderInfo] or [WithMetadata], which
+// Once does not support (set on the Client, Once ignores them). When fn
+// panics, the lock is released without storing anything and the panic
+// continues. opts override the Client's defaults for this call; the stored
+// result lives at P{K}:result beside the lock, under the same hash tag, so
+// Once works on a Redis Cluster. Safe for concurrent use.
 func (c *Client) Once(ctx context.Context, key string, fn func(context.Context) ([]byte, error), opts ...Option) ([]byte, bool, error) {
 	l, err := c.onceLock(key, opts)
 	if err != nil {
@@ -308,11 +309,12 @@ func (c *Client) onceLock(key string, opts []Option) (*Lock, error) {
 	return l, nil
 }
 
-// onceSettings returns the settings of cfg with the Once policy: an Acquire listens for
-// wake-ups from its start and tries at once, even behind waiters of this
-// process (a stored result is one round trip away); a waiting Once is
-// never handed a hold by a release in this process (it must look for a
-// stored result first); and its fallback timer waits WithBackoff's max.
+// onceSettings returns the settings of cfg with the Once policy: an
+// Acquire listens for wake-ups from its start and tries at once, even
+// behind waiters of this process (a stored result is one round trip away);
+// a waiting Once is never handed a hold by a release in this process (it
+// must look for a stored result first); and its fallback timer waits
+// WithBackoff's max.
 // The Client's defaults (dflt) get theirs made once.
 func (c *Client) onceSettings(cfg config, dflt bool) *settings {
 	if dflt {

@@ -57,8 +57,14 @@ func (m ReleaseMode) String() string {
 }
 
 // Option configures a [Client] (as the default for its locks) or one lock
-// ([Client.NewLock], [Client.WithLock]). Invalid values are reported as an
-// error wrapping [ErrInvalid] by the first call that uses them.
+// ([Client.NewLock], [Client.WithLock] and the other kinds' constructors).
+// Invalid values are reported as an error wrapping [ErrInvalid] by the
+// first call that uses them. Some options apply to some kinds of lock only
+// (each one's doc says which): given to a kind it does not apply to, an
+// option that asks for something (WithFair(true), not WithFair(false)) is
+// an error wrapping ErrInvalid that names the option and the kind, reported
+// by every verb of that lock; set on the Client, it is a default for the
+// kinds it applies to, and the others ignore it.
 type Option func(*config)
 
 type config struct {
@@ -185,10 +191,16 @@ func WithBackoff(min, max time.Duration) Option {
 
 // WithNotify sets whether a waiting Acquire listens for release messages
 // (default on). Releases always publish; off, waiters rely on the backoff
-// timer and the holder's TTL alone.
+// timer and the holder's TTL alone. A [MultiLock] never listens:
+// WithNotify(true) given to it is [ErrInvalid], and on the Client it
+// ignores the option.
 func WithNotify(on bool) Option { return func(c *config) { c.notify = on; c.given |= optNotify } }
 
 // WithReleaseMode picks [ReleaseScript] (default) or [ReleaseWatch].
+// ReleaseWatch applies to plain mutexes ([Client.NewLock],
+// [Client.WithLock]) only: every other kind needs scripts, and given
+// ReleaseWatch is [ErrInvalid]; set on the Client, ReleaseWatch is the
+// plain mutexes' default, and the other kinds ignore it and run scripts.
 func WithReleaseMode(m ReleaseMode) Option {
 	return func(c *config) { c.mode = m; c.given |= optReleaseMode }
 }
@@ -207,7 +219,10 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p; c.give
 // acquisition undoes only its own. The token of such a hold ([Lock.Token])
 // is the owner id. Nested holds share one expiry, which acquisitions and
 // renewals lengthen but never shorten. Needs [ReleaseScript]; the id must not
-// be empty. Default: no owner, every hold exclusive.
+// be empty. Default: no owner, every hold exclusive. It applies to mutexes
+// ([Client.NewLock], [Client.WithLock]) that are not fair ([WithFair]);
+// given to another kind it is [ErrInvalid], and set on the Client the other
+// kinds ignore it.
 func WithOwner(id string) Option {
 	return func(c *config) { c.owner, c.ownerSet = id, true; c.given |= optOwner }
 }
@@ -268,7 +283,10 @@ func WithCoalescing(on bool) Option {
 // window in which a failover to a replica that missed the write grants the
 // lock twice (see SAFETY.md). Default 0: no WAIT. n must not be negative and
 // timeout must be at least 1ms when n > 0; needs [ReleaseScript] and a
-// *redis.Client (including failover clients) or *redis.ClusterClient.
+// *redis.Client (including failover clients) or *redis.ClusterClient. It
+// applies to mutexes that are not fair ([WithFair]), re-entrant or not;
+// n > 0 given to another kind is [ErrInvalid], and set on the Client the
+// other kinds ignore it.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(c *config) { c.acks, c.ackTimeout = n, timeout; c.given |= optReplicaAck }
 }
@@ -276,8 +294,9 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // WithResultTTL sets how long [Client.Once] keeps a result: every caller
 // within that time gets it without fn running. Default [DefaultResultTTL]
 // (10 minutes); at least 1ms, counted in whole milliseconds. A stored
-// result always expires; [Client.Forget] drops it sooner. Other calls
-// ignore it.
+// result always expires; [Client.Forget] drops it sooner. It applies to
+// Once ([OnceValue], Forget) only: given to another kind it is
+// [ErrInvalid], and set on the Client the other kinds ignore it.
 func WithResultTTL(d time.Duration) Option {
 	return func(c *config) { c.resultTTL = d; c.given |= optResultTTL }
 }
@@ -287,7 +306,8 @@ func WithResultTTL(d time.Duration) Option {
 // error wrapping [ErrOnceFailed] with fn's error text instead of running fn
 // again, for failures the whole fleet should not retry at once (a provider
 // rate-limiting, a bad input). Default 0: a failure is not stored, and the
-// next caller runs fn. d must be 0 or at least 1ms. Other calls ignore it.
+// next caller runs fn. d must be 0 or at least 1ms. It applies to Once
+// only, as [WithResultTTL] does.
 func WithErrorTTL(d time.Duration) Option {
 	return func(c *config) { c.errorTTL = d; c.given |= optErrorTTL }
 }

@@ -29,8 +29,10 @@ import (
 // last writer's or greater, and below the next writer's.
 //
 // Every Redis call of a read-write lock is a script: [ReleaseWatch],
-// [WithOwner] (re-entrant holds) and [WithReplicaAck] are not available
-// and give an error wrapping [ErrInvalid]. A key held as a read-write lock
+// [WithOwner] (re-entrant holds), [WithReplicaAck] and [WithFair] are not
+// available and, given to [Client.NewRWLock], give an error wrapping
+// [ErrInvalid] (set on the Client, a read-write lock ignores them). A key
+// held as a read-write lock
 // is not a mutex's or a semaphore's: a read-write lock's acquire on a key
 // another kind holds fails with an error wrapping ErrInvalid that names
 // both kinds.
@@ -67,9 +69,9 @@ var (
 // NewRWLock returns a read-write lock on key, configured by the Client's
 // options and then opts, as [Client.NewLock] is. A key's read-write lock
 // excludes the mutex and the semaphore on the same key. Configuration
-// errors (those of NewLock, and [ReleaseWatch], [WithOwner] or
-// [WithReplicaAck]) are reported, wrapping [ErrInvalid], by every verb of
-// its handles. NewRWLock talks to no server and starts nothing.
+// errors (those of NewLock, and an option a read-write lock does not take:
+// see [RWLock]) are reported, wrapping [ErrInvalid], by every verb of its
+// handles. NewRWLock talks to no server and starts nothing.
 func (c *Client) NewRWLock(key string, opts ...Option) *RWLock {
 	rw := &RWLock{key: key}
 	if c.zero() {

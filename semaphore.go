@@ -38,8 +38,10 @@ import (
 // back to waiting, bounded by their backoff and by the earliest permit's
 // expiry.
 //
-// A semaphore needs scripting: [ReleaseWatch], [WithOwner] and
-// [WithReplicaAck] are [ErrInvalid] on it.
+// A semaphore needs scripting, and its permits are neither re-entrant nor
+// queued: [ReleaseWatch], [WithOwner], [WithReplicaAck] and [WithFair]
+// given to [Client.NewSemaphore] are [ErrInvalid]; set on the Client, a
+// semaphore ignores them.
 type Semaphore struct {
 	key  string
 	n    int
@@ -52,8 +54,9 @@ type Semaphore struct {
 // Client's options and then opts (TTL, watchdog, wait timeout, backoff,
 // notify, prefix, observer, logger, max hold, fencing, coalescing). n <= 0,
 // an empty key, an option a semaphore cannot honour ([ReleaseWatch],
-// [WithOwner], [WithReplicaAck]) or an invalid option is reported, wrapping
-// [ErrInvalid], by every verb of every permit and by [Semaphore.Available].
+// [WithOwner], [WithReplicaAck], [WithFair]) or an invalid option is
+// reported, wrapping [ErrInvalid], by every verb of every permit and by
+// [Semaphore.Available].
 // NewSemaphore talks to no server and starts nothing.
 func (c *Client) NewSemaphore(key string, n int, opts ...Option) *Semaphore {
 	s := &Semaphore{key: key, n: n}
