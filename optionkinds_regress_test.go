@@ -98,3 +98,53 @@ func TestOptions_fair_clientDefault(t *testing.T) {
 		t.Fatalf("Once() = %q, %v; want \"v\", nil", v, err)
 	}
 }
+
+// TestOptions_offValues: a value of an option that asks a kind for
+// nothing (WithFair(false), ReleaseScript, no replica acks, no holder
+// info, no metadata, no listening) is accepted by every kind.
+func TestOptions_offValues(t *testing.T) {
+	tg := realTarget(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newClient(t, tg.rdb)
+	off := []lock.Option{lock.WithFair(false), lock.WithReleaseMode(lock.ReleaseScript), lock.WithReplicaAck(0, 0),
+		lock.WithHolderInfo(false), lock.WithMetadata(""), lock.WithNotify(false)}
+	for _, k := range matrixKinds {
+		t.Run(k.name, func(t *testing.T) {
+			e := &matrixEnv{ctx: ctx, c: c, rdb: tg.rdb, key: keyFor(t), kind: k}
+			e.smoke(t, off...)
+		})
+	}
+}
+
+// TestOptions_fairAndOwner: a lock given both WithFair(true) and WithOwner
+// is refused with an error naming both; with one of them on the Client,
+// the lock's own decides.
+func TestOptions_fairAndOwner(t *testing.T) {
+	tg := realTarget(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := keyFor(t)
+	err := newClient(t, tg.rdb).NewLock(key, lock.WithFair(true), lock.WithOwner("o")).Acquire(ctx)
+	wantRefused(t, "Acquire()", err, "WithFair", "re-entrant mutex")
+	wantRefused(t, "Acquire()", err, "WithOwner", "fair mutex")
+
+	// A fair Client's lock given an owner is re-entrant.
+	fair := newClient(t, tg.rdb, lock.WithFair(true))
+	a, b := fair.NewLock(key, lock.WithOwner("o")), fair.NewLock(key, lock.WithOwner("o"))
+	must(t, "a.Acquire()", a.Acquire(ctx))
+	if ok, err := b.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("same owner's TryAcquire() = %v, %v; want true, nil", ok, err)
+	}
+	must(t, "b.Release()", b.Release(ctx))
+	must(t, "a.Release()", a.Release(ctx))
+
+	// A re-entrant Client's lock made fair queues.
+	owned := newClient(t, tg.rdb, lock.WithOwner("o"))
+	l := owned.NewLock(key, lock.WithFair(true))
+	must(t, "fair Acquire()", l.Acquire(ctx))
+	if ok, err := owned.NewLock(key).TryAcquire(ctx); ok || err != nil {
+		t.Fatalf("owner's TryAcquire() on a fair hold = %v, %v; want false, nil", ok, err)
+	}
+	must(t, "fair Release()", l.Release(ctx))
+}
