@@ -223,8 +223,8 @@ func OnceValue[T any](ctx context.Context, c *Client, key string, fn func(contex
 // failure kept by [WithErrorTTL]), so that the next Once runs fn again. It
 // does not wait for a Once running fn now: what that one stores stays. It
 // returns nil also when nothing was stored; an error wrapping [ErrInvalid]
-// for an empty key or invalid options (opts: only [WithPrefix] matters), or
-// the Redis error. It works after [Client.Close].
+// for an empty key or options invalid for Once (opts: Once's; only
+// [WithPrefix] matters), or the Redis error. It works after [Client.Close].
 func (c *Client) Forget(ctx context.Context, key string, opts ...Option) error {
 	l, err := c.onceLock(key, opts)
 	if err != nil {
