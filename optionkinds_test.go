@@ -174,7 +174,7 @@ func matrixOptions() []matrixOption {
 		}},
 		{"WithWaitTimeout", lock.WithWaitTimeout(50 * time.Millisecond), "+++++++++", checkWaitTimeout},
 		{"WithBackoff", lock.WithBackoff(time.Millisecond, 2*time.Millisecond), "+++++++++", nil},
-		{"WithNotify", lock.WithNotify(true), "++++++-++", nil},
+		{"WithNotify", lock.WithNotify(true), "++++++-++", checkNotify},
 		{"WithReleaseMode", lock.WithReleaseMode(lock.ReleaseWatch), "+-------+", checkWatch},
 		{"WithPrefix", lock.WithPrefix("matrix:"), "+++++++++", func(t *testing.T, e *matrixEnv, opt lock.Option) {
 			h := e.acquire(t, opt)
@@ -285,12 +285,12 @@ func (o *matrixOption) sample(key string) lock.Option {
 // pair, on a real Redis.
 func TestOptions_kindMatrix(t *testing.T) {
 	tg := realTarget(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	c := newClient(t, tg.rdb)
 	for _, o := range matrixOptions() {
 		for i, k := range matrixKinds {
 			t.Run(o.name+"/"+k.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
 				e := &matrixEnv{ctx: ctx, c: c, rdb: tg.rdb, key: keyFor(t), kind: k}
 				opt := o.sample(e.key)
 				if o.want[i] == '-' {
@@ -392,6 +392,34 @@ func checkWaitTimeout(t *testing.T, e *matrixEnv, opt lock.Option) {
 	must(t, "blocker's Release()", b.Release(e.ctx))
 }
 
+// checkNotify: a waiter whose backoff outlasts the holder's TTL left
+// takes the key soon after the holder's release: the release woke it.
+func checkNotify(t *testing.T, e *matrixEnv, opt lock.Option) {
+	b := e.kind.block(e.c, e.key)
+	must(t, "blocker's Acquire()", b.Acquire(e.ctx))
+	var replies atomic.Int32
+	rdb := redis.NewClient(e.rdb.Options())
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(replyCounter{&replies})
+	waiter := *e
+	waiter.c = newClient(t, rdb)
+	h := waiter.hold(t, opt, lock.WithBackoff(time.Hour, time.Hour))
+	got := make(chan error, 1)
+	go func() { got <- h.Acquire(e.ctx) }()
+	// Its first attempt found the key held: it waits.
+	if !waitFor(5*time.Second, func() bool { return replies.Load() > 0 }) {
+		t.Fatal("the waiter sent nothing")
+	}
+	must(t, "blocker's Release()", b.Release(e.ctx))
+	select {
+	case err := <-got:
+		must(t, "Acquire()", err)
+	case <-time.After(lock.DefaultTTL / 3):
+		t.Fatalf("Acquire() still waiting %v after the release", lock.DefaultTTL/3)
+	}
+	must(t, "Release()", h.Release(e.ctx))
+}
+
 // checkWatch: the hold is taken and released without a script.
 func checkWatch(t *testing.T, e *matrixEnv, opt lock.Option) {
 	var scripts atomic.Int32
@@ -482,3 +510,25 @@ func (h countHandler) Handle(context.Context, slog.Record) error {
 }
 func (h countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h countHandler) WithGroup(string) slog.Handler      { return h }
+
+// replyCounter counts the replies a client received, pipelined ones
+// included.
+type replyCounter struct{ n *atomic.Int32 }
+
+func (r replyCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r replyCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		r.n.Add(1)
+		return err
+	}
+}
+
+func (r replyCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		r.n.Add(int32(len(cmds)))
+		return err
+	}
+}
