@@ -167,100 +167,139 @@ type matrixOption struct {
 func matrixOptions() []matrixOption {
 	return []matrixOption{
 		{"WithTTL", lock.WithTTL(time.Minute), "+++++++++", checkTTL},
-		{"WithWatchdog", lock.WithWatchdog(false), "+++++++++", func(t *testing.T, e *matrixEnv, opt lock.Option) {
-			h := e.acquire(t, opt, lock.WithTTL(2*lock.MinTTL))
-			waitClosed(t, h.Lost(), 5*time.Second, "Lost() without renewal")
-			_ = h.Release(e.ctx) // the hold is gone: its error says so
-		}},
+		{"WithWatchdog", lock.WithWatchdog(false), "+++++++++", checkWatchdog},
 		{"WithWaitTimeout", lock.WithWaitTimeout(50 * time.Millisecond), "+++++++++", checkWaitTimeout},
 		{"WithBackoff", lock.WithBackoff(time.Millisecond, 2*time.Millisecond), "+++++++++", nil},
 		{"WithNotify", lock.WithNotify(true), "++++++-++", checkNotify},
 		{"WithReleaseMode", lock.WithReleaseMode(lock.ReleaseWatch), "+-------+", checkWatch},
-		{"WithPrefix", lock.WithPrefix("matrix:"), "+++++++++", func(t *testing.T, e *matrixEnv, opt lock.Option) {
-			h := e.acquire(t, opt)
-			if n := e.rdb.Exists(e.ctx, "matrix:{"+e.key+"}", lockKey(e.key)).Val(); n != 1 {
-				t.Fatalf("keys under the prefix and the default one: %d exist, want 1", n)
-			}
-			must(t, "Release()", h.Release(e.ctx))
-		}},
-		{"WithOwner", lock.WithOwner("matrix"), "++------+", func(t *testing.T, e *matrixEnv, opt lock.Option) {
-			h := e.acquire(t, opt)
-			again := e.c.NewLock(e.key, lock.WithOwner("matrix"))
-			if ok, err := again.TryAcquire(e.ctx); !ok || err != nil {
-				t.Fatalf("same owner's TryAcquire() = %v, %v; want true, nil", ok, err)
-			}
-			must(t, "nested Release()", again.Release(e.ctx))
-			must(t, "Release()", h.Release(e.ctx))
-		}},
-		{"WithObserver", nil, "+++++++++", func(t *testing.T, e *matrixEnv, _ lock.Option) {
-			var acquired atomic.Int32
-			e.smoke(t, lock.WithObserver(lock.ObserverFunc(func(ev lock.Event) {
-				if ev.Kind == lock.EventAcquire && ev.Err == nil {
-					acquired.Add(1)
-				}
-			})))
-			if acquired.Load() == 0 {
-				t.Fatal("the Observer saw no acquisition")
-			}
-		}},
-		{"WithLogger", nil, "+++++++++", func(t *testing.T, e *matrixEnv, _ lock.Option) {
-			var warned atomic.Int32
-			log := slog.New(countHandler{n: &warned, level: slog.LevelWarn})
-			h := e.acquire(t, lock.WithLogger(log), lock.WithWatchdog(false), lock.WithTTL(2*lock.MinTTL))
-			waitClosed(t, h.Lost(), 5*time.Second, "Lost() without renewal")
-			_ = h.Release(e.ctx)
-			if warned.Load() == 0 {
-				t.Fatal("the loss was not logged")
-			}
-		}},
-		{"WithMaxHold", lock.WithMaxHold(lock.MinTTL), "+++++++++", func(t *testing.T, e *matrixEnv, opt lock.Option) {
-			h := e.acquire(t, opt)
-			waitClosed(t, h.Lost(), 5*time.Second, "Lost() past the max hold")
-			_ = h.Release(e.ctx)
-		}},
-		{"WithFencing", lock.WithFencing(false), "+++++++++", func(t *testing.T, e *matrixEnv, opt lock.Option) {
-			h := e.acquire(t, opt)
-			if n := e.rdb.Exists(e.ctx, lockKey(e.key)+":fence").Val(); n != 0 {
-				t.Fatal("a fence counter was written")
-			}
-			must(t, "Release()", h.Release(e.ctx))
-		}},
+		{"WithPrefix", lock.WithPrefix("matrix:"), "+++++++++", checkPrefix},
+		{"WithOwner", lock.WithOwner("matrix"), "++------+", checkOwner},
+		{"WithObserver", nil, "+++++++++", checkObserver},
+		{"WithLogger", nil, "+++++++++", checkLogger},
+		{"WithMaxHold", lock.WithMaxHold(lock.MinTTL), "+++++++++", checkMaxHold},
+		{"WithFencing", lock.WithFencing(false), "+++++++++", checkFencing},
 		{"WithCoalescing", lock.WithCoalescing(false), "+++++++++", nil},
-		{"WithReplicaAck", lock.WithReplicaAck(1, 20*time.Millisecond), "++------+", func(t *testing.T, e *matrixEnv, opt lock.Option) {
-			// No replica confirms: the acquisition does not count.
-			wantErr(t, "Acquire()", e.hold(t, opt).Acquire(e.ctx), lock.ErrNotAcquired)
-		}},
-		{"WithResultTTL", lock.WithResultTTL(time.Minute), "-------+-", func(t *testing.T, e *matrixEnv, opt lock.Option) {
-			e.smoke(t, opt)
-			if d := e.rdb.PTTL(e.ctx, lockKey(e.key)+":result").Val(); d <= 0 || d > time.Minute {
-				t.Fatalf("stored result's PTTL = %v, want in (0, 1m]", d)
-			}
-		}},
-		{"WithErrorTTL", lock.WithErrorTTL(time.Minute), "-------+-", func(t *testing.T, e *matrixEnv, opt lock.Option) {
-			failed := errors.New("matrix")
-			_, _, err := e.c.Once(e.ctx, e.key, func(context.Context) ([]byte, error) { return nil, failed }, opt)
-			wantErr(t, "Once()", err, failed)
-			_, shared, err := e.c.Once(e.ctx, e.key, func(context.Context) ([]byte, error) { return nil, nil })
-			if !shared || !errors.Is(err, lock.ErrOnceFailed) {
-				t.Fatalf("second Once() = %v, %v; want the stored failure", shared, err)
-			}
-		}},
+		{"WithReplicaAck", lock.WithReplicaAck(1, 20*time.Millisecond), "++------+", checkReplicaAck},
+		{"WithResultTTL", lock.WithResultTTL(time.Minute), "-------+-", checkResultTTL},
+		{"WithErrorTTL", lock.WithErrorTTL(time.Minute), "-------+-", checkErrorTTL},
 		{"WithFair", lock.WithFair(true), "+-+-----+", checkFair},
-		{"WithMetadata", lock.WithMetadata("matrix md"), "++-+++--+", func(t *testing.T, e *matrixEnv, opt lock.Option) {
-			checkHolder(t, e, opt, func(h lock.Holder) bool { return h.Metadata == "matrix md" })
-		}},
-		{"WithHolderInfo", lock.WithHolderInfo(true), "++-+++--+", func(t *testing.T, e *matrixEnv, opt lock.Option) {
-			checkHolder(t, e, opt, func(h lock.Holder) bool { return h.PID == os.Getpid() })
-		}},
-		{"WithAudit", nil, "+++++++++", func(t *testing.T, e *matrixEnv, _ lock.Option) {
-			stream := "audit:{" + e.key + "}"
-			e.smoke(t, lock.WithAudit(stream, 100))
-			if n := e.rdb.XLen(e.ctx, stream).Val(); n < 2 {
-				t.Fatalf("audit stream has %d entries, want an acquisition and a release", n)
-			}
-		}},
+		{"WithMetadata", lock.WithMetadata("matrix md"), "++-+++--+", checkMetadata},
+		{"WithHolderInfo", lock.WithHolderInfo(true), "++-+++--+", checkHolderInfo},
+		{"WithAudit", nil, "+++++++++", checkAudit},
 		{"WithFallback", lock.WithFallback(lock.FallbackLocal), "+++++++++", nil},
 		{"WithMaxWaiters", lock.WithMaxWaiters(1), "+++++++++", nil},
+	}
+}
+
+// checkWatchdog: the hold is lost at its safety deadline: nothing renews it.
+func checkWatchdog(t *testing.T, e *matrixEnv, opt lock.Option) {
+	h := e.acquire(t, opt, lock.WithTTL(2*lock.MinTTL))
+	waitClosed(t, h.Lost(), 5*time.Second, "Lost() without renewal")
+	_ = h.Release(e.ctx) // the hold is gone: its error says so
+}
+
+// checkPrefix: the hold lives under the option's prefix, not the default one.
+func checkPrefix(t *testing.T, e *matrixEnv, opt lock.Option) {
+	h := e.acquire(t, opt)
+	if n := e.rdb.Exists(e.ctx, "matrix:{"+e.key+"}", lockKey(e.key)).Val(); n != 1 {
+		t.Fatalf("keys under the prefix and the default one: %d exist, want 1", n)
+	}
+	must(t, "Release()", h.Release(e.ctx))
+}
+
+// checkOwner: a lock of the same owner takes the key while it is held.
+func checkOwner(t *testing.T, e *matrixEnv, opt lock.Option) {
+	h := e.acquire(t, opt)
+	again := e.c.NewLock(e.key, lock.WithOwner("matrix"))
+	if ok, err := again.TryAcquire(e.ctx); !ok || err != nil {
+		t.Fatalf("same owner's TryAcquire() = %v, %v; want true, nil", ok, err)
+	}
+	must(t, "nested Release()", again.Release(e.ctx))
+	must(t, "Release()", h.Release(e.ctx))
+}
+
+// checkObserver: the Observer sees the acquisition.
+func checkObserver(t *testing.T, e *matrixEnv, _ lock.Option) {
+	var acquired atomic.Int32
+	e.smoke(t, lock.WithObserver(lock.ObserverFunc(func(ev lock.Event) {
+		if ev.Kind == lock.EventAcquire && ev.Err == nil {
+			acquired.Add(1)
+		}
+	})))
+	if acquired.Load() == 0 {
+		t.Fatal("the Observer saw no acquisition")
+	}
+}
+
+// checkLogger: a loss is logged as a warning.
+func checkLogger(t *testing.T, e *matrixEnv, _ lock.Option) {
+	var warned atomic.Int32
+	log := slog.New(countHandler{n: &warned, level: slog.LevelWarn})
+	h := e.acquire(t, lock.WithLogger(log), lock.WithWatchdog(false), lock.WithTTL(2*lock.MinTTL))
+	waitClosed(t, h.Lost(), 5*time.Second, "Lost() without renewal")
+	_ = h.Release(e.ctx)
+	if warned.Load() == 0 {
+		t.Fatal("the loss was not logged")
+	}
+}
+
+// checkMaxHold: the hold is lost once held for the max hold.
+func checkMaxHold(t *testing.T, e *matrixEnv, opt lock.Option) {
+	h := e.acquire(t, opt)
+	waitClosed(t, h.Lost(), 5*time.Second, "Lost() past the max hold")
+	_ = h.Release(e.ctx)
+}
+
+// checkFencing: no fence counter is written.
+func checkFencing(t *testing.T, e *matrixEnv, opt lock.Option) {
+	h := e.acquire(t, opt)
+	if n := e.rdb.Exists(e.ctx, lockKey(e.key)+":fence").Val(); n != 0 {
+		t.Fatal("a fence counter was written")
+	}
+	must(t, "Release()", h.Release(e.ctx))
+}
+
+// checkReplicaAck: with no replica to confirm it, the acquisition does not count.
+func checkReplicaAck(t *testing.T, e *matrixEnv, opt lock.Option) {
+	// No replica confirms: the acquisition does not count.
+	wantErr(t, "Acquire()", e.hold(t, opt).Acquire(e.ctx), lock.ErrNotAcquired)
+}
+
+// checkResultTTL: the stored result lives the option's TTL, not the default.
+func checkResultTTL(t *testing.T, e *matrixEnv, opt lock.Option) {
+	e.smoke(t, opt)
+	if d := e.rdb.PTTL(e.ctx, lockKey(e.key)+":result").Val(); d <= 0 || d > time.Minute {
+		t.Fatalf("stored result's PTTL = %v, want in (0, 1m]", d)
+	}
+}
+
+// checkErrorTTL: a failure of fn is stored: the next call gets it.
+func checkErrorTTL(t *testing.T, e *matrixEnv, opt lock.Option) {
+	failed := errors.New("matrix")
+	_, _, err := e.c.Once(e.ctx, e.key, func(context.Context) ([]byte, error) { return nil, failed }, opt)
+	wantErr(t, "Once()", err, failed)
+	_, shared, err := e.c.Once(e.ctx, e.key, func(context.Context) ([]byte, error) { return nil, nil })
+	if !shared || !errors.Is(err, lock.ErrOnceFailed) {
+		t.Fatalf("second Once() = %v, %v; want the stored failure", shared, err)
+	}
+}
+
+// checkMetadata: Inspect shows the hold's metadata.
+func checkMetadata(t *testing.T, e *matrixEnv, opt lock.Option) {
+	checkHolder(t, e, opt, func(h lock.Holder) bool { return h.Metadata == "matrix md" })
+}
+
+// checkHolderInfo: Inspect shows the holder's process.
+func checkHolderInfo(t *testing.T, e *matrixEnv, opt lock.Option) {
+	checkHolder(t, e, opt, func(h lock.Holder) bool { return h.PID == os.Getpid() })
+}
+
+// checkAudit: the acquisition and the release are in the stream.
+func checkAudit(t *testing.T, e *matrixEnv, _ lock.Option) {
+	stream := "audit:{" + e.key + "}"
+	e.smoke(t, lock.WithAudit(stream, 100))
+	if n := e.rdb.XLen(e.ctx, stream).Val(); n < 2 {
+		t.Fatalf("audit stream has %d entries, want an acquisition and a release", n)
 	}
 }
 
