@@ -85,7 +85,7 @@ const auditTimeout = time.Second
 // arguments are those without audit. stream must not be empty and maxLen
 // must be positive.
 func WithAudit(stream string, maxLen int64) Option {
-	return func(c *config) { c.auditSet, c.audit, c.auditMax = true, stream, maxLen }
+	return func(c *config) { c.auditSet, c.audit, c.auditMax = true, stream, maxLen; c.given |= optAudit }
 }
 
 // auditor writes one configuration's events to its stream.

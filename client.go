@@ -3,6 +3,7 @@ package lock
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,6 +29,8 @@ type Client struct {
 	sems     map[int]*settings // NewSemaphore's without options, by n (see semSettings)
 	shared   sharedSettings    // NewLock's with options, by config (shared.go)
 
+	multi atomic.Pointer[settings] // NewMultiLock's without options; made on first use
+
 	once onceState // Once's flights and policy (once.go)
 
 	local localGate // degraded holds and waiter counts by key (fallback.go)
@@ -48,6 +51,7 @@ type Client struct {
 // it can hold one lock at once, one per shard (see SAFETY.md).
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, cfg: defaultConfig().with(opts), backends: map[backendKind]backend{}}
+	c.cfg.given = 0 // the Client's options are every lock's defaults
 	c.eng.Init(c.sources, c.cfg.logger)
 	c.err = c.cfg.validate()
 	switch v := rdb.(type) {
@@ -70,7 +74,10 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		}
 	}
 	if c.err == nil {
-		c.set = c.settings(c.cfg)
+		// NewLock's settings without options: the defaults a mutex takes.
+		cfg := c.cfg
+		_ = cfg.forMutex() // drops, never refuses: nothing is given
+		c.set = c.settings(cfg)
 	}
 	return c
 }

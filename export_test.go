@@ -119,3 +119,17 @@ func InboxReady(c *Client) bool {
 	ch := c.forceChannel(c.cfg.prefix)
 	return ch != "" && c.eng.Notifier.Listening(ch)
 }
+
+// OptionNames lists, for tests, the With… functions the option table
+// (optionRules) has a row for.
+func OptionNames() []string {
+	names := make([]string, len(optionRules))
+	for i := range optionRules {
+		names[i] = optionRules[i].name
+	}
+	return names
+}
+
+// KindLabels lists, for tests, the kinds of lock the option table tells
+// apart, as its errors name them.
+func KindLabels() []string { return kindLabels[:] }

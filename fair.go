@@ -47,10 +47,14 @@ import (
 //
 // Fairness holds among fair locks: a plain lock on the same key takes a
 // free key without looking at the queue (it never takes a key handed to a
-// waiter, which stays held). A fair lock needs [ReleaseScript] and cannot
-// be re-entrant ([WithOwner]) or use [WithReplicaAck]: those are
-// [ErrInvalid].
-func WithFair(on bool) Option { return func(c *config) { c.fair = on } }
+// waiter, which stays held). A fair lock needs [ReleaseScript], cannot be
+// re-entrant ([WithOwner]), use [WithReplicaAck] or write holder info
+// ([WithHolderInfo], [WithMetadata]): those are [ErrInvalid]. Only a mutex
+// ([Client.NewLock], [Client.WithLock]) can be fair: WithFair(true) given
+// to a read-write lock, a semaphore, a multi-lock or Once is ErrInvalid;
+// set on the Client, it makes its mutexes fair and the other kinds ignore
+// it.
+func WithFair(on bool) Option { return func(c *config) { c.fair = on; c.given |= optFair } }
 
 // FairEntryTimeout returns how long a fair lock's queued waiter keeps its
 // place without trying again, for a lock whose backoff's upper bound is

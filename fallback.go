@@ -75,7 +75,9 @@ func (f Fallback) String() string {
 // Only mutexes fall back (plain, re-entrant or fair): read-write locks,
 // semaphore permits, MultiLocks and Once keep trying Redis until their
 // wait ends, as without the option.
-func WithFallback(f Fallback) Option { return func(c *config) { c.fallback = f } }
+func WithFallback(f Fallback) Option {
+	return func(c *config) { c.fallback = f; c.given |= optFallback }
+}
 
 // localHold is a degraded hold: the in-process lock of one key.
 type localHold struct {

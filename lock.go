@@ -48,15 +48,11 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 	if err == nil && len(opts) > 0 {
 		s, err = c.lockSettings(opts) // shared by locks of the same options
 	}
-	if err == nil && key == "" {
-		err = invalidf("empty key")
-	}
 	if err == nil && s.acks > 0 && !canWait(c.rdb) {
 		err = invalidf("replica acks need a *redis.Client or *redis.ClusterClient, not %T", c.rdb)
 	}
-	if err == nil && c.cluster && strings.HasPrefix(key, "}") {
-		// P{}...} has an empty hash tag: its keys would spread over slots.
-		err = invalidf("key %q: on Redis Cluster a key must not start with '}'", key)
+	if err == nil {
+		err = c.checkKey(key)
 	}
 	if err != nil {
 		l.hd.Fail(key, keyError(key, err))
@@ -65,6 +61,18 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 	l.cfg = s
 	l.hd.Init(&s.pol, luascripts.NewKeys(s.prefix, key))
 	return l
+}
+
+// checkKey reports a key no lock of c can take.
+func (c *Client) checkKey(key string) error {
+	switch {
+	case key == "":
+		return invalidf("empty key")
+	case c.cluster && strings.HasPrefix(key, "}"):
+		// P{}...} has an empty hash tag: its keys would spread over slots.
+		return invalidf("key %q: on Redis Cluster a key must not start with '}'", key)
+	}
+	return nil
 }
 
 // keyError is the configuration error of the lock on key.

@@ -16,7 +16,9 @@ import (
 // [MultiLock] counts on each of its keys, and is refused when one of them
 // has n. TryAcquire never waits and is never refused. Default 0: no cap.
 // Negative is invalid.
-func WithMaxWaiters(n int) Option { return func(c *config) { c.maxWaiters = n } }
+func WithMaxWaiters(n int) Option {
+	return func(c *config) { c.maxWaiters = n; c.given |= optMaxWaiters }
+}
 
 // count counts one more waiter on each of keys, or fails with
 // ErrContended when n already wait on one of them; nothing with n <= 0.

@@ -33,9 +33,11 @@ import (
 //
 // Its methods are safe for concurrent use, but one MultiLock holds its keys
 // at most once at a time. A MultiLock needs [ReleaseScript], and cannot be
-// fair ([WithFair]), re-entrant ([WithOwner]) or use [WithReplicaAck]:
-// those are [ErrInvalid], as are an empty key list, an empty key and a key
-// listed twice, reported by every verb.
+// fair ([WithFair]), re-entrant ([WithOwner]), use [WithReplicaAck], listen
+// for releases ([WithNotify]) or write holder info ([WithHolderInfo],
+// [WithMetadata]): those, given to [Client.NewMultiLock], are [ErrInvalid]
+// (set on the Client, a MultiLock ignores them), as are an empty key list,
+// an empty key and a key listed twice, reported by every verb.
 type MultiLock struct {
 	cfg    *settings
 	pol    lease.Policy // the settings' policy, renewed by the MultiLock's own group
@@ -58,19 +60,20 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 		m.hd.Fail(label, keyError(label, errZeroClient))
 		return m
 	}
-	s, err := c.set, c.err
-	if err == nil && len(opts) > 0 {
-		cfg := c.cfg.with(opts)
-		if err = cfg.validate(); err == nil {
-			s = c.settings(cfg)
-		}
-	}
+	cfg, err := c.kindConfig(kindMulti, opts)
 	if err == nil {
-		err = c.checkMulti(s, keys)
+		err = c.checkMulti(keys)
 	}
 	if err != nil {
 		m.hd.Fail(label, keyError(label, err))
 		return m
+	}
+	s := c.multi.Load()
+	if s == nil || len(opts) > 0 {
+		s = c.settings(cfg)
+		if len(opts) == 0 {
+			c.multi.Store(s)
+		}
 	}
 	m.cfg = s
 	m.order(c)
@@ -87,19 +90,10 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 	return m
 }
 
-// checkMulti reports bad input of a MultiLock over keys under s.
-func (c *Client) checkMulti(s *settings, keys []string) error {
-	switch {
-	case len(keys) == 0:
+// checkMulti reports bad keys of a MultiLock.
+func (c *Client) checkMulti(keys []string) error {
+	if len(keys) == 0 {
 		return invalidf("multi-lock: no keys")
-	case s.fair:
-		return invalidf("multi-lock: cannot be fair")
-	case s.mode != ReleaseScript:
-		return invalidf("multi-lock: needs ReleaseScript")
-	case s.ownerSet:
-		return invalidf("multi-lock: cannot be re-entrant (WithOwner)")
-	case s.acks > 0:
-		return invalidf("multi-lock: cannot use WithReplicaAck")
 	}
 	seen := make(map[string]bool, len(keys))
 	for _, k := range keys {

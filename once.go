@@ -68,12 +68,13 @@ const MaxResultSize = 1 << 20
 //
 // Once returns what [Client.WithLock] returns when the lock was never held
 // ([ErrNotAcquired] at the end of the wait, [ErrClosed], [ErrInvalid]): for
-// a nil fn, an invalid option, or [WithOwner], [WithReleaseMode](ReleaseWatch)
-// or [WithReplicaAck], which Once does not support. When fn panics, the lock
-// is released without storing anything and the panic continues. opts
-// override the Client's defaults for this call; the stored result lives at
-// P{K}:result beside the lock, under the same hash tag, so Once works on a
-// Redis Cluster. Safe for concurrent use.
+// a nil fn, an invalid option, or [WithOwner], [WithReleaseMode](ReleaseWatch),
+// [WithReplicaAck] or [WithFair], which
+// Once does not support (set on the Client, Once ignores them). When fn
+// panics, the lock is released without storing anything and the panic
+// continues. opts override the Client's defaults for this call; the stored
+// result lives at P{K}:result beside the lock, under the same hash tag, so
+// Once works on a Redis Cluster. Safe for concurrent use.
 func (c *Client) Once(ctx context.Context, key string, fn func(context.Context) ([]byte, error), opts ...Option) ([]byte, bool, error) {
 	l, err := c.onceLock(key, opts)
 	if err != nil {
@@ -245,15 +246,15 @@ func OnceValue[T any](ctx context.Context, c *Client, key string, fn func(contex
 // which share calls of their own). It does not wait for a Once running fn
 // now: what that one stores stays. It returns nil also when nothing was
 // stored; an error wrapping [ErrInvalid] for an empty key or invalid
-// options (opts: only [WithPrefix] matters), or the Redis error. It works
+// options (opts: Once's; only [WithPrefix] matters), or the Redis error. It works
 // after [Client.Close].
 func (c *Client) Forget(ctx context.Context, key string, opts ...Option) error {
-	l := c.NewLock(key, opts...)
-	if err := l.hd.Usable(); err != nil {
+	l, err := c.onceLock(key, opts)
+	if err != nil {
 		return err
 	}
 	rk := l.hd.Keys.Companion(resultName)
-	err := c.rdb.Del(ctx, rk).Err()
+	err = c.rdb.Del(ctx, rk).Err()
 	// After the DEL (also one of unknown outcome): a call under way may
 	// have read the result before it.
 	c.once.cut(rk)
@@ -320,42 +321,36 @@ func nonNil(b []byte) []byte {
 // onceLock returns the lock Once holds on key: opts over the Client's
 // defaults, with the Once policy (see onceSettings).
 func (c *Client) onceLock(key string, opts []Option) (*Lock, error) {
-	l := c.NewLock(key, opts...)
-	if err := l.hd.Usable(); err != nil {
-		return nil, err
+	if c.zero() {
+		return nil, keyError(key, errZeroClient)
 	}
-	s := l.cfg
-	var err error
-	switch {
-	case s.mode != ReleaseScript:
-		err = invalidf("once needs ReleaseScript")
-	case s.ownerSet:
-		err = invalidf("once does not take WithOwner")
-	case s.acks > 0:
-		err = invalidf("once does not take WithReplicaAck")
+	cfg, err := c.kindConfig(kindOnce, opts)
+	if err == nil {
+		err = c.checkKey(key)
 	}
 	if err != nil {
-		return nil, l.hd.Err("once", err)
+		return nil, keyError(key, err)
 	}
-	os := c.onceSettings(s, len(opts) == 0)
-	l.cfg = os
-	l.hd.Init(&os.pol, l.hd.Keys)
+	os := c.onceSettings(cfg, len(opts) == 0)
+	l := &Lock{cfg: os}
+	l.hd.Init(&os.pol, luascripts.NewKeys(os.prefix, key))
 	return l, nil
 }
 
-// onceSettings returns s with the Once policy: an Acquire listens for
-// wake-ups from its start and tries at once, even behind waiters of this
-// process (a stored result is one round trip away); a waiting Once is
-// never handed a hold by a release in this process (it must look for a
-// stored result first); and its fallback timer waits WithBackoff's max.
+// onceSettings returns the settings of cfg with the Once policy: an
+// Acquire listens for wake-ups from its start and tries at once, even
+// behind waiters of this process (a stored result is one round trip away);
+// a waiting Once is never handed a hold by a release in this process (it
+// must look for a stored result first); and its fallback timer waits
+// WithBackoff's max.
 // The Client's defaults (dflt) get theirs made once.
-func (c *Client) onceSettings(s *settings, dflt bool) *settings {
+func (c *Client) onceSettings(cfg config, dflt bool) *settings {
 	if dflt {
 		if os := c.once.set.Load(); os != nil {
 			return os
 		}
 	}
-	os := c.settings(s.config)
+	os := c.settings(cfg)
 	os.pol.Eager, os.pol.Handoff = true, false
 	// A waiter relies on the store's publish; its timer is only the
 	// fallback for a missed message (or a holder that died), so it runs at

@@ -57,8 +57,14 @@ func (m ReleaseMode) String() string {
 }
 
 // Option configures a [Client] (as the default for its locks) or one lock
-// ([Client.NewLock], [Client.WithLock]). Invalid values are reported as an
-// error wrapping [ErrInvalid] by the first call that uses them.
+// ([Client.NewLock], [Client.WithLock] and the other kinds' constructors).
+// Invalid values are reported as an error wrapping [ErrInvalid] by the
+// first call that uses them. Some options apply to some kinds of lock only
+// (each one's doc says which): given to a kind it does not apply to, an
+// option that asks for something (WithFair(true), not WithFair(false)) is
+// an error wrapping ErrInvalid that names the option and the kind, reported
+// by every verb of that lock; set on the Client, it is a default for the
+// kinds it applies to, and the others ignore it.
 type Option func(*config)
 
 type config struct {
@@ -90,6 +96,9 @@ type config struct {
 	auditMax   int64         // WithAudit: the stream's approximate cap
 	fallback   Fallback      // WithFallback: what an Acquire does when Redis is unreachable
 	maxWaiters int           // WithMaxWaiters: Acquire calls that may wait at once per key; 0: no cap
+	// given names the options applied since it was last cleared: a
+	// lock's own, which forKind tells from the Client's defaults.
+	given optID
 }
 
 func defaultConfig() config {
@@ -154,18 +163,20 @@ func ttlError(ttl time.Duration) error { return lease.TTLError(ttl) }
 // margin. Pick it well above the worst pause you expect (GC, network, a slow
 // Redis), since a hold that cannot be renewed within it is lost; with the
 // watchdog on, the critical section may run far longer.
-func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl; c.given |= optTTL } }
 
 // WithWatchdog turns renewal on or off. On (the default), the Client renews
 // every held lock at TTL/3 until it is released, and [Lock.Lost] closes if a
 // renewal finds it gone or cannot confirm it in time. Off, the hold simply
 // expires after the TTL unless extended; Lost still closes at the safety
 // deadline.
-func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog = on } }
+func WithWatchdog(on bool) Option { return func(c *config) { c.watchdog = on; c.given |= optWatchdog } }
 
 // WithWaitTimeout bounds how long [Lock.Acquire] waits for a held lock.
 // Default 0: wait until ctx is done. Negative is invalid.
-func WithWaitTimeout(d time.Duration) Option { return func(c *config) { c.wait = d } }
+func WithWaitTimeout(d time.Duration) Option {
+	return func(c *config) { c.wait = d; c.given |= optWaitTimeout }
+}
 
 // WithBackoff bounds the sleep between attempts of a waiting Acquire. The
 // n-th sleep is drawn uniformly from [min, min(max, min·2^n)] (exponential
@@ -175,21 +186,29 @@ func WithWaitTimeout(d time.Duration) Option { return func(c *config) { c.wait =
 // and 500ms keeps that fallback cheap for Redis while still bounded. Both must
 // be positive and min <= max.
 func WithBackoff(min, max time.Duration) Option {
-	return func(c *config) { c.backoffMin, c.backoffMax = min, max }
+	return func(c *config) { c.backoffMin, c.backoffMax = min, max; c.given |= optBackoff }
 }
 
 // WithNotify sets whether a waiting Acquire listens for release messages
 // (default on). Releases always publish; off, waiters rely on the backoff
-// timer and the holder's TTL alone.
-func WithNotify(on bool) Option { return func(c *config) { c.notify = on } }
+// timer and the holder's TTL alone. A [MultiLock] never listens:
+// WithNotify(true) given to it is [ErrInvalid], and on the Client it
+// ignores the option.
+func WithNotify(on bool) Option { return func(c *config) { c.notify = on; c.given |= optNotify } }
 
 // WithReleaseMode picks [ReleaseScript] (default) or [ReleaseWatch].
-func WithReleaseMode(m ReleaseMode) Option { return func(c *config) { c.mode = m } }
+// ReleaseWatch applies to plain mutexes ([Client.NewLock],
+// [Client.WithLock]) only: every other kind needs scripts, and given
+// ReleaseWatch is [ErrInvalid]; set on the Client, ReleaseWatch is the
+// plain mutexes' default, and the other kinds ignore it and run scripts.
+func WithReleaseMode(m ReleaseMode) Option {
+	return func(c *config) { c.mode = m; c.given |= optReleaseMode }
+}
 
 // WithPrefix sets the prefix of every Redis key of a lock (default "lock:").
 // The lock for key K lives at prefix+"{K}"; the prefix must not contain '{'
 // or '}'. It may be empty.
-func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p; c.given |= optPrefix } }
 
 // WithOwner makes holds re-entrant for one owner id: locks on the same key
 // with the same owner may be held at once, and the lock is free again when
@@ -200,23 +219,32 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // acquisition undoes only its own. The token of such a hold ([Lock.Token])
 // is the owner id. Nested holds share one expiry, which acquisitions and
 // renewals lengthen but never shorten. Needs [ReleaseScript]; the id must not
-// be empty. Default: no owner, every hold exclusive.
-func WithOwner(id string) Option { return func(c *config) { c.owner, c.ownerSet = id, true } }
+// be empty. Default: no owner, every hold exclusive. It applies to mutexes
+// ([Client.NewLock], [Client.WithLock]) that are not fair ([WithFair]);
+// given to another kind it is [ErrInvalid], and set on the Client the other
+// kinds ignore it.
+func WithOwner(id string) Option {
+	return func(c *config) { c.owner, c.ownerSet = id, true; c.given |= optOwner }
+}
 
 // WithObserver sets the [Observer] told of acquisitions, releases, extends,
 // renewal failures and losses. nil (the default) means none, at no cost.
-func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+func WithObserver(o Observer) Option {
+	return func(c *config) { c.observer = o; c.given |= optObserver }
+}
 
 // WithLogger sets where the library logs renewal failures and losses (as
 // warnings) and failed acquire attempts (at debug level; a warning at the
 // third in a row and every tenth after). nil (the default) means silent.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l; c.given |= optLogger } }
 
 // WithMaxHold caps how long a hold is renewed, counted from its acquisition:
 // past it the watchdog stops and the hold is reported lost ([LossMaxHold])
 // before its TTL runs out. A guard against a critical section that never
 // ends. Default 0: no cap. Negative is invalid.
-func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = d } }
+func WithMaxHold(d time.Duration) Option {
+	return func(c *config) { c.maxHold = d; c.given |= optMaxHold }
+}
 
 // WithFencing sets whether each acquisition increments the key's fencing
 // counter (default on; see [Lock.Fence]). The counter is a small Redis key,
@@ -225,7 +253,7 @@ func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = 
 // microseconds, so fences keep increasing across its expiry (SAFETY.md
 // states the assumptions: a server clock that does not go back). Off, Fence
 // returns 0 and no counter is written.
-func WithFencing(on bool) Option { return func(c *config) { c.fencing = on } }
+func WithFencing(on bool) Option { return func(c *config) { c.fencing = on; c.given |= optFencing } }
 
 // WithCoalescing sets whether a lock's calls may share round trips with
 // other calls of the same Client (default on). While a few calls are out at
@@ -242,7 +270,9 @@ func WithFencing(on bool) Option { return func(c *config) { c.fencing = on } }
 // its reply, and so does a call sent alone, as a plain go-redis call does.
 // Renewals are batched by the renewal loop either way; ReleaseWatch and
 // [WithReplicaAck] calls are never coalesced.
-func WithCoalescing(on bool) Option { return func(c *config) { c.coalesce = on } }
+func WithCoalescing(on bool) Option {
+	return func(c *config) { c.coalesce = on; c.given |= optCoalescing }
+}
 
 // WithReplicaAck makes an acquisition count only once n replicas have
 // confirmed it: right after the acquire, on the same connection, the lock
@@ -253,22 +283,31 @@ func WithCoalescing(on bool) Option { return func(c *config) { c.coalesce = on }
 // window in which a failover to a replica that missed the write grants the
 // lock twice (see SAFETY.md). Default 0: no WAIT. n must not be negative and
 // timeout must be at least 1ms when n > 0; needs [ReleaseScript] and a
-// *redis.Client (including failover clients) or *redis.ClusterClient.
+// *redis.Client (including failover clients) or *redis.ClusterClient. It
+// applies to mutexes that are not fair ([WithFair]), re-entrant or not;
+// n > 0 given to another kind is [ErrInvalid], and set on the Client the
+// other kinds ignore it.
 func WithReplicaAck(n int, timeout time.Duration) Option {
-	return func(c *config) { c.acks, c.ackTimeout = n, timeout }
+	return func(c *config) { c.acks, c.ackTimeout = n, timeout; c.given |= optReplicaAck }
 }
 
 // WithResultTTL sets how long [Client.Once] keeps a result: every caller
 // within that time gets it without fn running. Default [DefaultResultTTL]
 // (10 minutes); at least 1ms, counted in whole milliseconds. A stored
-// result always expires; [Client.Forget] drops it sooner. Other calls
-// ignore it.
-func WithResultTTL(d time.Duration) Option { return func(c *config) { c.resultTTL = d } }
+// result always expires; [Client.Forget] drops it sooner. It applies to
+// Once ([OnceValue], Forget) only: given to another kind it is
+// [ErrInvalid], and set on the Client the other kinds ignore it.
+func WithResultTTL(d time.Duration) Option {
+	return func(c *config) { c.resultTTL = d; c.given |= optResultTTL }
+}
 
 // WithErrorTTL makes [Client.Once] store a failure of fn for d, as it
 // stores a result: the waiters, and every caller until it expires, get an
 // error wrapping [ErrOnceFailed] with fn's error text instead of running fn
 // again, for failures the whole fleet should not retry at once (a provider
 // rate-limiting, a bad input). Default 0: a failure is not stored, and the
-// next caller runs fn. d must be 0 or at least 1ms. Other calls ignore it.
-func WithErrorTTL(d time.Duration) Option { return func(c *config) { c.errorTTL = d } }
+// next caller runs fn. d must be 0 or at least 1ms. It applies to Once
+// only, as [WithResultTTL] does.
+func WithErrorTTL(d time.Duration) Option {
+	return func(c *config) { c.errorTTL = d; c.given |= optErrorTTL }
+}

@@ -29,8 +29,10 @@ import (
 // last writer's or greater, and below the next writer's.
 //
 // Every Redis call of a read-write lock is a script: [ReleaseWatch],
-// [WithOwner] (re-entrant holds) and [WithReplicaAck] are not available
-// and give an error wrapping [ErrInvalid]. A key held as a read-write lock
+// [WithOwner] (re-entrant holds), [WithReplicaAck] and [WithFair] are not
+// available and, given to [Client.NewRWLock], give an error wrapping
+// [ErrInvalid] (set on the Client, a read-write lock ignores them). A key
+// held as a read-write lock
 // is not a mutex's or a semaphore's: a read-write lock's acquire on a key
 // another kind holds fails with an error wrapping ErrInvalid that names
 // both kinds.
@@ -67,25 +69,18 @@ var (
 // NewRWLock returns a read-write lock on key, configured by the Client's
 // options and then opts, as [Client.NewLock] is. A key's read-write lock
 // excludes the mutex and the semaphore on the same key. Configuration
-// errors (those of NewLock, and [ReleaseWatch], [WithOwner] or
-// [WithReplicaAck]) are reported, wrapping [ErrInvalid], by every verb of
-// its handles. NewRWLock talks to no server and starts nothing.
+// errors (those of NewLock, and an option a read-write lock does not take:
+// see [RWLock]) are reported, wrapping [ErrInvalid], by every verb of its
+// handles. NewRWLock talks to no server and starts nothing.
 func (c *Client) NewRWLock(key string, opts ...Option) *RWLock {
 	rw := &RWLock{key: key}
-	t := c.NewLock(key, opts...)
-	if err := t.hd.Usable(); err != nil {
-		rw.err = err
+	if c.zero() {
+		rw.err = keyError(key, errZeroClient)
 		return rw
 	}
-	cfg := t.cfg.config
-	var err error
-	switch {
-	case cfg.mode == ReleaseWatch:
-		err = invalidf("a read-write lock needs scripting: ReleaseWatch is not available")
-	case cfg.ownerSet:
-		err = invalidf("a read-write lock has no re-entrant holds (WithOwner)")
-	case cfg.acks > 0:
-		err = invalidf("a read-write lock has no replica acknowledgements (WithReplicaAck)")
+	cfg, err := c.kindConfig(kindRW, opts)
+	if err == nil {
+		err = c.checkKey(key)
 	}
 	if err != nil {
 		rw.err = keyError(key, err)
@@ -96,7 +91,7 @@ func (c *Client) NewRWLock(key string, opts ...Option) *RWLock {
 	s.pol.Handoff = false
 	s.pol.Tag = rwTag{}
 	rw.cfg = s
-	rw.keys = t.hd.Keys
+	rw.keys = luascripts.NewKeys(s.prefix, key)
 	acq := []string{rw.keys.Lock(), rw.keys.Fence(), rw.keys.Companion(luascripts.RWWaiting)}
 	rel := []string{rw.keys.Lock(), rw.keys.Notify(), acq[2]}
 	lk := rw.keys.LockKeys()

@@ -38,8 +38,10 @@ import (
 // back to waiting, bounded by their backoff and by the earliest permit's
 // expiry.
 //
-// A semaphore needs scripting: [ReleaseWatch], [WithOwner] and
-// [WithReplicaAck] are [ErrInvalid] on it.
+// A semaphore needs scripting, and its permits are neither re-entrant nor
+// queued: [ReleaseWatch], [WithOwner], [WithReplicaAck] and [WithFair]
+// given to [Client.NewSemaphore] are [ErrInvalid]; set on the Client, a
+// semaphore ignores them.
 type Semaphore struct {
 	key  string
 	n    int
@@ -52,8 +54,9 @@ type Semaphore struct {
 // Client's options and then opts (TTL, watchdog, wait timeout, backoff,
 // notify, prefix, observer, logger, max hold, fencing, coalescing). n <= 0,
 // an empty key, an option a semaphore cannot honour ([ReleaseWatch],
-// [WithOwner], [WithReplicaAck]) or an invalid option is reported, wrapping
-// [ErrInvalid], by every verb of every permit and by [Semaphore.Available].
+// [WithOwner], [WithReplicaAck], [WithFair]) or an invalid option is
+// reported, wrapping [ErrInvalid], by every verb of every permit and by
+// [Semaphore.Available].
 // NewSemaphore talks to no server and starts nothing.
 func (c *Client) NewSemaphore(key string, n int, opts ...Option) *Semaphore {
 	s := &Semaphore{key: key, n: n}
@@ -61,29 +64,19 @@ func (c *Client) NewSemaphore(key string, n int, opts ...Option) *Semaphore {
 		s.err = keyError(key, errZeroClient)
 		return s
 	}
-	// A Lock of the same options carries the shared checks (key, options).
-	l := c.NewLock(key, opts...)
-	if err := l.hd.Usable(); err != nil {
-		s.err = err
-		return s
-	}
-	cfg := l.cfg.config
-	var err error
+	cfg, err := c.kindConfig(kindPermit, opts)
 	switch {
+	case err != nil:
 	case n <= 0:
 		err = invalidf("semaphore of %d permits: n must be at least 1", n)
-	case cfg.mode != ReleaseScript:
-		err = invalidf("a semaphore needs scripting: release mode %v is not supported", cfg.mode)
-	case cfg.ownerSet:
-		err = invalidf("a semaphore's permits are not re-entrant: WithOwner is not supported")
-	case cfg.acks > 0:
-		err = invalidf("WithReplicaAck is not supported on a semaphore")
+	default:
+		err = c.checkKey(key)
 	}
 	if err != nil {
 		s.err = keyError(key, err)
 		return s
 	}
-	s.set, s.keys = c.semSettings(cfg, n, len(opts) == 0), l.hd.Keys
+	s.set, s.keys = c.semSettings(cfg, n, len(opts) == 0), luascripts.NewKeys(cfg.prefix, key)
 	return s
 }
 

@@ -48,6 +48,9 @@ func (c *Client) lockSettings(opts []Option) (*settings, error) {
 			o(cfg)
 		}
 	}
+	if err := cfg.forMutex(); err != nil {
+		return nil, err
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
