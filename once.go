@@ -229,7 +229,8 @@ func (c *Client) Forget(ctx context.Context, key string, opts ...Option) error {
 	if err := l.hd.Usable(); err != nil {
 		return err
 	}
-	if err := c.rdb.Del(ctx, l.hd.Keys.Companion(resultName)).Err(); err != nil {
+	err := c.callBounded(ctx, func() error { return c.rdb.Del(ctx, l.hd.Keys.Companion(resultName)).Err() })
+	if err != nil {
 		return l.hd.Err("forget", err)
 	}
 	return nil
