@@ -44,10 +44,8 @@ type handle interface {
 	TTL(context.Context) (time.Duration, error)
 }
 
-// handleCases are the verbs of a kind whose handles newL makes, and its
-// With* helper.
-func handleCases(kind string, newL func(c *lock.Client, key string) handle, with func(c *lock.Client, key string, ctx context.Context, fn func(context.Context) error) error) []deadlineCase {
-	fn := func(context.Context) error { return nil }
+// handleCases are the verbs of a kind whose handles newL makes.
+func handleCases(kind string, newL func(c *lock.Client, key string) handle) []deadlineCase {
 	return []deadlineCase{
 		{kind, "Acquire", func(t *testing.T, c *lock.Client, key string) func(context.Context) error {
 			return newL(c, key).Acquire
@@ -65,39 +63,29 @@ func handleCases(kind string, newL func(c *lock.Client, key string) handle, with
 		{kind, "TTL", func(t *testing.T, c *lock.Client, key string) func(context.Context) error {
 			return held(t, newL(c, key), func(l handle, ctx context.Context) error { _, err := l.TTL(ctx); return err })
 		}},
-		{kind, "With", func(t *testing.T, c *lock.Client, key string) func(context.Context) error {
-			return func(ctx context.Context) error { return with(c, key, ctx, fn) }
-		}},
 	}
 }
 
 // deadlineCases lists every verb of every kind.
 func deadlineCases() []deadlineCase {
-	withLock := func(opts ...lock.Option) func(*lock.Client, string, context.Context, func(context.Context) error) error {
-		return func(c *lock.Client, key string, ctx context.Context, fn func(context.Context) error) error {
-			return c.WithLock(ctx, key, fn, opts...)
-		}
-	}
 	var cs []deadlineCase
-	cs = append(cs, handleCases("mutex", func(c *lock.Client, key string) handle { return c.NewLock(key) }, withLock())...)
+	cs = append(cs, handleCases("mutex", func(c *lock.Client, key string) handle { return c.NewLock(key) })...)
 	cs = append(cs, handleCases("reentrant", func(c *lock.Client, key string) handle {
 		return c.NewLock(key, lock.WithOwner("owner"))
-	}, withLock(lock.WithOwner("owner")))...)
-	cs = append(cs, handleCases("read", func(c *lock.Client, key string) handle { return c.NewRWLock(key).ReadLock() },
-		func(c *lock.Client, key string, ctx context.Context, fn func(context.Context) error) error {
-			return c.NewRWLock(key).WithReadLock(ctx, fn)
-		})...)
-	cs = append(cs, handleCases("write", func(c *lock.Client, key string) handle { return c.NewRWLock(key).WriteLock() },
-		func(c *lock.Client, key string, ctx context.Context, fn func(context.Context) error) error {
-			return c.NewRWLock(key).WithWriteLock(ctx, fn)
-		})...)
-	cs = append(cs, handleCases("permit", func(c *lock.Client, key string) handle { return c.NewSemaphore(key, 2).Permit() },
-		func(c *lock.Client, key string, ctx context.Context, fn func(context.Context) error) error {
-			return c.NewSemaphore(key, 2).WithPermit(ctx, fn)
-		})...)
+	})...)
+	cs = append(cs, handleCases("read", func(c *lock.Client, key string) handle { return c.NewRWLock(key).ReadLock() })...)
+	cs = append(cs, handleCases("write", func(c *lock.Client, key string) handle { return c.NewRWLock(key).WriteLock() })...)
+	cs = append(cs, handleCases("permit", func(c *lock.Client, key string) handle { return c.NewSemaphore(key, 2).Permit() })...)
 	cs = append(cs, handleCases("fair", func(c *lock.Client, key string) handle {
 		return c.NewLock(key, lock.WithFair(true))
-	}, withLock(lock.WithFair(true)))...)
+	})...)
+	for _, wh := range withHelpers() {
+		cs = append(cs, deadlineCase{"with", wh.name, func(t *testing.T, c *lock.Client, key string) func(context.Context) error {
+			return func(ctx context.Context) error {
+				return wh.run(ctx, c, key, func(context.Context) error { return nil })
+			}
+		}})
+	}
 	return append(cs, otherCases()...)
 }
 
@@ -120,17 +108,6 @@ func otherCases() []deadlineCase {
 		}},
 		{"multi", "Extend", func(t *testing.T, c *lock.Client, key string) func(context.Context) error {
 			return held(t, multi(c, key), func(m *lock.MultiLock, ctx context.Context) error { return m.Extend(ctx, time.Minute) })
-		}},
-		{"multi", "With", func(t *testing.T, c *lock.Client, key string) func(context.Context) error {
-			return func(ctx context.Context) error {
-				return c.WithMultiLock(ctx, []string{key + ":a", key + ":b"}, func(context.Context) error { return nil })
-			}
-		}},
-		{"once", "Once", func(t *testing.T, c *lock.Client, key string) func(context.Context) error {
-			return func(ctx context.Context) error {
-				_, _, err := c.Once(ctx, key, func(context.Context) ([]byte, error) { return []byte("v"), nil })
-				return err
-			}
 		}},
 		{"once", "Forget", func(t *testing.T, c *lock.Client, key string) func(context.Context) error {
 			return func(ctx context.Context) error { return c.Forget(ctx, key) }
