@@ -45,7 +45,10 @@ const MaxResultSize = 1 << 20
 // running fn too. Whatever fn does outside Redis (a charge, an e-mail) can
 // therefore happen twice across such a loss: pass the key, or the hold's
 // fence ([OnceFence] of fn's ctx), downstream as an idempotency key where
-// that matters.
+// that matters. Once returns by ctx's deadline: a store still unanswered
+// then goes on in the background, as [Client.WithLock]'s release does, and
+// Once returns fn's result; if that store fails, nothing is stored and the
+// lock expires by its TTL.
 //
 // When fn returns an error, nothing is stored, Once returns that error, and
 // one waiting caller runs fn in turn (one at a time, never all at once).
