@@ -73,6 +73,9 @@ func deadlineCases() []deadlineCase {
 	cs = append(cs, handleCases("reentrant", func(c *lock.Client, key string) handle {
 		return c.NewLock(key, lock.WithOwner("owner"))
 	})...)
+	cs = append(cs, handleCases("fallback", func(c *lock.Client, key string) handle {
+		return c.NewLock(key, lock.WithFallback(lock.FallbackLocal))
+	})...)
 	cs = append(cs, handleCases("script-free", func(c *lock.Client, key string) handle {
 		return c.NewLock(key, lock.WithReleaseMode(lock.ReleaseWatch))
 	})...)

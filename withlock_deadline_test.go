@@ -29,6 +29,9 @@ func withHelpers() []withHelper {
 		{"WithLock/fair", func(ctx context.Context, c *lock.Client, key string, fn func(context.Context) error) error {
 			return c.WithLock(ctx, key, fn, lock.WithFair(true))
 		}, one},
+		{"WithLock/fallback", func(ctx context.Context, c *lock.Client, key string, fn func(context.Context) error) error {
+			return c.WithLock(ctx, key, fn, lock.WithFallback(lock.FallbackLocal))
+		}, one},
 		{"WithReadLock", func(ctx context.Context, c *lock.Client, key string, fn func(context.Context) error) error {
 			return c.NewRWLock(key).WithReadLock(ctx, fn)
 		}, one},
