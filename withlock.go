@@ -15,8 +15,8 @@ import (
 // even when ctx is already done, and WithLock waits for it until ctx's
 // deadline (not its cancellation). A release still out at the deadline goes
 // on in the background, [Client.Close] waiting for it; WithLock returns by
-// the deadline and does not report it: the hold is out of renewal already,
-// so if that release fails the key expires by its TTL.
+// the deadline and does not report it: the release takes the hold out of
+// renewal first, so if it fails the key expires by its TTL.
 //
 // WithLock returns the Acquire error if the lock was never held; otherwise
 // fn's error, then, whenever the hold was lost while fn ran (whatever fn

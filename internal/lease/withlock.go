@@ -61,8 +61,8 @@ func withLockErr(ferr, lost, rerr error) error {
 // is done. It returns by ctx's deadline: a release still out then goes on
 // in the background, where Close waits for it (up to BackgroundWait), and
 // releaseAfter returns nil, as the release's outcome changes nothing for
-// the caller: the hold is out of renewal, and if the release fails its key
-// expires by its TTL. A ctx without a deadline waits for the release,
+// the caller: the release takes the hold out of renewal before it sends
+// anything, and if it fails the key expires by its TTL. A ctx without a deadline waits for the release,
 // also when ctx is cancelled.
 func (hd *Handle) releaseAfter(ctx context.Context, k Kind) error {
 	release := func() error {
