@@ -132,3 +132,23 @@ func TestClient_WithLock_errorAfterLoss(t *testing.T) {
 		}
 	})
 }
+
+// TestClient_WithLock_cancelledBeforeDeadlineWaitsForRelease: a ctx
+// cancelled while fn runs, its deadline still ahead, has WithLock wait for
+// a release Redis answers: the key is free when WithLock returns.
+func TestClient_WithLock_cancelledBeforeDeadlineWaitsForRelease(t *testing.T) {
+	eachTarget(t, func(t *testing.T, tg *target) {
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := c.WithLock(ctx, key, func(context.Context) error {
+			cancel() // the caller gives up while fn runs
+			return nil
+		})
+		must(t, "WithLock()", err)
+		if tg.rdb.Exists(context.Background(), lockKey(key)).Val() != 0 {
+			t.Fatal("WithLock returned before its release, ctx cancelled ahead of its deadline")
+		}
+	})
+}
