@@ -99,7 +99,7 @@ func TestClient_WithLock_errorAfterLoss(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		for _, tc := range []struct {
 			name       string
-			failRelase bool
+			failRelease bool
 			fnErr      func(ctx context.Context) error
 			want       string
 		}{
@@ -118,14 +118,14 @@ func TestClient_WithLock_errorAfterLoss(t *testing.T) {
 				err := c.WithLock(context.Background(), key, func(ctx context.Context) error {
 					must(t, "SET", tg.rdb.Set(context.Background(), lockKey(key), "someone-else", time.Minute).Err())
 					waitClosed(t, ctx.Done(), 10*time.Second, "fn's ctx after the lock was stolen")
-					fail.armed.Store(tc.failRelase)
+					fail.armed.Store(tc.failRelease)
 					return tc.fnErr(ctx)
 				})
 				wantErr(t, "WithLock()", err, lock.ErrLockLost)
 				if want := fmt.Sprintf(tc.want, key); err.Error() != want {
 					t.Fatalf("WithLock() error = %q, want %q", err, want)
 				}
-				if tc.failRelase && fail.armed.Load() {
+				if tc.failRelease && fail.armed.Load() {
 					t.Fatal("the release was not sent through the failing hook")
 				}
 			})
