@@ -98,10 +98,10 @@ func TestDeadline_withHelpersReturnByDeadline(t *testing.T) {
 func TestClient_WithLock_errorAfterLoss(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		for _, tc := range []struct {
-			name       string
+			name        string
 			failRelease bool
-			fnErr      func(ctx context.Context) error
-			want       string
+			fnErr       func(ctx context.Context) error
+			want        string
 		}{
 			{"fn returns the cause", false, context.Cause, `lock: lock %q lost (stolen)`},
 			{"fn returns nil", false, func(context.Context) error { return nil }, `lock: lock %q lost (stolen)`},
