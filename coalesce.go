@@ -31,7 +31,10 @@ import (
 // shared reply or its ReadTimeout. Extend and handoff wait for their reply:
 // the renewal loop and a waiter rely on knowing when such a write can no
 // longer land. A call sent alone waits for its reply like any go-redis
-// call (a cancelled ctx stops it only with ContextTimeoutEnabled).
+// call (a cancelled ctx stops it only with ContextTimeoutEnabled). The
+// verbs return by their deadline all the same: a coalescing lock's calls
+// run bounded (lease.Policy.Bounded, see keepsDeadlines), so such a wait
+// is on a goroutine of the engine's.
 //
 // go-redis resends a pipeline whole after a connection error, calls whose
 // replies had arrived included, unless one of its commands forbids it (see

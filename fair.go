@@ -101,7 +101,11 @@ func (l *Lock) Waiters(ctx context.Context) (int, error) {
 	if err := l.handle().Usable(); err != nil {
 		return 0, err
 	}
-	n, err := luascripts.FairWaiters.Run(ctx, l.cfg.c.rdb, []string{l.hd.Keys.QueueTimes()}).Int()
+	var n int
+	err := l.cfg.c.callBounded(ctx, func() (err error) {
+		n, err = luascripts.FairWaiters.Run(ctx, l.cfg.c.rdb, []string{l.hd.Keys.QueueTimes()}).Int()
+		return err
+	})
 	if err != nil {
 		return 0, l.hd.Err("waiters", err)
 	}

@@ -69,7 +69,11 @@ func (c *Client) forceRelease(ctx context.Context, op, key, token string) error 
 		keys, args = luascripts.AuditArgs(keys, args, c.cfg.audit,
 			&luascripts.AuditEntry{Max: c.cfg.auditMax, Key: key}, []string{k.Fence()})
 	}
-	n, err := luascripts.RunOnce(ctx, c.rdb, script, keys, args...).Int64()
+	var n int64
+	err = c.callBounded(ctx, func() (err error) {
+		n, err = luascripts.RunOnce(ctx, c.rdb, script, keys, args...).Int64()
+		return err
+	})
 	switch {
 	case err != nil && redis.HasErrorPrefix(err, "KIND"):
 		t := strings.TrimSpace(strings.TrimPrefix(err.Error(), "KIND"))

@@ -91,7 +91,11 @@ func (c *Client) usable() error {
 func (c *Client) inspect(ctx context.Context, k *luascripts.Keys) (Info, error) {
 	opErr := func(err error) error { return lease.NewOpError("lock", "inspect", k.User, err) }
 	keys := append(k.InfoAcquireKeys(), k.QueueTimes())
-	v, err := luascripts.Inspect.Run(ctx, c.rdb, keys).Slice()
+	var v []any
+	err := c.callBounded(ctx, func() (err error) {
+		v, err = luascripts.Inspect.Run(ctx, c.rdb, keys).Slice()
+		return err
+	})
 	if err != nil {
 		return Info{}, opErr(err)
 	}

@@ -46,7 +46,14 @@ func (c *Client) List(ctx context.Context, pattern string) iter.Seq2[Info, error
 		for _, node := range c.scanNodes(ctx) {
 			var cursor uint64
 			for {
-				keys, next, err := node.Scan(ctx, cursor, match, listCount).Result()
+				var (
+					keys []string
+					next uint64
+				)
+				err := c.callBounded(ctx, func() (err error) {
+					keys, next, err = node.Scan(ctx, cursor, match, listCount).Result()
+					return err
+				})
 				if err != nil {
 					if !yield(Info{}, lease.NewOpError("lock", "list", pattern, err)) {
 						return

@@ -47,7 +47,10 @@ const MaxResultSize = 1 << 20
 // fence ([OnceFence] of fn's ctx), downstream as an idempotency key where
 // that matters. The hold writes holder info as a mutex hold does
 // ([WithMetadata], [WithHolderInfo]); [Client.Inspect] shows it, kind
-// "mutex".
+// "mutex". Once returns by ctx's deadline: a store still unanswered then
+// goes on in the background, as [Client.WithLock]'s release does, and Once
+// returns fn's result; if that store fails, nothing is stored and the lock
+// expires by its TTL.
 //
 // When fn returns an error, nothing is stored, Once returns that error, and
 // one waiting caller runs fn in turn (one at a time, never all at once).
@@ -246,15 +249,15 @@ func OnceValue[T any](ctx context.Context, c *Client, key string, fn func(contex
 // which share calls of their own). It does not wait for a Once running fn
 // now: what that one stores stays. It returns nil also when nothing was
 // stored; an error wrapping [ErrInvalid] for an empty key or invalid
-// options (opts: Once's; only [WithPrefix] matters), or the Redis error. It works
-// after [Client.Close].
+// options (opts: Once's; only [WithPrefix] matters), or the Redis error.
+// It works after [Client.Close].
 func (c *Client) Forget(ctx context.Context, key string, opts ...Option) error {
 	l, err := c.onceLock(key, opts)
 	if err != nil {
 		return err
 	}
 	rk := l.hd.Keys.Companion(resultName)
-	err = c.rdb.Del(ctx, rk).Err()
+	err = c.callBounded(ctx, func() error { return c.rdb.Del(ctx, rk).Err() })
 	// After the DEL (also one of unknown outcome): a call under way may
 	// have read the result before it.
 	c.once.cut(rk)

@@ -264,10 +264,11 @@ func WithFencing(on bool) Option { return func(c *config) { c.fencing = on; c.gi
 // sides, which raises throughput; a lone call is sent at once, as without
 // coalescing. Calls in a shared pipeline show in go-redis hooks as a
 // pipeline, not as single commands. A call whose ctx ends while it is
-// queued returns at once, unsent. An acquire, release or TTL riding a
-// shared pipeline returns when its ctx ends, its outcome unknown (an
-// acquire is then undone once the pipeline is through); an Extend waits for
-// its reply, and so does a call sent alone, as a plain go-redis call does.
+// queued returns at once, unsent. A call riding a shared pipeline, or sent
+// alone, returns by its ctx's deadline, its outcome unknown (an acquire is
+// then undone once the pipeline is through; an Extend counts as out until
+// then): with coalescing on, a call whose ctx has a deadline runs on a
+// goroutine of its own, whatever ContextTimeoutEnabled says.
 // Renewals are batched by the renewal loop either way; ReleaseWatch and
 // [WithReplicaAck] calls are never coalesced.
 func WithCoalescing(on bool) Option {

@@ -276,8 +276,9 @@ func rwRun(ctx context.Context, b *scriptBackend, au *auditCall, s *redis.Script
 // rwSend sends one command through the Client's coalescer, unless
 // coalescing is off. A call that made it into a shared pipeline waits for
 // its reply even when ctx ends (the mutex's extend does the same): so the
-// undo of an acquire never overtakes it. A call still queued when ctx ends
-// is never sent (sent reports false).
+// undo of an acquire never overtakes it. The verb returns by its deadline
+// all the same, the call running bounded (see keepsDeadlines). A call still
+// queued when ctx ends is never sent (sent reports false).
 func rwSend(ctx context.Context, b *scriptBackend, verb, script string, once bool, keys []string, args []any) (int64, error) {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, verb, script, len(keys))

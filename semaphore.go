@@ -187,7 +187,11 @@ func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
-	n, err := s.set.be.(semBackend).available(ctx, &s.keys)
+	var n int
+	err := s.set.c.callBounded(ctx, func() (err error) {
+		n, err = s.set.be.(semBackend).available(ctx, &s.keys)
+		return err
+	})
 	if err != nil {
 		return 0, lease.NewOpError("lock", "available", s.key, err)
 	}

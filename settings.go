@@ -53,7 +53,7 @@ func (c *Client) fill(s *settings) *settings {
 		Handoff:     cfg.mode == ReleaseScript && !cfg.ownerSet && cfg.acks == 0 && !cfg.fair,
 		Queued:      cfg.fair,
 		Fencing:     cfg.fencing,
-		Bounded:     !keepsDeadlines(c.rdb),
+		Bounded:     cfg.coalesce || !keepsDeadlines(c.rdb),
 		UndoTimeout: cleanupTimeout(cfg.ttl),
 		Margin:      safetyMargin,
 		Group:       s.group,
@@ -88,9 +88,10 @@ func (c *Client) fill(s *settings) *settings {
 // keepsDeadlines reports whether rdb ends a call at its context's deadline
 // by itself: go-redis does so only with ContextTimeoutEnabled. Otherwise a
 // call whose caller has a deadline runs on a goroutine of its own, so that
-// the verb returns by then (lease.Policy.Bounded). A coalesced call needs
-// no goroutine of its own: it leaves the shared pipeline at its own ctx's
-// end (see coalescer.do).
+// the verb returns by then (lease.Policy.Bounded). So does every call of a
+// lock that coalesces, whatever rdb: a shared pipeline runs without any one
+// caller's deadline (see coalescer.send), and some calls riding it (an
+// extend, a handoff, a read-write lock's) wait for its reply.
 func keepsDeadlines(rdb redis.UniversalClient) bool {
 	switch v := rdb.(type) {
 	case *redis.Client:

@@ -120,3 +120,17 @@ func Call[R any](hd *Handle, ctx context.Context, call func() R) (R, bool) {
 	}
 	return runBounded(hd.pol.Engine, ctx, call, nil)
 }
+
+// CallOn runs call, a call to Redis made outside a handle's verbs (a read,
+// an operator's verb), on a goroutine of e, and waits for it until ctx is
+// done: for a client that would not end the call at ctx's deadline. It
+// returns call's result and true, or the zero R and false when ctx ended
+// first; call then runs on and its result is dropped. A call that panics
+// while the caller waits panics on the caller's goroutine.
+func CallOn[R any](e *Engine, ctx context.Context, call func() R) (R, bool) {
+	return runBounded(e, ctx, call, nil)
+}
+
+// Unanswered returns the error of a call that ctx cut short: sent, its
+// outcome unknown. It matches context.Cause(ctx).
+func Unanswered(ctx context.Context) error { return unanswered(ctx) }

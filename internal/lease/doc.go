@@ -125,8 +125,9 @@
 // undone once its call returns, an Extend counts as out until then. An
 // attempt whose outcome is unknown is likewise undone on a goroutine of the
 // Engine, bounded by Policy.UndoTimeout; the verb waits for that undo only
-// until its caller's context ends. Close waits for these background tasks
-// up to BackgroundWait (5s).
+// until its caller's context ends. WithLock's release after fn runs on a
+// goroutine of the Engine too, waited for until the caller's deadline.
+// Close waits for these background tasks up to BackgroundWait (5s).
 //
 // # Errors
 //
