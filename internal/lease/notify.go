@@ -249,15 +249,34 @@ func (n *Notifier) subscribe(cs *channelState) {
 }
 
 // subscribeSources sends SUBSCRIBE for cs's channel on the subscription of
-// each of its sources, and reports whether one of them took it.
+// each of its sources, and reports whether one of them took it. Each source
+// is subscribed on a goroutine of its own, so a source that does not answer
+// (go-redis dials and greets a stopped server until its read timeout, for
+// ever with ReadTimeout -1) delays only its own subscriptions: it returns
+// once one source took the channel, or every source failed. A source still
+// subscribing then goes on by itself, and adds the channel when it answers.
 func (n *Notifier) subscribeSources(cs *channelState) bool {
-	sent := false
-	for _, src := range n.sources(cs.name) {
-		if n.subscribeOn(src, cs) {
-			sent = true
+	srcs := n.sources(cs.name)
+	if len(srcs) == 1 {
+		return n.subscribeOn(srcs[0], cs)
+	}
+	took := make(chan bool, len(srcs)) // room for all: a straggler never blocks
+	for _, src := range srcs {
+		n.wg.Add(1) // the caller's own count keeps wg above zero meanwhile
+		go func() {
+			defer n.wg.Done()
+			ok := false
+			defer func() { took <- ok }()
+			defer n.e.Survive("subscribe")
+			ok = n.subscribeOn(src, cs)
+		}()
+	}
+	for range srcs {
+		if <-took {
+			return true
 		}
 	}
-	return sent
+	return false
 }
 
 // retryWait returns the channel a join wakes cs's failed subscribe through
