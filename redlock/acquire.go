@@ -30,15 +30,11 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 	n := len(c.nodes)
 	start := time.Now()
 	validUntil := start.Add(s.ttl - drift(s.ttl, s.driftFactor))
-	var fencing, hint any = "0", "0"
+	var fencing any = "0"
 	if s.fencing {
-		// A new key's counters restart from this value on every node whose
-		// clock agrees with ours within a second: they agree, and the
-		// fence needs no raise round (see fence.lua).
 		fencing = "1"
-		hint = start.Add(luascripts.FenceHintAhead / 2).UnixMicro()
 	}
-	call := luascripts.NewPrebuilt(luascripts.AcquireBoxed, false, k.hd.Keys.AcquireKeys(), token, s.ttlBox, "0", fencing, hint)
+	call := luascripts.NewPrebuilt(luascripts.AcquireBoxed, false, k.hd.Keys.AcquireKeys(), token, s.ttlBox, "0", fencing)
 	r := c.newRound(ctx, call, start.Add(s.callTimeout), s.callTimeout, nil, false)
 	r.sendAll()
 
