@@ -72,8 +72,11 @@ func TestLock_AcquireRelease(t *testing.T) {
 	wantIs(t, "second Release()", l.Release(ctx), lock.ErrNotHeld)
 
 	must(t, "Acquire() again", l.Acquire(ctx))
-	if l.Fence() != first+1 {
-		t.Fatalf("Fence() of the second hold = %d, want %d", l.Fence(), first+1)
+	// Each node's counter started from its own clock: a node the first
+	// quorum did not raise may be ahead, so the second fence is larger,
+	// not necessarily by one.
+	if l.Fence() <= first {
+		t.Fatalf("Fence() of the second hold = %d, want more than %d", l.Fence(), first)
 	}
 	must(t, "Release()", l.Release(ctx))
 }

@@ -8,6 +8,10 @@
 -- this holder's info ("owner US host US pid US metadata", US = \31). A hold
 -- taken or confirmed sets its field, the hold's token, to "fence US
 -- acquired-at (server ms) US info", and the hash's TTL to the lock's.
+-- Tombstone (redlock): KEYS[4] the attempt's tombstone P{K}:undone:<token>
+-- (see undo.lua), KEYS[3] then the holder-info hash, unused without ARGV[6].
+-- An acquire that finds its tombstone was undone already, and is refused
+-- (acquire_fast.lua checks it first, before any write).
 -- A re-entrant lock is a hash: the owner's field counts its holds, and each
 -- hold has a field of its own, so a retried or resent acquire of one hold
 -- counts once. The field '' (no owner id and no hold id is empty) keeps the

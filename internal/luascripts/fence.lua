@@ -13,8 +13,7 @@
 -- back and agree closely enough (SAFETY.md, Fencing), and fewer than one
 -- fence per microsecond was handed out on the key. START_AHEAD keeps a
 -- restart above the counters that library versions taking an acquirer's
--- clock as a hint started (up to 2 s past the server's clock), so a fleet
--- that mixes versions keeps its order too.
+-- clock as a hint started, up to 2 s past the server's clock.
 local FENCE_TTL = 60000 -- ms; luascripts.FenceTTL
 local CLOCKED = 1e15 -- TIME passed 10^15 microseconds in September 2001
 local START_AHEAD = 2000000 -- µs; luascripts.FenceStartAhead
