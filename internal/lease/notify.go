@@ -60,8 +60,9 @@ type Sources func(channel string) []Source
 // queued kind's waiters also listen on the Client's inbox on the key
 // (inbox.go), where a release in any process hands them the key by name.
 //
-// Subscribing happens on a goroutine of its own: a server that does not
-// answer delays no Acquire. No notifier lock is held across a go-redis
+// Subscribing happens on a goroutine of its own, and on one per source
+// when a channel has several (redlock's nodes): a server that does not
+// answer delays no Acquire, and no other server's subscriptions. No notifier lock is held across a go-redis
 // call: one that blocks on the network or panics must not stall every
 // release and Close.
 type Notifier struct {
@@ -106,6 +107,7 @@ type channelState struct {
 	subs       []*subscription // those SUBSCRIBE was sent on
 	subscribed bool            // a subscribe on every source was started, or waits to try again
 	ready      bool            // a source confirmed the subscription
+	confirms   int             // confirmations read, from every source (tests: Confirmations)
 	waiters    []*Waiter
 	// retry, while a subscribe that no source took waits to try again,
 	// makes it try at once: a join sends on it (subscribeOnce). Nil when
