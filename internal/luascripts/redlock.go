@@ -27,7 +27,7 @@ var undoSrc = undoHead + releaseSrc
 var Undo = redis.NewScript(undoSrc)
 
 // Undone is P{K}:undone:<token>, the tombstone Undo leaves for token.
-func (k *Keys) Undone(token string) string { return k.Companion("undone:" + token) }
+func (k *Keys) Undone(token string) string { return k.Lock() + ":undone:" + token } // one allocation
 
 // TombstoneAcquireKeys are the KEYS of acquire.lua for a redlock attempt
 // with token: {lock, fence, holders, tombstone}; holders is unused (no
