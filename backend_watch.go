@@ -89,7 +89,8 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 // missing (or written without a TTL by an older version): under WATCH of the
 // lock and the counter, it checks that the lock still holds our token, reads
 // the counter and the server's clock (TIME), and sets the counter to the
-// larger of its value plus one and the clock in microseconds, for
+// larger of its value plus one and the clock in microseconds plus
+// luascripts.FenceStartAhead (where fence.lua restarts a counter), for
 // luascripts.FenceTTL. That value is our hold's fence. As in fence.lua, it
 // lies above every fence the expired counter handed out while the server's
 // clock does not go back; unlike the script, it takes a second round trip
@@ -120,7 +121,7 @@ func (b *watchBackend) raiseFence(ctx context.Context, k *keys, token string) (i
 			return err
 		}
 		c, _ := cur.Int64() // missing or not a number: 0
-		fence = max(c+1, now.Val().UnixMicro())
+		fence = max(c+1, now.Val().Add(luascripts.FenceStartAhead).UnixMicro())
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.Set(ctx, k.Fence(), fence, luascripts.FenceTTL)
 			return nil

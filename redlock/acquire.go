@@ -30,15 +30,9 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 	n := len(c.nodes)
 	start := time.Now()
 	validUntil := start.Add(s.ttl - drift(s.ttl, s.driftFactor))
-	var fencing, hint any = "0", "0"
-	if s.fencing {
-		// A new key's counters restart from this value on every node whose
-		// clock agrees with ours within a second: they agree, and the
-		// fence needs no raise round (see fence.lua).
-		fencing = "1"
-		hint = start.Add(luascripts.FenceHintAhead / 2).UnixMicro()
-	}
-	call := luascripts.NewPrebuilt(luascripts.AcquireBoxed, false, k.hd.Keys.AcquireKeys(), token, s.ttlBox, "0", fencing, hint)
+	// The attempt's tombstone refuses it on a node where its undo came
+	// first (see Lock.drop).
+	call := luascripts.NewPrebuilt(luascripts.AcquireBoxed, false, k.hd.Keys.TombstoneAcquireKeys(token), token, s.ttlBox, "0", flag(s.fencing))
 	r := c.newRound(ctx, call, start.Add(s.callTimeout), s.callTimeout, nil, false)
 	r.sendAll()
 
@@ -107,6 +101,14 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 		}
 	}
 	return lease.Attempt{PTTL: pttl, Err: qe}
+}
+
+// flag is a script's boolean argument: "1" or "0".
+func flag(b bool) any {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // raiseFences makes sure a quorum of nodes holds a counter >= fence before

@@ -204,13 +204,11 @@ func (h *cutAtDeadline) land(t *testing.T) {
 
 // A failed TryAcquire whose acquire call to node 2 was cut at the node
 // timeout (ContextTimeoutEnabled, as the docs advise) while the command was
-// still on its way cannot undo it there: the call has returned, so the undo
-// goes at once, and the acquire may land after it (bytes already sent
-// cannot be recalled). What holds instead, as SAFETY.md says: the undo
-// reaches every other node that may have granted the attempt; the stray
-// grant is one node's, so other clients take the lock on the remaining
-// nodes; and it lasts at most its TTL from when it landed.
-func TestLock_TryAcquire_grantLandingAfterCutCallLastsAtMostTTL(t *testing.T) {
+// still on its way: the call has returned, so the undo goes at once, and
+// the acquire lands after it (bytes already sent cannot be recalled). The
+// undo's tombstone refuses it: node 2 is not held, and the tombstone
+// expires within a TTL.
+func TestLock_TryAcquire_acquireLandingAfterItsUndoIsRefused(t *testing.T) {
 	_, nodes := hookableNodes(t, 3)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -219,7 +217,8 @@ func TestLock_TryAcquire_grantLandingAfterCutCallLastsAtMostTTL(t *testing.T) {
 	nodes[2].(*redis.Client).AddHook(cut)
 	const ttl = 2 * time.Second
 	c := newClient(t, nodes, redlock.WithTTL(ttl), loadTolerant)
-	ok, err := c.NewLock(key).TryAcquire(ctx)
+	l := c.NewLock(key)
+	ok, err := l.TryAcquire(ctx)
 	var qe *redlock.QuorumError
 	if ok || !errors.As(err, &qe) {
 		t.Fatalf("TryAcquire(node 1 held, node 2 cut) = %v, %v; want false and a *QuorumError", ok, err)
@@ -228,22 +227,66 @@ func TestLock_TryAcquire_grantLandingAfterCutCallLastsAtMostTTL(t *testing.T) {
 	if n := keysLeft(t, nodes[:1], key); n != 0 {
 		t.Fatalf("node 0 keeps the failed attempt's key, want it undone")
 	}
+	waitTombstone(t, nodes[2], key, ttl)
 	cut.land(t) // node 2's acquire lands now, after the round and its undo
-	d := nodes[2].PTTL(ctx, lockKey(key)).Val()
-	if d > ttl {
-		t.Fatalf("node 2 PTTL after the late acquire = %v, want at most the TTL %v", d, ttl)
+	wantLateAcquireRefused(t, nodes[2], key, ttl)
+}
+
+// TestLock_Release_acquireLandingAfterReleaseIsRefused: a hold won on nodes
+// 0 and 1 while its acquire call to node 2 was cut at the node timeout
+// with the command still on its way; Release deletes it everywhere, and
+// the acquire then lands on node 2: the release's tombstone refuses it.
+func TestLock_Release_acquireLandingAfterReleaseIsRefused(t *testing.T) {
+	_, nodes := hookableNodes(t, 3)
+	ctx := context.Background()
+	key := keyFor(t)
+	cut := &cutAtDeadline{sha: luascripts.Acquire.Hash()}
+	nodes[2].(*redis.Client).AddHook(cut)
+	const ttl = 2 * time.Second
+	c := newClient(t, nodes, redlock.WithTTL(ttl), loadTolerant)
+	l := c.NewLock(key)
+	must(t, "Acquire(node 2 cut)", l.Acquire(ctx))
+	must(t, "Release()", l.Release(ctx))
+	waitTombstone(t, nodes[2], key, ttl)
+	cut.land(t)
+	wantLateAcquireRefused(t, nodes[2], key, ttl)
+}
+
+// waitTombstone waits, at most 5s, for the tombstone of an undo or
+// release on rdb, whose delete goes once the cut acquire call returned.
+func waitTombstone(t *testing.T, rdb redis.UniversalClient, key string, ttl time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		tombs, err := rdb.Keys(ctx, lockKey(key)+":undone:*").Result()
+		must(t, "KEYS undone", err)
+		if len(tombs) == 1 {
+			if d := rdb.PTTL(ctx, tombs[0]).Val(); d <= 0 || d > ttl {
+				t.Fatalf("tombstone PTTL = %v, want in (0, %v]", d, ttl)
+			}
+			return
+		}
+		if len(tombs) > 1 || time.Now().After(deadline) {
+			t.Fatalf("tombstones on the cut node = %q, want one", tombs)
+		}
 	}
-	t.Logf("node 2 PTTL after the late acquire: %v (a stray grant when positive)", d)
-	// The other holder leaves node 1: another client takes nodes 0 and 1.
-	delKey(t, nodes[1], key)
-	_, own := ownClients(t, nodes)
-	other := newClient(t, own, redlock.WithTTL(ttl), loadTolerant).NewLock(key)
-	ok, err = other.TryAcquire(ctx)
-	if !ok || err != nil {
-		t.Fatalf("TryAcquire() by another client with node 2 keeping a stray grant = %v, %v; want true, nil", ok, err)
+}
+
+// wantLateAcquireRefused checks that the acquire that landed late left rdb
+// without the lock, and that its tombstone still expires.
+func wantLateAcquireRefused(t *testing.T, rdb redis.UniversalClient, key string, ttl time.Duration) {
+	t.Helper()
+	if n := keysLeft(t, []redis.UniversalClient{rdb}, key); n != 0 {
+		t.Fatalf("the cut node is held after the late acquire (PTTL %v), want it refused by the tombstone",
+			rdb.PTTL(context.Background(), lockKey(key)).Val())
 	}
-	must(t, "other Release()", other.Release(ctx))
-	waitKeysGone(t, nodes[2:], key, "node 2's stray grant expiring by its TTL")
+	tombs, err := rdb.Keys(context.Background(), lockKey(key)+":undone:*").Result()
+	must(t, "KEYS undone", err)
+	for _, k := range tombs {
+		if d := rdb.PTTL(context.Background(), k).Val(); d <= 0 || d > ttl {
+			t.Fatalf("tombstone %s PTTL = %v, want in (0, %v]", k, d, ttl)
+		}
+	}
 }
 
 // TestLock_Acquire_ctxDone: an Acquire on a held key ends with its ctx,

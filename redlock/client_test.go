@@ -76,11 +76,17 @@ func TestClient_Close_lostAtValidity(t *testing.T) {
 
 // Close sends at once a delete that a Release left to an acquire call
 // still out (as if Close had begun when the acquire call returned): Close
-// does not wait for that call.
+// does not wait for that call. The delete leaves a tombstone, since the
+// acquire may land after it, and it does: node 2 must not be held.
 func TestClient_Close_sendsDeleteLeftToStragglingAcquire(t *testing.T) {
-	_, _, _, dels, c := releasedWithStraggler(t)
+	nodes, key, late, dels, undos, c := releasedWithStraggler(t)
 	must(t, "Close()", c.Close())
-	if n := dels.calls.Load(); n != 1 {
-		t.Fatalf("deletes sent to node 2 by the time Close returned = %d, want 1", n)
+	if n, u := dels.calls.Load(), undos.calls.Load(); n != 0 || u != 1 {
+		t.Fatalf("deletes sent to node 2 by the time Close returned = %d plain, %d with a tombstone; want 0 and 1", n, u)
+	}
+	late.open() // node 2's acquire lands now, after its delete
+	late.await(t, late.passed, "node 2's acquire")
+	if n := keysLeft(t, nodes[2:], key); n != 0 {
+		t.Fatalf("node 2 is held after its acquire landed behind the delete, want it refused by the tombstone")
 	}
 }

@@ -13,3 +13,11 @@ func IdleWaiters(c *Client, key string) int {
 	k := luascripts.NewKeys(DefaultPrefix, key)
 	return c.eng.Notifier.IdleWaiters(k.Notify())
 }
+
+// Confirmations reports, for tests, how many confirmations of the
+// subscription to key's channel (under the default prefix) c has read,
+// from all nodes together.
+func Confirmations(c *Client, key string) int {
+	k := luascripts.NewKeys(DefaultPrefix, key)
+	return c.eng.Notifier.Confirmations(k.Notify())
+}

@@ -28,6 +28,7 @@ type node struct {
 
 	// The reading caller's bookkeeping; the call goroutines never touch it.
 	in     bool  // the round calls this node
+	undo   bool  // a drop: the node gets round.undo instead of round.call
 	handed bool  // a drop: the node's delete was handed to its acquire call
 	got    bool  // the node's reply was read
 	st     uint8 // Try: what the node said (statePending, …)
@@ -45,7 +46,8 @@ type node struct {
 type round struct {
 	c        *Client
 	call     luascripts.Prebuilt
-	ctx      context.Context // carries the deadline of every call
+	undo     *luascripts.Prebuilt // a drop's call for the nodes marked undo; nil when none is
+	ctx      context.Context      // carries the deadline of every call
 	cancel   context.CancelFunc
 	deadline time.Time
 	timeout  time.Duration // the node timeout (see sendLate)
@@ -124,7 +126,7 @@ func (r *round) do(ctx context.Context, i int) {
 	}
 	if handed && nd.state.CompareAndSwap(callHanded, callClaimed) { // else Close sent it
 		r.c.unhand(r)
-		nd.drop.sendLate(i)
+		nd.drop.sendLate(i, nd.cmd.Err() == nil)
 	}
 }
 
@@ -139,14 +141,34 @@ func (r *round) sendTo(ctx context.Context, i int) (cmd *redis.IntCmd) {
 			cmd.SetErr(lease.Recovered(r.c.eng.Logger, "redlock node call", v, slog.Int("node", i)))
 		}
 	}()
+	if r.nodes[i].undo {
+		return r.undo.Send(ctx, r.c.nodes[i])
+	}
 	return r.call.Send(ctx, r.c.nodes[i])
 }
 
+// answered reports whether node i's call of r has returned with the node's
+// reply: the script ran there, and nothing of the call is still on its way.
+// False for a nil r.
+func (r *round) answered(i int) bool {
+	if r == nil {
+		return false
+	}
+	nd := &r.nodes[i]
+	// The call goroutine sets cmd before it marks the call returned.
+	return nd.in && nd.state.Load() == callReturned && nd.cmd.Err() == nil
+}
+
 // sendLate sends node i's call of the drop d from a goroutine other than
-// its caller's, once the acquire call it waited for has returned: on d's
-// deadline while a node timeout of it is left, else (the call returned
-// late) bounded by a node timeout of its own.
-func (d *round) sendLate(i int) {
+// its caller's, once the acquire call it waited for has returned, or at
+// Close: on d's deadline while a node timeout of it is left, else (the call
+// returned late) bounded by a node timeout of its own. answered says the
+// acquire call returned with the node's reply: nothing of it can land
+// later, and the node gets a plain delete, not a tombstone.
+func (d *round) sendLate(i int, answered bool) {
+	if answered {
+		d.nodes[i].undo = false
+	}
 	if time.Until(d.deadline) >= d.timeout {
 		d.do(d.ctx, i)
 		return

@@ -174,7 +174,7 @@ func hookableNodes(t *testing.T, n int) ([]*redistest.Server, []redis.UniversalC
 	ss, nodes := realNodes(t, n)
 	ctx := context.Background()
 	for i, rdb := range nodes {
-		for _, s := range []*redis.Script{luascripts.Acquire, luascripts.Release, luascripts.Extend, luascripts.FenceRaise} {
+		for _, s := range []*redis.Script{luascripts.Acquire, luascripts.Release, luascripts.Extend, luascripts.FenceRaise, luascripts.Undo} {
 			if err := s.Load(ctx, rdb).Err(); err != nil {
 				t.Fatalf("node %d: SCRIPT LOAD error = %v", i, err)
 			}

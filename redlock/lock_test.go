@@ -72,8 +72,11 @@ func TestLock_AcquireRelease(t *testing.T) {
 	wantIs(t, "second Release()", l.Release(ctx), lock.ErrNotHeld)
 
 	must(t, "Acquire() again", l.Acquire(ctx))
-	if l.Fence() != first+1 {
-		t.Fatalf("Fence() of the second hold = %d, want %d", l.Fence(), first+1)
+	// Each node's counter started from its own clock: a node the first
+	// quorum did not raise may be ahead, so the second fence is larger,
+	// not necessarily by one.
+	if l.Fence() <= first {
+		t.Fatalf("Fence() of the second hold = %d, want more than %d", l.Fence(), first)
 	}
 	must(t, "Release()", l.Release(ctx))
 }
@@ -213,27 +216,30 @@ func TestLock_Fence_increasesAcrossHolders(t *testing.T) {
 }
 
 // TestLock_Fence_countersExpire: on real servers, every node's fencing
-// counter has a TTL after an acquisition, and the counters of a new key
-// start equal on every node, so its fence needs no raise round.
+// counter has a TTL after an acquisition. The counters of a new key start
+// from each node's own clock, so its first fence may need a raise round;
+// the next holder's does not.
 func TestLock_Fence_countersExpire(t *testing.T) {
 	_, nodes := realNodes(t, 3)
 	c := newClient(t, nodes, redlock.WithQuorum(3))
 	ctx := context.Background()
 	for i := range 3 {
 		key := keyFor(t) + ":" + strconv.Itoa(i)
-		l := c.NewLock(key)
-		must(t, "Acquire()", l.Acquire(ctx))
-		for n, rdb := range nodes {
-			ttl, err := rdb.PTTL(ctx, lockKey(key)+":fence").Result()
-			must(t, "PTTL fence", err)
-			if ttl <= 0 || ttl > luascripts.FenceTTL {
-				t.Fatalf("node %d: PTTL of the fence counter = %v, want in (0, %v]", n, ttl, luascripts.FenceTTL)
+		for range 2 {
+			l := c.NewLock(key)
+			must(t, "Acquire()", l.Acquire(ctx))
+			for n, rdb := range nodes {
+				ttl, err := rdb.PTTL(ctx, lockKey(key)+":fence").Result()
+				must(t, "PTTL fence", err)
+				if ttl <= 0 || ttl > luascripts.FenceTTL {
+					t.Fatalf("node %d: PTTL of the fence counter = %v, want in (0, %v]", n, ttl, luascripts.FenceTTL)
+				}
 			}
+			must(t, "Release()", l.Release(ctx))
 		}
-		must(t, "Release()", l.Release(ctx))
 	}
-	if n := redlock.FenceRaises(c); n != 0 {
-		t.Fatalf("FenceRaises = %d after 3 new keys, want 0: new counters should start equal", n)
+	if n := redlock.FenceRaises(c); n > 3 {
+		t.Fatalf("FenceRaises = %d after 3 new keys held twice each, want at most 3: one per new key", n)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/redlock"
 )
 
@@ -56,4 +57,80 @@ func TestClient_Close_subscribingToStoppedNode(t *testing.T) {
 	}
 	t.Logf("Close() took %v with a subscription connecting to a stopped node", time.Since(start))
 	wantIs(t, "Acquire() ended by Close", <-acquired, lock.ErrClosed)
+}
+
+// TestRelease_wakesWaiterWhileFirstNodeStopped: node 0, first in the list,
+// is SIGSTOPped, and the waiters' client for it waits for ever for a reply
+// (ReadTimeout -1), so their subscription there never completes. Releases
+// published on the two healthy nodes must still wake the waiters of each
+// key, a key waited on after the first one included. The waiters' backoff
+// and the holder's TTL are a minute, so that nothing but a message can
+// start their next attempt; each release must cause exactly one attempt.
+func TestRelease_wakesWaiterWhileFirstNodeStopped(t *testing.T) {
+	ss, nodes := hookableNodes(t, 3)
+	ctx := context.Background()
+	wcs, wn := ownClients(t, nodes)
+	stuck := redis.NewClient(&redis.Options{Addr: ss[0].Addr(), MaxRetries: -1,
+		DialTimeout: time.Second, ReadTimeout: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { stuck.Close() })
+	wn[0] = stuck
+	must(t, "Pause()", ss[0].Pause())
+	t.Cleanup(func() { ss[0].Resume() })
+
+	_, hn := ownClients(t, nodes)
+	holders := newClient(t, hn, redlock.WithTTL(time.Minute))
+	attempts := hookScript(t, wcs[1], luascripts.Acquire, false, func(int) bool { return false })
+	waiters := newClient(t, wn, redlock.WithTTL(time.Minute), redlock.WithBackoff(time.Minute, time.Minute))
+
+	keys := []string{keyFor(t) + ":a", keyFor(t) + ":b"}
+	held := make([]*redlock.Lock, len(keys))
+	done := make([]chan error, len(keys))
+	for i, key := range keys {
+		held[i] = holders.NewLock(key)
+		must(t, "holder Acquire()", held[i].Acquire(ctx))
+		done[i] = make(chan error, 1)
+		w := waiters.NewLock(key)
+		go func() {
+			err := w.Acquire(ctx)
+			if err == nil {
+				err = w.Release(ctx)
+			}
+			done[i] <- err
+		}()
+		// Both healthy nodes' confirmations read (each wakes the waiter for
+		// one more attempt), and those attempts made.
+		for deadline := time.Now().Add(10 * time.Second); redlock.Confirmations(waiters, key) < 2; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("key %d: %d confirmations of the waiter's subscription while node 0 is stopped, want 2 (nodes 1 and 2)",
+					i, redlock.Confirmations(waiters, key))
+			}
+		}
+		waitIdle(t, waiters, key, 1)
+	}
+
+	for i := range keys {
+		before := attempts.calls.Load()
+		must(t, "holder Release()", held[i].Release(ctx))
+		select {
+		case err := <-done[i]:
+			must(t, "waiter Acquire() and Release()", err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("key %d: waiter not woken within 10s of a release published on the healthy nodes (backoff 1m)", i)
+		}
+		// The waiter's one attempt (and its Release, not an acquire call).
+		if n := attempts.calls.Load() - before; n != 1 {
+			t.Fatalf("key %d: attempts after the release = %d, want 1 (woken by the message)", i, n)
+		}
+	}
+
+	// Node 0 answers again: the subscriptions it held up complete there.
+	must(t, "Resume()", ss[0].Resume())
+	for i, key := range keys {
+		channel := lockKey(key) + ":notify"
+		for deadline := time.Now().Add(10 * time.Second); nodes[0].PubSubNumSub(ctx, channel).Val()[channel] == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("key %d: not subscribed on node 0 10s after it resumed", i)
+			}
+		}
+	}
 }

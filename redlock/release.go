@@ -27,12 +27,13 @@ import (
 // ends with its TTL), and at once when Close begins; it is reported as a
 // node timeout unless that happens by deadline. Close waits for every
 // delete still out. A call that returned without a reply may still land
-// after its delete (see Lock.TryAcquire): its grant then lasts its TTL on
-// that node.
+// after its delete: that node's delete leaves a tombstone for token, which
+// refuses such an acquire for one TTL (see tombstones).
 func (l *Lock) drop(ctx context.Context, token string, which []int, acq *round, deadline time.Time) tally {
 	c := l.cfg.c
 	call := luascripts.NewPrebuilt(luascripts.ReleaseBoxed, true, l.hd.Keys.ReleaseKeys(), token, "0")
 	d := c.newRound(context.Background(), call, deadline, l.cfg.callTimeout, which, false)
+	l.tombstones(d, token, acq)
 	c.handOver(acq, d)
 	for i := range d.nodes {
 		if nd := &d.nodes[i]; nd.in && !nd.handed {
@@ -41,6 +42,27 @@ func (l *Lock) drop(ctx context.Context, token string, which []int, acq *round, 
 	}
 	d.all(ctx)
 	return d.tally()
+}
+
+// tombstones makes the drop d send undo.lua instead of release.lua to
+// each node whose call in acq, the acquire round of token, has not
+// returned with the node's reply: that acquire may still be on its way
+// (cut at its deadline while its bytes were out, or held by the network or
+// a stopped node), and the tombstone undo.lua leaves, for one TTL, refuses
+// it should it land after the delete. A node that answered ran the acquire
+// already, and needs none; so does one whose call, still out now, returns
+// with a reply before its delete is sent (see sendLate).
+func (l *Lock) tombstones(d *round, token string, acq *round) {
+	for i := range d.nodes {
+		if !d.nodes[i].in || acq.answered(i) {
+			continue
+		}
+		if d.undo == nil {
+			call := luascripts.NewPrebuilt(luascripts.UndoBoxed, true, l.hd.Keys.UndoKeys(token), token, "0", l.cfg.ttlBox)
+			d.undo = &call
+		}
+		d.nodes[i].undo = true
+	}
 }
 
 // handOver makes Close wait for the deletes of the drop d, and hands each
@@ -96,7 +118,7 @@ func (c *Client) stopDrops() {
 		for i := range acq.nodes {
 			if nd := &acq.nodes[i]; nd.state.CompareAndSwap(callHanded, callClaimed) {
 				c.unhand(acq)
-				go nd.drop.sendLate(i)
+				go nd.drop.sendLate(i, false) // the call is still out
 			}
 		}
 	}

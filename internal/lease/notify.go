@@ -60,8 +60,9 @@ type Sources func(channel string) []Source
 // queued kind's waiters also listen on the Client's inbox on the key
 // (inbox.go), where a release in any process hands them the key by name.
 //
-// Subscribing happens on a goroutine of its own: a server that does not
-// answer delays no Acquire. No notifier lock is held across a go-redis
+// Subscribing happens on a goroutine of its own, and on one per source
+// when a channel has several (redlock's nodes): a server that does not
+// answer delays no Acquire, and no other server's subscriptions. No notifier lock is held across a go-redis
 // call: one that blocks on the network or panics must not stall every
 // release and Close.
 type Notifier struct {
@@ -106,6 +107,7 @@ type channelState struct {
 	subs       []*subscription // those SUBSCRIBE was sent on
 	subscribed bool            // a subscribe on every source was started, or waits to try again
 	ready      bool            // a source confirmed the subscription
+	confirms   int             // confirmations read, from every source (tests: Confirmations)
 	waiters    []*Waiter
 	// retry, while a subscribe that no source took waits to try again,
 	// makes it try at once: a join sends on it (subscribeOnce). Nil when
@@ -249,15 +251,34 @@ func (n *Notifier) subscribe(cs *channelState) {
 }
 
 // subscribeSources sends SUBSCRIBE for cs's channel on the subscription of
-// each of its sources, and reports whether one of them took it.
+// each of its sources, and reports whether one of them took it. Each source
+// is subscribed on a goroutine of its own, so a source that does not answer
+// (go-redis dials and greets a stopped server until its read timeout, for
+// ever with ReadTimeout -1) delays only its own subscriptions: it returns
+// once one source took the channel, or every source failed. A source still
+// subscribing then goes on by itself, and adds the channel when it answers.
 func (n *Notifier) subscribeSources(cs *channelState) bool {
-	sent := false
-	for _, src := range n.sources(cs.name) {
-		if n.subscribeOn(src, cs) {
-			sent = true
+	srcs := n.sources(cs.name)
+	if len(srcs) == 1 {
+		return n.subscribeOn(srcs[0], cs)
+	}
+	took := make(chan bool, len(srcs)) // room for all: a straggler never blocks
+	for _, src := range srcs {
+		n.wg.Add(1) // the caller's own count keeps wg above zero meanwhile
+		go func() {
+			defer n.wg.Done()
+			ok := false
+			defer func() { took <- ok }()
+			defer n.e.Survive("subscribe")
+			ok = n.subscribeOn(src, cs)
+		}()
+	}
+	for range srcs {
+		if <-took {
+			return true
 		}
 	}
-	return sent
+	return false
 }
 
 // retryWait returns the channel a join wakes cs's failed subscribe through

@@ -144,6 +144,7 @@ func (n *Notifier) confirmed(channel string) {
 		return
 	}
 	cs.ready = true
+	cs.confirms++
 	for _, w := range cs.owner().waiters {
 		signal(w)
 	}
@@ -207,6 +208,18 @@ func (n *Notifier) Subscriptions() (classic, sharded int) {
 		}
 	}
 	return classic, sharded
+}
+
+// Confirmations reports, for tests, how many confirmations of channel's
+// subscription n has read, from all its sources together; each has woken
+// the channel's waiters by the time it counts.
+func (n *Notifier) Confirmations(channel string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cs := n.chans[channel]; cs != nil {
+		return cs.confirms
+	}
+	return 0
 }
 
 // SetNotifyIdle sets how long an unused channel stays subscribed, for

@@ -3,12 +3,15 @@
 -- ARGV[1] token; for a re-entrant hold, the hold's id: owner id, '#', and an
 -- id of this hold alone. ARGV[2] ttl in ms, ARGV[3] "1" for a re-entrant hold,
 -- ARGV[4] "1" to hand out a fence (next_fence: see fence.lua), ARGV[5] (may
--- be absent) the value a restarting counter should take, in µs ('' for
--- none).
+-- be absent) not read: its place keeps ARGV[6] where callers put it.
 -- Holder info (optional): KEYS[3] the holder-info hash P{K}:holders, ARGV[6]
 -- this holder's info ("owner US host US pid US metadata", US = \31). A hold
 -- taken or confirmed sets its field, the hold's token, to "fence US
 -- acquired-at (server ms) US info", and the hash's TTL to the lock's.
+-- Tombstone (redlock): KEYS[4] the attempt's tombstone P{K}:undone:<token>
+-- (see undo.lua), KEYS[3] then the holder-info hash, unused without ARGV[6].
+-- An acquire that finds its tombstone was undone already, and is refused
+-- (acquire_fast.lua checks it first, before any write).
 -- A re-entrant lock is a hash: the owner's field counts its holds, and each
 -- hold has a field of its own, so a retried or resent acquire of one hold
 -- counts once. The field '' (no owner id and no hold id is empty) keeps the
@@ -23,7 +26,7 @@
 -- Error "KIND <kind>" when another kind of lock holds the key (other_kind.lua).
 local lock, fence = KEYS[1], KEYS[2]
 local token, ttl = ARGV[1], ARGV[2]
-local reentrant, fencing, hint = ARGV[3] == '1', ARGV[4] == '1', ARGV[5]
+local reentrant, fencing = ARGV[3] == '1', ARGV[4] == '1'
 local holders, info = KEYS[3], ARGV[6]
 
 -- note records the holder info of the hold with fence f, expiring in
@@ -43,7 +46,7 @@ if not reentrant then
   -- set: what acquire_fast.lua's SET found (nil when it sent none).
   if set or (set == nil and redis.call('SET', lock, token, 'NX', 'PX', ttl)) then
     if fencing then
-      return note(next_fence(fence, hint))
+      return note(next_fence(fence))
     end
     return note(0)
   end
@@ -61,7 +64,7 @@ if not reentrant then
       left = ttl
     end
     if fencing then
-      return note(next_fence(fence, hint), left)
+      return note(next_fence(fence), left)
     end
     return note(0, left)
   end
@@ -70,7 +73,7 @@ else
   if redis.call('EXISTS', lock) == 0 then
     local f = 0
     if fencing then
-      f = next_fence(fence, hint)
+      f = next_fence(fence)
     end
     redis.call('HSET', lock, owner, 1, token, 1, '', f)
     redis.call('PEXPIRE', lock, ttl)

@@ -7,6 +7,11 @@
 -- set telling it what this SET found.
 -- KEYS and ARGV: acquire.lua's. Reply: acquire.lua's.
 local CLOCKED = 1e15 -- fence.lua's: a counter below it must restart
+-- A redlock attempt undone on this node before its acquire arrived (a
+-- tombstone, see undo.lua): refused, as if held for 0 ms more.
+if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
+  return -1
+end
 local set -- nil: no SET sent here; false: the key exists; else: taken now
 if ARGV[3] ~= '1' and not ARGV[6] then
   set = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])

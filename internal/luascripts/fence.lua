@@ -5,38 +5,30 @@
 -- so an idle key leaves nothing behind and a busy one restarts once per
 -- FENCE_TTL. A counter below CLOCKED was not started from the clock: INCR
 -- created it (it was missing), or an older version of the library wrote it
--- without a TTL. Such a counter restarts from the server's clock in
--- microseconds (TIME), which has passed the creation time plus FENCE_TTL of
--- any counter that expired, and so lies above every value that counter
--- handed out, as long as the clock does not go back and fewer than one fence
--- per microsecond was handed out on the key (a counter starts at most
--- HINT_AHEAD past its server's clock, see next_fence, and redlock raises
--- counters to another node's value: the nodes' clocks must agree within
--- FENCE_TTL less HINT_AHEAD).
+-- without a TTL. Such a counter restarts at the server's clock in
+-- microseconds (TIME) plus START_AHEAD, whatever the caller sends: every
+-- counter of a key, on every node, starts at its own server's clock plus
+-- the same amount, and no acquirer's clock has a say. A restart lies above
+-- every fence handed out before it as long as the servers' clocks do not go
+-- back and agree closely enough (SAFETY.md, Fencing), and fewer than one
+-- fence per microsecond was handed out on the key. START_AHEAD keeps a
+-- restart above the counters that library versions taking an acquirer's
+-- clock as a hint started, up to 2 s past the server's clock.
 local FENCE_TTL = 60000 -- ms; luascripts.FenceTTL
 local CLOCKED = 1e15 -- TIME passed 10^15 microseconds in September 2001
-local HINT_AHEAD = 2000000 -- µs; luascripts.FenceHintAhead
+local START_AHEAD = 2000000 -- µs; luascripts.FenceStartAhead
 
--- next_fence increments the counter at key and returns the new fence. A
--- counter that restarts takes hint (µs, a string; nil for none) instead of
--- the clock when hint lies within HINT_AHEAD ahead of it: redlock passes
--- its own clock plus a second, so that the counters of a new key start
--- equal on every node whose clock agrees with it within a second, and the
--- fence needs no raise round. The bound keeps every counter within
--- HINT_AHEAD of its server's clock, far below FENCE_TTL.
-local function next_fence(key, hint)
+-- next_fence increments the counter at key and returns the new fence,
+-- restarting it (see above) when it must.
+local function next_fence(key)
   local f = redis.call('INCR', key)
   if f >= CLOCKED then
     return f
   end
   local t = redis.call('TIME')
-  -- Built as a string: a Lua number would print with too few digits.
-  local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  local h = hint and string.match(hint, '^%d+$') and tonumber(hint)
-  if h and h > tonumber(now) and h <= tonumber(now) + HINT_AHEAD then
-    now = hint
-  end
-  redis.call('SET', key, now, 'PX', FENCE_TTL)
-  return tonumber(now)
+  -- Microseconds stay below 2^53, exact in a Lua number; '%.0f' prints
+  -- every digit.
+  local start = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]) + START_AHEAD)
+  redis.call('SET', key, start, 'PX', FENCE_TTL)
+  return tonumber(start)
 end
-

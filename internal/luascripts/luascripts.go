@@ -37,9 +37,9 @@ const FenceTTL = time.Minute
 // from the clock before its value serves as a fence.
 const Clocked = 1_000_000_000_000_000
 
-// FenceHintAhead is how far past a server's clock a restarting counter may
-// start when the acquire names a value (HINT_AHEAD in fence.lua).
-const FenceHintAhead = 2 * time.Second
+// FenceStartAhead is how far past its server's clock a counter starts
+// when it restarts (START_AHEAD in fence.lua).
+const FenceStartAhead = 2 * time.Second
 
 //go:embed fence.lua
 var fenceSrc string

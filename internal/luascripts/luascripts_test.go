@@ -16,7 +16,7 @@ func TestFenceConstants(t *testing.T) {
 	}{
 		{"FENCE_TTL", FenceTTL.Milliseconds()},
 		{"CLOCKED", Clocked},
-		{"HINT_AHEAD", FenceHintAhead.Microseconds()},
+		{"START_AHEAD", FenceStartAhead.Microseconds()},
 	} {
 		m := regexp.MustCompile(`(?m)^local ` + c.name + ` = ([0-9e]+)`).FindStringSubmatch(fenceSrc)
 		if m == nil {

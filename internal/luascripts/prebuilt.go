@@ -19,6 +19,7 @@ var (
 	ReleaseBoxed    = box(Release, releaseSrc)
 	ExtendBoxed     = box(Extend, extendSrc)
 	FenceRaiseBoxed = box(FenceRaise, fenceRaiseSrc)
+	UndoBoxed       = box(Undo, undoSrc)
 )
 
 // Prebuilt is one script call whose arguments — "evalsha", the SHA1, the number

@@ -1,0 +1,13 @@
+-- undo.lua: redlock's delete of its token on a node whose acquire call of
+-- that token went unanswered, so that the acquire may still be on its way
+-- (cut at its deadline with its bytes sent, or held by the network or a
+-- stopped node). It leaves a tombstone for the token, which acquire_fast.lua
+-- checks before any write, so such an acquire landing within the
+-- tombstone's TTL is refused; then release.lua, which luascripts.go puts
+-- after this file, drops the hold if it is ours.
+-- KEYS[1] lock, KEYS[2] notify channel, KEYS[3] the token's tombstone
+-- P{K}:undone:<token>; ARGV[1] token, ARGV[2] "0" (a plain hold), ARGV[3]
+-- the tombstone's TTL in ms (the lock's, the longest a late grant lasts).
+-- The tombstone's KEYS and ARGV are taken off, leaving release.lua its own.
+-- Reply: release.lua's (1 released, 0 gone, -1 someone else's).
+redis.call('SET', table.remove(KEYS, 3), '1', 'PX', table.remove(ARGV, 3))
