@@ -169,7 +169,9 @@ func releaseToken(ctx context.Context, c *lock.Client, key, token string) error 
 // noHoldError is a release --token of a key held, but not by token: exit 1.
 type noHoldError struct{ token, key string }
 
-func (e noHoldError) Error() string { return fmt.Sprintf("no hold with token %s on %s", e.token, e.key) }
+func (e noHoldError) Error() string {
+	return fmt.Sprintf("no hold with token %s on %s", e.token, e.key)
+}
 
 func (e noHoldError) Unwrap() error { return lock.ErrNotHeld }
 
