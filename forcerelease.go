@@ -60,7 +60,7 @@ func (c *Client) forceRelease(ctx context.Context, op, key, token string) error 
 	if err != nil {
 		return err
 	}
-	script, keys, args := luascripts.ForceRelease, k.InfoReleaseKeys(), []any{token, c.forceChannel(c.cfg.prefix)}
+	script, keys, args := luascripts.ForceRelease, k.ForceKeys(), []any{token, c.forceChannel(c.cfg.prefix)}
 	inScript := c.cfg.audit != "" && c.auditBeside(c.cfg.audit, k.Lock())
 	if inScript {
 		// The script writes one entry per hold it removes (audit_force.lua),
