@@ -43,7 +43,9 @@ if not reentrant then
   -- set: what acquire_fast.lua's SET found (nil when it sent none).
   if set or (set == nil and redis.call('SET', lock, token, 'NX', 'PX', ttl)) then
     if fencing then
-      return note(next_fence(fence, hint))
+      local f = next_fence(fence, hint)
+      keep_fence(fence, ttl)
+      return note(f)
     end
     return note(0)
   end
@@ -61,7 +63,9 @@ if not reentrant then
       left = ttl
     end
     if fencing then
-      return note(next_fence(fence, hint), left)
+      local f = next_fence(fence, hint)
+      keep_fence(fence, left)
+      return note(f, left)
     end
     return note(0, left)
   end
