@@ -143,18 +143,23 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	type reply struct {
-		d   time.Duration
-		err error
+		d    time.Duration
+		err  error
+		gone lease.Status // errGone: Gone, or Forced (checkForced)
 	}
 	r, ok := lease.Call(&l.hd, ctx, func() reply {
 		d, err := l.pttl(ctx, h.Token())
-		return reply{d, err}
+		r := reply{d: d, err: err}
+		if errors.Is(err, errGone) {
+			r.gone = (*kind)(l).checkForced(ctx, h, lease.Outcome{Status: lease.Gone}).Status
+		}
+		return r
 	})
 	switch {
 	case !ok:
 		return 0, l.hd.Err("ttl", context.Cause(ctx))
 	case errors.Is(r.err, errGone):
-		l.hd.Lose(h, (*kind)(l).checkForced(ctx, h, lease.Outcome{Status: lease.Gone}).Status)
+		l.hd.Lose(h, r.gone)
 		return 0, l.hd.Err("ttl", ErrNotHeld)
 	case errors.Is(r.err, errNotOurs):
 		l.hd.Lose(h, lease.Stolen)

@@ -110,3 +110,26 @@ func TestLoss_forceReleaseMissed_everyKind(t *testing.T) {
 		wantLoss(t, ls, lock.LossForceReleased)
 	})
 }
+
+// TestLoss_forceReleaseMissed_verbs: without renewal (WithWatchdog(false))
+// and without the message, the holder's TTL, Extend or Release finds the
+// key gone and reads the force release's record: force-released.
+func TestLoss_forceReleaseMissed_verbs(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	holder := newClient(t, tg.newRDB(t), lock.WithNotify(false), lock.WithWatchdog(false), lock.WithTTL(time.Minute))
+	op := newClient(t, tg.newRDB(t))
+	for _, verb := range []struct {
+		name string
+		call func(l *lock.Lock) error
+	}{
+		{"TTL", func(l *lock.Lock) error { _, err := l.TTL(ctx); return err }},
+		{"Extend", func(l *lock.Lock) error { return l.Extend(ctx, time.Minute) }},
+	} {
+		l := holder.NewLock(keyFor(t) + ":" + verb.name)
+		must(t, "Acquire()", l.Acquire(ctx))
+		must(t, "ForceRelease()", op.ForceRelease(ctx, l.Key()))
+		wantErr(t, verb.name+"()", verb.call(l), lock.ErrNotHeld)
+		wantLoss(t, []*lock.Lock{l}, lock.LossForceReleased)
+	}
+}
