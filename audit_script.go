@@ -195,7 +195,8 @@ func (b auditedBackend) release(ctx context.Context, k *keys, token string) (ext
 }
 
 func (b auditedBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
-	n, err := b.runAudit(ctx, scriptExtend, b.au, b.extendKeys(k), []any{token, ttlArg(ttl), flag(b.reentrant)}).Int64()
+	keys, counter := b.mutexExtendKeys(k)
+	n, err := b.runAudit(ctx, scriptExtend, b.au, keys, []any{token, ttlArg(ttl), flag(b.reentrant), counter}).Int64()
 	return checkStatus("extend", n, err)
 }
 

@@ -346,8 +346,8 @@ func checkStatus(op string, n int64, err error) (extendStatus, error) {
 }
 
 func (b *scriptBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
-	n, err := b.run(ctx, scriptExtend, b.extendKeys(k),
-		token, ttlArg(ttl), flag(b.reentrant)).Int64()
+	keys, counter := b.mutexExtendKeys(k)
+	n, err := b.run(ctx, scriptExtend, keys, token, ttlArg(ttl), flag(b.reentrant), counter).Int64()
 	return checkStatus("extend", n, err)
 }
 
@@ -379,7 +379,7 @@ func pttlReply(n int64, err error) (time.Duration, error) {
 func (b *scriptBackend) renew(ctx context.Context, items []renewItem, st []extendStatus, errs []error) {
 	all := make([]luascripts.ExtendItem, len(items))
 	for i, it := range items {
-		all[i] = luascripts.ExtendItem{Keys: it.k, Token: it.token, TTL: it.ttl, Holders: b.info}
+		all[i] = luascripts.ExtendItem{Keys: it.k, Token: it.token, TTL: it.ttl, Holders: b.info, Fence: b.keepsFence()}
 	}
 	for i, cmd := range luascripts.ExtendAll(ctx, b.rdb, all, b.reentrant) {
 		n, err := cmd.Int64()

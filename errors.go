@@ -57,9 +57,10 @@ const (
 	// LossExpired: the key is gone and our lease had run out by our clock,
 	// typically after a process pause or with renewal off.
 	LossExpired = LossReason(lease.LossExpired)
-	// LossForceReleased: the key is gone although our lease should still have
-	// been valid: it was deleted behind our back, or Redis lost its data
-	// (restart without persistence, failover with async replication).
+	// LossForceReleased: an operator's [Client.ForceRelease] or
+	// [Client.ForceReleaseToken] removed the hold: its message reached the
+	// holder's process, or its next renewal found the key gone and the
+	// record the force release leaves behind for the hold's remaining TTL.
 	LossForceReleased = LossReason(lease.LossForceReleased)
 	// LossUnreachable: renewal could not confirm the hold before the local
 	// safety deadline, so the hold is given up before it could expire; the
@@ -74,6 +75,11 @@ const (
 	// stopped or overloaded, or the round trip too long for the TTL. The
 	// hold is given up before it could expire.
 	LossUnanswered = LossReason(lease.LossUnanswered)
+	// LossVanished: the key is gone although our lease should still have
+	// been valid, and no force release removed it: Redis lost its data
+	// (restart without persistence, failover with async replication,
+	// eviction), or the key was deleted behind our back.
+	LossVanished = LossReason(lease.LossVanished)
 )
 
 // String returns the reason in a word or two, as used in error messages.

@@ -169,7 +169,7 @@ func ExampleLock_Lost() {
 	}
 	// Output:
 	// true
-	// stop: lock: lock "example:lost" lost (force-released)
+	// stop: lock: lock "example:lost" lost (vanished)
 	// true
 }
 

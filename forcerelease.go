@@ -60,11 +60,12 @@ func (c *Client) forceRelease(ctx context.Context, op, key, token string) error 
 	if err != nil {
 		return err
 	}
-	script, keys, args := luascripts.ForceRelease, k.InfoReleaseKeys(), []any{token, c.forceChannel(c.cfg.prefix)}
+	script, keys, args := luascripts.ForceRelease, k.ForceKeys(), []any{token, c.forceChannel(c.cfg.prefix)}
 	inScript := c.cfg.audit != "" && c.auditBeside(c.cfg.audit, k.Lock())
 	if inScript {
 		// The script writes one entry per hold it removes (audit_force.lua),
-		// reading the fence counter for a mutex without holder info.
+		// reading the fence counter for a mutex without holder info (which a
+		// fencing hold keeps alive as long as itself).
 		script, _ = luascripts.Audited(script)
 		keys, args = luascripts.AuditArgs(keys, args, c.cfg.audit,
 			&luascripts.AuditEntry{Max: c.cfg.auditMax, Key: key}, []string{k.Fence()})

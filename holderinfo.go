@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // Holder info ([WithHolderInfo]): each hold writes, in its acquire's
@@ -101,6 +103,17 @@ func (b *scriptBackend) releaseKeys(k *keys) []string {
 	}
 	return k.ReleaseKeys()
 }
+
+// mutexExtendKeys are the KEYS of a mutex's extend by b, and its ARGV[4]
+// (luascripts.ExtendKeys).
+func (b *scriptBackend) mutexExtendKeys(k *keys) ([]string, any) {
+	return luascripts.ExtendKeys(k, b.info, b.keepsFence())
+}
+
+// keepsFence reports whether b's renewals keep the fence counter alive
+// with the hold: a fencing mutex hold without holder info (a re-entrant
+// hold keeps its fence in its hash; holder info records it).
+func (b *scriptBackend) keepsFence() bool { return b.fencing && !b.reentrant && !b.info }
 
 // extendKeys are the KEYS of an extend by b.
 func (b *scriptBackend) extendKeys(k *keys) []string {

@@ -59,8 +59,8 @@ func TestLost_keyDeleted(t *testing.T) {
 	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
 	after := time.Since(deleted)
 	var le *lock.LostError
-	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossForceReleased {
-		t.Fatalf("LostErr() = %v, want force-released", l.LostErr())
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossVanished {
+		t.Fatalf("LostErr() = %v, want vanished", l.LostErr())
 	}
 	t.Logf("lost %v after the key was deleted (renewal interval %v)", after.Round(time.Millisecond), ttl/3)
 	if after > ttl {

@@ -55,7 +55,15 @@ func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Out
 			return o
 		}
 	}
-	return outcome(k.cfg.release(ctx, &k.hd.Keys, h.Token(), h.Fence()))
+	return k.checkForced(ctx, h, outcome(k.cfg.release(ctx, &k.hd.Keys, h.Token(), h.Fence())))
+}
+
+// checkForced returns o, made [lease.Forced] when it says h is gone and a
+// force release removed h (markForced).
+func (k *kind) checkForced(ctx context.Context, h *lease.Hold, o lease.Outcome) lease.Outcome {
+	out := []lease.Outcome{o}
+	markForced(ctx, k.cfg.c.rdb, []*lease.Hold{h}, out)
+	return out[0]
 }
 
 // Extend sets the hold's TTL to ttl, counted from now, if Redis still has
@@ -100,7 +108,7 @@ func (k *kind) CheckTTL(ttl time.Duration) error {
 
 // Extend sends one extend of h.
 func (k *kind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
-	return outcome(k.cfg.extend(ctx, &k.hd.Keys, h.Token(), h.Fence(), ttl)), nil
+	return k.checkForced(ctx, h, outcome(k.cfg.extend(ctx, &k.hd.Keys, h.Token(), h.Fence(), ttl))), nil
 }
 
 // TTL returns the time Redis will keep the hold if it is not renewed, asking
@@ -132,18 +140,23 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	type reply struct {
-		d   time.Duration
-		err error
+		d    time.Duration
+		err  error
+		gone lease.Status // errGone: Gone, or Forced (checkForced)
 	}
 	r, ok := lease.Call(&l.hd, ctx, func() reply {
 		d, err := l.pttl(ctx, h.Token())
-		return reply{d, err}
+		r := reply{d: d, err: err}
+		if errors.Is(err, errGone) {
+			r.gone = (*kind)(l).checkForced(ctx, h, lease.Outcome{Status: lease.Gone}).Status
+		}
+		return r
 	})
 	switch {
 	case !ok:
 		return 0, l.hd.Err("ttl", context.Cause(ctx))
 	case errors.Is(r.err, errGone):
-		l.hd.Lose(h, lease.Gone)
+		l.hd.Lose(h, r.gone)
 		return 0, l.hd.Err("ttl", ErrNotHeld)
 	case errors.Is(r.err, errNotOurs):
 		l.hd.Lose(h, lease.Stolen)

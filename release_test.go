@@ -134,8 +134,8 @@ func TestLock_TTL_keyGone(t *testing.T) {
 				wantErr(t, "TTL() on a deleted key", err, lock.ErrNotHeld)
 				waitClosed(t, l.Lost(), time.Second, "Lost() after TTL() found the key gone")
 				var lost *lock.LostError
-				if !errors.As(l.LostErr(), &lost) || lost.Reason != lock.LossForceReleased {
-					t.Fatalf("LostErr() = %v, want reason %v", l.LostErr(), lock.LossForceReleased)
+				if !errors.As(l.LostErr(), &lost) || lost.Reason != lock.LossVanished {
+					t.Fatalf("LostErr() = %v, want reason %v", l.LostErr(), lock.LossVanished)
 				}
 			})
 		})

@@ -20,7 +20,8 @@ import (
 // has answered.
 type renewGroup struct {
 	be   backend
-	node string // the master's address on a cluster; "" elsewhere
+	rdb  scripter // the Client's: reads the force records (markForced)
+	node string   // the master's address on a cluster; "" elsewhere
 }
 
 // group returns the renewal group of h now: s.grp, with h's master on a
@@ -47,9 +48,15 @@ func masterAddr(ctx context.Context, cl *redis.ClusterClient, key string) string
 
 // Renew sends the renewals of hs through the group's backend.
 func (g renewGroup) Renew(ctx context.Context, hs []*lease.Hold, ttls []time.Duration, out []lease.Outcome) {
-	if g.renewMixed(ctx, hs, ttls, out) {
-		return // read-write holds among them (rwlock_renew.go)
+	if !g.renewMixed(ctx, hs, ttls, out) { // read-write holds among them (rwlock_renew.go)
+		g.renew(ctx, hs, ttls, out)
 	}
+	markForced(ctx, g.rdb, hs, out)
+}
+
+// renew sends the renewals of hs, none a read-write hold's, through the
+// group's backend.
+func (g renewGroup) renew(ctx context.Context, hs []*lease.Hold, ttls []time.Duration, out []lease.Outcome) {
 	items := make([]renewItem, len(hs))
 	for i, h := range hs {
 		items[i] = renewItem{k: &h.Handle().Keys, token: h.Token(), ttl: ttls[i]}
@@ -74,4 +81,36 @@ func outcome(st extendStatus, err error) lease.Outcome {
 		return lease.Outcome{Status: lease.Stolen}
 	}
 	return lease.Outcome{Status: lease.Gone}
+}
+
+// markForced turns into [lease.Forced] the outcome of each hold of hs that
+// out reports gone and whose token the force record of its key
+// (forcerelease.lua) holds: a force release removed it, and the holder
+// missed the message. One pipelined call, sent only when a key was found
+// gone; when it fails, or the Client has no Redis client, those holds stay
+// gone (reported as vanished).
+func markForced(ctx context.Context, rdb scripter, hs []*lease.Hold, out []lease.Outcome) {
+	if rdb == nil {
+		return
+	}
+	var p redis.Pipeliner
+	cmds := make(map[int]*redis.BoolCmd)
+	for i := range out {
+		if out[i].Status != lease.Gone {
+			continue
+		}
+		if p == nil {
+			p = rdb.Pipeline()
+		}
+		cmds[i] = p.SIsMember(ctx, hs[i].Handle().Keys.Forced(), hs[i].Token())
+	}
+	if p == nil {
+		return
+	}
+	_, _ = p.Exec(ctx)
+	for i, cmd := range cmds {
+		if cmd.Val() {
+			out[i].Status = lease.Forced
+		}
+	}
 }

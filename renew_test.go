@@ -580,8 +580,8 @@ func TestRenewal_panickingObserverStillReportsLoss(t *testing.T) {
 	must(t, "DEL", rdb.Del(ctx, lockKey(l.Key())).Err()) // the next renewal finds the key gone
 	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
 	var le *lock.LostError
-	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossForceReleased {
-		t.Fatalf("LostErr() = %v, want reason force-released", l.LostErr())
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossVanished {
+		t.Fatalf("LostErr() = %v, want reason vanished", l.LostErr())
 	}
 	eventually(t, "the Observer's panic is logged", func() bool {
 		logs.mu.Lock()

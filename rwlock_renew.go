@@ -24,7 +24,7 @@ func (g renewGroup) renewMixed(ctx context.Context, hs []*lease.Hold, ttls []tim
 		if isRW(hd.Policy()) {
 			calls[i] = luascripts.Call{Script: luascripts.RWExtend, Keys: sb.extendKeys(&hd.Keys), Args: []any{h.Token(), ttls[i].Milliseconds()}}
 		} else {
-			calls[i] = luascripts.ExtendCall(luascripts.ExtendItem{Keys: &hd.Keys, Token: h.Token(), TTL: ttls[i], Holders: sb.info}, sb.reentrant)
+			calls[i] = luascripts.ExtendCall(luascripts.ExtendItem{Keys: &hd.Keys, Token: h.Token(), TTL: ttls[i], Holders: sb.info, Fence: sb.keepsFence()}, sb.reentrant)
 		}
 	}
 	for i, cmd := range luascripts.EvalAll(ctx, sb.rdb, calls) {

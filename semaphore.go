@@ -102,7 +102,7 @@ func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
 	// The renewal group of its permits (settings.group): one per script
 	// backend, shared by the permits of every semaphore of the Client
 	// that uses it, whatever their n.
-	set.grp = renewGroup{be: semBackend{sb: sb}}
+	set.grp = renewGroup{be: semBackend{sb: sb}, rdb: c.rdb}
 	if shared {
 		c.beMu.Lock()
 		defer c.beMu.Unlock()

@@ -78,8 +78,8 @@ func TestSemaphore_lostBeforeTTL(t *testing.T) {
 		})
 		wantErr(t, "WithPermit()", err, lock.ErrLockLost)
 		var le *lock.LostError
-		if !errors.As(err, &le) || le.Reason != lock.LossForceReleased {
-			t.Fatalf("WithPermit() error = %v, want a force-released loss", err)
+		if !errors.As(err, &le) || le.Reason != lock.LossVanished {
+			t.Fatalf("WithPermit() error = %v, want a vanished loss", err)
 		}
 		if after := time.Since(removed); after > ttl {
 			t.Fatalf("lost %v after its permit was removed, want within the TTL %v", after, ttl)

@@ -36,7 +36,7 @@ func (c *Client) fill(s *settings) *settings {
 	s.info = holderInfo(cfg)
 	s.be = c.backend(backendKind{mode: cfg.mode, reentrant: cfg.ownerSet, fencing: cfg.fencing, coalesce: cfg.coalesce,
 		info: s.info != nil})
-	s.grp = renewGroup{be: s.be}
+	s.grp = renewGroup{be: s.be, rdb: c.rdb}
 	s.pol = lease.Policy{
 		Engine:     &c.eng,
 		Pkg:        "lock",

@@ -294,7 +294,7 @@ func TestRenewal_keyGoneOrStolen(t *testing.T) {
 		token string // "" deletes the key
 		want  LossReason
 	}{
-		{"deleted", "", LossForceReleased},
+		{"deleted", "", LossVanished},
 		{"stolen", "intruder", LossStolen},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -97,8 +97,8 @@ func TestClient_WithLock_lost(t *testing.T) {
 		}, lock.WithTTL(300*time.Millisecond))
 		wantErr(t, "WithLock()", err, lock.ErrLockLost)
 		var le *lock.LostError
-		if !errors.As(err, &le) || le.Reason != lock.LossForceReleased || le.Key != key {
-			t.Fatalf("WithLock() error = %v, want a LostError for %q with reason force-released", err, key)
+		if !errors.As(err, &le) || le.Reason != lock.LossVanished || le.Key != key {
+			t.Fatalf("WithLock() error = %v, want a LostError for %q with reason vanished", err, key)
 		}
 	})
 }

@@ -13,17 +13,20 @@
 //
 // Each fault and what the holder sees ([lock.LostError]'s Reason):
 //
-//	Controller.Expire         key gone, no wake-up     LossForceReleased
+//	Controller.Expire         key gone, no wake-up     LossVanished
 //	Controller.ForceRelease   key gone, waiters woken  LossForceReleased
 //	Controller.Steal          another token holds it   LossStolen
-//	Controller.PauseRenewals  renewals held back       LossUnreachable
-//	Controller.Unreachable    connections cut          LossUnreachable
-//	Controller.Slow(d)        replies late by d        LossUnreachable, if d
+//	Controller.PauseRenewals  renewals held back       LossUnanswered
+//	Controller.Unreachable    connections cut          LossUnreachable (LossUnanswered
+//	                                                   when go-redis's retries keep the
+//	                                                   connection error from the renewal)
+//	Controller.Slow(d)        replies late by d        LossUnanswered, if d
 //	                                                   passes the safety deadline
 //
-// The core cannot tell a key that expired early from one deleted, so an
-// Expire reads as a forced release; LossExpired is what a hold gets whose
-// own TTL ran out without renewal (WithWatchdog(false)).
+// The core cannot tell a key that expired early from one deleted, or lost
+// by a Redis restart, so an Expire reads as a vanished key; LossExpired is
+// what a hold gets whose own TTL ran out without renewal
+// (WithWatchdog(false)).
 //
 // Faults are deterministic: a steal, expiry or forced release is noticed at
 // the holder's next renewal (every TTL/3), and a pause or an outage at its

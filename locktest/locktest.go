@@ -170,7 +170,8 @@ var (
 // would: the key is gone and no wake-up is sent (waiters notice by their
 // backoff). The holder finds out at its next renewal; because its own
 // clock says the lease was still valid, the core reports
-// [lock.LossForceReleased] (an early expiry and a delete look alike).
+// [lock.LossVanished] (an early expiry, a delete and a Redis restart look
+// alike).
 // Expire returns an error wrapping [lock.ErrNotHeld] when nobody holds key.
 func (c *Controller) Expire(key string) error {
 	return c.drop("expire", key, false)

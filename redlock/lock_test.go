@@ -338,8 +338,8 @@ func TestLock_Lost_keysGone(t *testing.T) {
 	}
 	wantIs(t, "LostErr()", l.LostErr(), lock.ErrLockLost)
 	var le *lock.LostError
-	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossForceReleased {
-		t.Fatalf("LostErr() = %v, want LossForceReleased", l.LostErr())
+	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossVanished {
+		t.Fatalf("LostErr() = %v, want LossVanished", l.LostErr())
 	}
 	wantIs(t, "Extend(lost)", l.Extend(ctx, time.Second), lock.ErrNotHeld)
 	// Two nodes still hold our token: Release drops them and reports success.

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	lock "github.com/agentlock/lock"
 )
@@ -113,6 +115,12 @@ func cmdRelease(ctx context.Context, g *globals, args []string, stdout, stderr i
 	if !*force {
 		return usagef("release refused without --force: it frees %q whoever holds it, and the holder loses it at once", pos[0])
 	}
+	// Given, --token names one hold: an empty one names none (it must not
+	// fall back to freeing every holder).
+	byToken := flagGiven(fs, "token")
+	if byToken && strings.TrimSpace(*token) == "" {
+		return usagef("release --token: empty token (leave --token out to free every holder of %q)", pos[0])
+	}
 	rdb, err := connect(ctx, g)
 	if err != nil {
 		return err
@@ -124,8 +132,8 @@ func cmdRelease(ctx context.Context, g *globals, args []string, stdout, stderr i
 	}
 	c := lock.NewClient(rdb, opts...)
 	defer c.Close()
-	if *token != "" {
-		err = c.ForceReleaseToken(ctx, pos[0], *token)
+	if byToken {
+		err = releaseToken(ctx, c, pos[0], *token)
 	} else {
 		err = c.ForceRelease(ctx, pos[0])
 	}
@@ -135,10 +143,41 @@ func cmdRelease(ctx context.Context, g *globals, args []string, stdout, stderr i
 	if g.json {
 		return writeJSON(stdout, map[string]any{"key": pos[0], "token": *token, "released": true})
 	}
-	if *token != "" {
+	if byToken {
 		_, err = fmt.Fprintf(stdout, "released %s (token %s)\n", pos[0], *token)
 	} else {
 		_, err = fmt.Fprintf(stdout, "released %s\n", pos[0])
 	}
 	return err
+}
+
+// releaseToken force-releases the hold of key with token. When none has
+// it, the error says whether key is free (not held) or held by others (no
+// hold with token), both wrapping [lock.ErrNotHeld].
+func releaseToken(ctx context.Context, c *lock.Client, key, token string) error {
+	err := c.ForceReleaseToken(ctx, key, token)
+	if !errors.Is(err, lock.ErrNotHeld) {
+		return err
+	}
+	info, ierr := c.Inspect(ctx, key)
+	if ierr != nil || len(info.Holders) == 0 {
+		return err
+	}
+	return noHoldError{token: token, key: key}
+}
+
+// noHoldError is a release --token of a key held, but not by token: exit 1.
+type noHoldError struct{ token, key string }
+
+func (e noHoldError) Error() string {
+	return fmt.Sprintf("no hold with token %s on %s", e.token, e.key)
+}
+
+func (e noHoldError) Unwrap() error { return lock.ErrNotHeld }
+
+// flagGiven reports whether the command line set the flag name of fs.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

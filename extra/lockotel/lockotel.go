@@ -18,7 +18,7 @@
 //	agentlock.renewal.failures          counter: renewal calls that failed
 //	agentlock.renewal.margin            histogram, s: validity a hold had left when its renewal was confirmed
 //	agentlock.renewal.margin_ratio      histogram, 1: the same, as a fraction of the hold's TTL
-//	agentlock.losses                    counter: holds lost [agentlock.loss.reason: stolen, expired, force_released, unreachable, max_hold]
+//	agentlock.losses                    counter: holds lost [agentlock.loss.reason: stolen, expired, force_released, vanished, unreachable, unanswered, max_hold]
 //	agentlock.with_lock.duration        histogram, s: WithLock calls [agentlock.outcome: ok, error]
 //
 // Spans: "agentlock.acquire", "agentlock.release" and "agentlock.with_lock",

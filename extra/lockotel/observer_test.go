@@ -3,6 +3,7 @@ package lockotel_test
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/extra/lockotel"
+	"github.com/agentlock/lock/internal/eventlabel"
 	"github.com/agentlock/lock/internal/obstest"
 	"github.com/agentlock/lock/internal/redistest"
 )
@@ -162,7 +164,7 @@ func TestObserver_metrics(t *testing.T) {
 				{"agentlock.acquires", []attribute.KeyValue{outcome("acquired")}, 3},
 				{"agentlock.acquires", []attribute.KeyValue{outcome("contended")}, 1},
 				{"agentlock.releases", []attribute.KeyValue{outcome("released")}, 2},
-				{"agentlock.losses", []attribute.KeyValue{attribute.String("agentlock.loss.reason", "force_released")}, 1},
+				{"agentlock.losses", []attribute.KeyValue{attribute.String("agentlock.loss.reason", "vanished")}, 1},
 				{"agentlock.waiters", nil, 0},
 			} {
 				if got := sum(t, ms, w.name, w.kv...); got != w.want {
@@ -341,4 +343,30 @@ func TestNewObserver_defaults(t *testing.T) {
 	}
 	o.Observe(lock.Event{Kind: lock.EventLost, Err: errors.New("x")})
 	o.Observe(lock.Event{Kind: lock.EventAcquire, Ctx: trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})})
+}
+
+// TestObserver_everyLossReason: each loss reason the code declares is
+// counted under its own agentlock.loss.reason (never "other"), and the
+// package doc lists it.
+func TestObserver_everyLossReason(t *testing.T) {
+	sdk := newSDK(t)
+	o := sdk.observer(t)
+	reasons := obstest.LossReasons(t)
+	for _, r := range reasons {
+		o.Observe(lock.Event{Kind: lock.EventLost, Key: "k", Err: &lock.LostError{Key: "k", Reason: r}})
+	}
+	ms := sdk.metrics(t)
+	doc := obstest.ReadSource(t, "extra/lockotel/lockotel.go")
+	for _, r := range reasons {
+		label := eventlabel.LossNames[eventlabel.LossReason(&lock.LostError{Reason: r})]
+		got := sum(t, ms, "agentlock.losses", attribute.String("agentlock.loss.reason", label))
+		if label == eventlabel.LossNames[0] || got != 1 {
+			t.Errorf("%v: %d losses with reason %q, want 1 under a label of its own", r, got, label)
+
+			continue
+		}
+		if !regexp.MustCompile(`\b` + label + `\b`).MatchString(doc) {
+			t.Errorf("lockotel.go does not list the reason %s", label)
+		}
+	}
 }

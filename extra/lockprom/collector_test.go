@@ -3,6 +3,7 @@ package lockprom_test
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/extra/lockprom"
+	"github.com/agentlock/lock/internal/eventlabel"
 	"github.com/agentlock/lock/internal/obstest"
 	"github.com/agentlock/lock/internal/redistest"
 )
@@ -113,14 +115,14 @@ func TestCollector_metrics(t *testing.T) {
 		obstest.Must(t, "WithLock()", c.WithLock(ctx, key, func(context.Context) error { return nil }))
 
 		counters := map[string]float64{
-			`agentlock_acquires_total{outcome="acquired"}`:    3, // Acquire twice, WithLock
-			`agentlock_acquires_total{outcome="contended"}`:   1,
-			`agentlock_acquires_total{outcome="canceled"}`:    1,
-			`agentlock_acquires_total{outcome="error"}`:       0,
-			`agentlock_releases_total{outcome="released"}`:    2, // Release, WithLock's
-			`agentlock_releases_total{outcome="not_held"}`:    1,
-			`agentlock_losses_total{reason="force_released"}`: 1, // gone while it should be valid
-			`agentlock_waiters`:                               0,
+			`agentlock_acquires_total{outcome="acquired"}`:  3, // Acquire twice, WithLock
+			`agentlock_acquires_total{outcome="contended"}`: 1,
+			`agentlock_acquires_total{outcome="canceled"}`:  1,
+			`agentlock_acquires_total{outcome="error"}`:     0,
+			`agentlock_releases_total{outcome="released"}`:  2, // Release, WithLock's
+			`agentlock_releases_total{outcome="not_held"}`:  1,
+			`agentlock_losses_total{reason="vanished"}`:     1, // gone while it should be valid
+			`agentlock_waiters`:                             0,
 		}
 		text := exposition(t, col)
 		for series, want := range counters {
@@ -235,8 +237,8 @@ func TestCollector_lint(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	obstest.Must(t, "Register(default)", reg.Register(col))
 	obstest.Must(t, "Register(other namespace)", reg.Register(lockprom.NewCollector(lockprom.WithNamespace("other"))))
-	if n := testutil.CollectAndCount(col, "agentlock_losses_total"); n != 6 {
-		t.Fatalf("agentlock_losses_total series = %d, want one per reason: 6", n)
+	if n, want := testutil.CollectAndCount(col, "agentlock_losses_total"), len(eventlabel.LossNames); n != want {
+		t.Fatalf("agentlock_losses_total series = %d, want one per reason and other: %d", n, want)
 	}
 }
 
@@ -268,6 +270,42 @@ func TestCollector_releaseAllocs(t *testing.T) {
 		}
 		if got := sampleCount(t, col, "agentlock_hold_seconds", nil); got == 0 {
 			t.Fatalf("%s: the Collector saw no release", name)
+		}
+	}
+}
+
+// TestCollector_everyLossReason: each loss reason the code declares is
+// counted under its own label (never "other"), and the package doc, the
+// dashboard and alerts.yml list that label.
+func TestCollector_everyLossReason(t *testing.T) {
+	col := lockprom.NewCollector()
+	reasons := obstest.LossReasons(t)
+	for _, r := range reasons {
+		col.Observe(lock.Event{Kind: lock.EventLost, Key: "k", Err: &lock.LostError{Key: "k", Reason: r}})
+	}
+	fam := family(t, col, "agentlock_losses_total")
+	docs := map[string]string{
+		"lockprom.go":    obstest.ReadSource(t, "extra/lockprom/lockprom.go"),
+		"dashboard.json": obstest.ReadSource(t, "extra/lockprom/dashboard.json"),
+		"alerts.yml":     obstest.ReadSource(t, "extra/lockprom/alerts.yml"),
+	}
+	for _, r := range reasons {
+		label := eventlabel.LossNames[eventlabel.LossReason(&lock.LostError{Reason: r})]
+		n := 0.0
+		for _, m := range fam.GetMetric() {
+			if hasLabels(m, map[string]string{"reason": label}) {
+				n += m.GetCounter().GetValue()
+			}
+		}
+		if label == eventlabel.LossNames[0] || n != 1 {
+			t.Errorf("%v: %v losses with reason=%q, want 1 under a label of its own", r, n, label)
+
+			continue
+		}
+		for name, text := range docs {
+			if !regexp.MustCompile(`\b` + label + `\b`).MatchString(text) {
+				t.Errorf("%s does not list the reason %s", name, label)
+			}
 		}
 	}
 }

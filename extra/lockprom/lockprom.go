@@ -21,7 +21,7 @@
 //	agentlock_renewal_failures_total            renewal calls that failed (retried until the safety deadline)
 //	agentlock_renewal_margin_seconds            histogram: validity a hold had left when its renewal was confirmed
 //	agentlock_renewal_margin_ratio              histogram: the same, as a fraction of the hold's TTL
-//	agentlock_losses_total{reason}              holds lost: stolen, expired, force_released, unreachable, max_hold
+//	agentlock_losses_total{reason}              holds lost: stolen, expired, force_released, vanished, unreachable, unanswered, max_hold
 //	agentlock_with_lock_seconds{outcome}        histogram: WithLock calls, acquire to release: ok, error
 //
 // Keys are not labels: there may be millions. [WithKeyGroup] adds a "group"

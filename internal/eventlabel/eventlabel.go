@@ -82,6 +82,8 @@ var LossNames = []string{
 	lock.LossForceReleased: "force_released",
 	lock.LossUnreachable:   "unreachable",
 	lock.LossMaxHold:       "max_hold",
+	lock.LossUnanswered:    "unanswered",
+	lock.LossVanished:      "vanished",
 }
 
 // LossReason is the index in LossNames of the reason of an EventLost's

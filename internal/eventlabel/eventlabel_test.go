@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/eventlabel"
+	"github.com/agentlock/lock/internal/obstest"
 )
 
 func TestOutcomes(t *testing.T) {
@@ -70,4 +72,44 @@ func TestGroups(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { g.Get("session:9") }); n != 0 {
 		t.Fatalf("Get of a known group allocates %v times, want 0", n)
 	}
+}
+
+// TestLossNames_everyReason: every loss reason the code declares has a
+// label of its own (never "other"), and the README lists it twice: in the
+// LostErr row with its name, in the losses metric row with its label.
+func TestLossNames_everyReason(t *testing.T) {
+	readme := obstest.ReadSource(t, "README.md")
+	lostRow := lineWith(t, readme, "| `Lost()`, `LostErr()` |")
+	metricRow := lineWith(t, readme, "| `agentlock_losses_total{reason}` |")
+	seen := map[string]lock.LossReason{}
+	for _, r := range obstest.LossReasons(t) {
+		i := eventlabel.LossReason(&lock.LostError{Reason: r})
+		name := eventlabel.LossNames[i]
+		if i != int(r) || name == "" || name == eventlabel.LossNames[0] {
+			t.Errorf("%v: label %q (index %d), want a label of its own", r, name, i)
+			continue
+		}
+		if other, dup := seen[name]; dup {
+			t.Errorf("%v and %v share the label %q", r, other, name)
+		}
+		seen[name] = r
+		if !strings.Contains(lostRow, r.String()) {
+			t.Errorf("README's LostErr row does not name %q: %s", r, lostRow)
+		}
+		if !strings.Contains(metricRow, "`"+name+"`") {
+			t.Errorf("README's agentlock_losses_total row does not list `%s`: %s", name, metricRow)
+		}
+	}
+}
+
+// lineWith returns the line of text containing s.
+func lineWith(t *testing.T, text, s string) string {
+	t.Helper()
+	for line := range strings.Lines(text) {
+		if strings.Contains(line, s) {
+			return line
+		}
+	}
+	t.Fatalf("no line with %q", s)
+	return ""
 }

@@ -80,7 +80,7 @@
 // call is out the engine watches the deadlines itself (go-redis ignores a
 // context deadline unless ContextTimeoutEnabled is set), and an Extend
 // that lowers one makes it look again. Renew reports one Outcome per hold:
-// Renewed, Gone, Stolen or, the zero value, Failed — a hold its Group did
+// Renewed, Gone, Stolen, Forced or, the zero value, Failed — a hold its Group did
 // not answer for is retried, never renewed or lost by mistake.
 //
 // One lease for many holds fits this shape without a rewrite. A kind that

@@ -117,6 +117,7 @@ const (
 	LossUnreachable
 	LossMaxHold
 	LossUnanswered
+	LossVanished
 )
 
 var reasonNames = [...]string{
@@ -126,6 +127,7 @@ var reasonNames = [...]string{
 	LossUnreachable:   "unreachable",
 	LossMaxHold:       "max hold reached",
 	LossUnanswered:    "unanswered",
+	LossVanished:      "vanished",
 }
 
 // Name returns the reason in a word or two, as used in messages; "" for a

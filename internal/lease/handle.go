@@ -140,7 +140,7 @@ func (hd *Handle) NotHeld(op string, h *Hold) error {
 }
 
 // Lose takes h out of renewal and reports it lost: Redis said st of it
-// (Gone or Stolen) when a kind's own call asked.
+// (Gone, Stolen or Forced) when a kind's own call asked.
 func (hd *Handle) Lose(h *Hold, st Status) { hd.pol.Engine.lose(h, st, false) }
 
 // begin checks that an acquisition may start and marks the handle busy.

@@ -311,21 +311,24 @@ func (h *Hold) lose(reason Reason, err error, byRelease bool) {
 	p.observe(h.hd.Keys.User, Event{Kind: EventLost, Token: h.token, Fence: h.fence, Err: cause, Held: h.heldUntil(time.Now())})
 	if lg := p.Logger; lg != nil {
 		lg.Warn(p.Pkg+" lost", slog.String("key", h.hd.Keys.User), slog.String("reason", reason.Name()),
-			slog.Int64("fence", h.fence), slog.Any("err", err))
+			slog.Int64("fence", h.fence), slog.Any("err", cause))
 	}
 }
 
 // lossReason names why Redis no longer has a hold of ttl confirmed by a
-// write sent at sentAt: someone else's token, or no key at all (expired by
-// our clock, or removed while it should have been valid).
+// write sent at sentAt: someone else's token, a force release, or no key
+// at all (expired by our clock, or vanished while it should have been
+// valid: deleted, or Redis lost its data).
 func lossReason(st Status, now int64, ttl time.Duration, sentAt int64) Reason {
-	if st == Stolen {
+	switch {
+	case st == Stolen:
 		return LossStolen
-	}
-	if between(sentAt, now) >= ttl {
+	case st == Forced:
+		return LossForceReleased
+	case between(sentAt, now) >= ttl:
 		return LossExpired
 	}
-	return LossForceReleased
+	return LossVanished
 }
 
 // abandon arms the timer that reports h lost at its deadline, renewal

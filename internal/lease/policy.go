@@ -154,6 +154,7 @@ const (
 	Confirmed               // still ours: extended, renewed or released
 	Gone                    // the key is gone
 	Stolen                  // someone else's token is there
+	Forced                  // the key is gone, and a force release removed this hold
 )
 
 // Outcome is what one call found for one hold.

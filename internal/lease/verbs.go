@@ -173,7 +173,7 @@ func (e *Engine) settleExtend(h *Hold, ttl time.Duration, sent time.Time, o Outc
 		}
 	}
 	switch {
-	case o.Status == Gone || o.Status == Stolen:
+	case o.Status == Gone || o.Status == Stolen || o.Status == Forced:
 		e.lose(h, o.Status, false)
 	case settled != nil:
 		e.background(func() {

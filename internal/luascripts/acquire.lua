@@ -46,7 +46,9 @@ if not reentrant then
   -- set: what acquire_fast.lua's SET found (nil when it sent none).
   if set or (set == nil and redis.call('SET', lock, token, 'NX', 'PX', ttl)) then
     if fencing then
-      return note(next_fence(fence))
+      local f = next_fence(fence)
+      keep_fence(fence, ttl)
+      return note(f)
     end
     return note(0)
   end
@@ -64,7 +66,9 @@ if not reentrant then
       left = ttl
     end
     if fencing then
-      return note(next_fence(fence), left)
+      local f = next_fence(fence)
+      keep_fence(fence, left)
+      return note(f, left)
     end
     return note(0, left)
   end

@@ -1,6 +1,7 @@
 -- acquire_fast.lua: the commonest acquire, a free key taken by a plain hold
 -- (not re-entrant, no holder info) whose fence counter runs from the clock,
--- in two commands and nothing more. luascripts.go puts this file first, in
+-- in two commands (three or four with fencing: the counter's PTTL, and a
+-- PEXPIRE when it would expire before the hold) and nothing more. luascripts.go puts this file first, in
 -- front of fence.lua, other_kind.lua and acquire.lua: Lua makes the closures
 -- of those files' functions each time it runs the script, and this path
 -- returns before any is made. Anything else falls through to acquire.lua,
@@ -21,6 +22,10 @@ if ARGV[3] ~= '1' and not ARGV[6] then
     end
     local f = redis.call('INCR', KEYS[2])
     if f >= CLOCKED then
+      -- fence.lua's keep_fence: the counter lives as long as the hold.
+      if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+        redis.call('PEXPIRE', KEYS[2], ARGV[2])
+      end
       return f
     end
     -- A counter to restart: acquire.lua finds the key ours and hands out

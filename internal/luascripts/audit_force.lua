@@ -4,7 +4,11 @@
 -- fence and, from its holder info when it wrote any, its owner, host, pid
 -- and metadata (empty without holder info: unknown). The fence comes from the holder info, or
 -- the kind's (a re-entrant mutex keeps it), or for a plain mutex the fence
--- counter (the last fence handed out, which is its holder's), else 0.
+-- counter (the last fence handed out, which is its holder's: a fencing
+-- hold keeps the counter alive as long as itself, keep_fence in fence.lua),
+-- else 0. A plain mutex hold taken with fencing off and no holder info
+-- records no fence of its own: its entry shows the counter's value, which
+-- an earlier hold on the key may have left.
 local audit_counter = table.remove(KEYS)
 
 -- audit_tokens lists the holds of lock, with their fences and info.

@@ -1,9 +1,10 @@
 -- fence.lua: the fencing counter P{K}:fence, shared by the scripts that hand
 -- out fences (acquire.lua, handoff.lua, fence_raise.lua): luascripts.go puts
 -- this file in front of each of them.
--- A counter lives FENCE_TTL ms from when it is created; INCR keeps that TTL,
--- so an idle key leaves nothing behind and a busy one restarts once per
--- FENCE_TTL. A counter below CLOCKED was not started from the clock: INCR
+-- A counter lives FENCE_TTL ms from when it is created, and longer while a
+-- fencing mutex hold that took a fence from it lasts (keep_fence); INCR
+-- keeps its TTL, so an idle key leaves nothing behind and a busy one
+-- restarts about once per FENCE_TTL. A counter below CLOCKED was not started from the clock: INCR
 -- created it (it was missing), or an older version of the library wrote it
 -- without a TTL. Such a counter restarts at the server's clock in
 -- microseconds (TIME) plus START_AHEAD, whatever the caller sends: every
@@ -31,4 +32,16 @@ local function next_fence(key)
   local start = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]) + START_AHEAD)
   redis.call('SET', key, start, 'PX', FENCE_TTL)
   return tonumber(start)
+end
+
+-- keep_fence makes the counter at key live at least ttl ms (a string)
+-- more: a mutex hold's fence is the counter's value while it is held
+-- (nobody else increments it meanwhile), and audit_force.lua reads it
+-- there, so the scripts that take or renew a fencing mutex hold keep the
+-- counter alive as long as the hold. Never shortened: a fence never goes
+-- backwards.
+local function keep_fence(key, ttl)
+  if redis.call('PTTL', key) < tonumber(ttl) then
+    redis.call('PEXPIRE', key, ttl)
+  end
 end

@@ -23,6 +23,7 @@ redis.call('SET', lock, ARGV[2], 'PX', ARGV[3])
 local f = 0
 if ARGV[4] == '1' then
   f = next_fence(fence)
+  keep_fence(fence, ARGV[3])
 end
 local holders, info = KEYS[3], ARGV[5]
 if holders then

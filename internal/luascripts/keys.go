@@ -9,6 +9,8 @@ package luascripts
 //	P{K}:notify:<id>  a Client's inbox: a fair release's message for one of
 //	              its waiters (fair_queue.lua inbox, lease.Notifier.Inbox)
 //	P{K}:holders  holder info, when written: a hash, hold token → info
+//	P{K}:forced   the tokens of holds a force release removed, while they
+//	              would have lasted (forcerelease.lua)
 //	P{K}:<name>   further companions (Companion)
 //
 // All share the hash tag {K}, so every script and transaction stays in one
@@ -61,10 +63,21 @@ func (k *Keys) Holders() string { return k.Companion("holders") }
 // info, and of inspect.lua: {lock, fence, holders}.
 func (k *Keys) InfoAcquireKeys() []string { return []string{k.Lock(), k.Fence(), k.Holders()} }
 
-// InfoReleaseKeys are the KEYS of release.lua dropping holder info too, and
-// of forcerelease.lua: {lock, notify, holders}.
+// InfoReleaseKeys are the KEYS of release.lua dropping holder info too:
+// {lock, notify, holders}.
 func (k *Keys) InfoReleaseKeys() []string { return []string{k.Lock(), k.Notify(), k.Holders()} }
 
 // InfoLockKeys are the KEYS of extend.lua keeping holder info alive with
 // the hold: {lock, holders}.
 func (k *Keys) InfoLockKeys() []string { return []string{k.Lock(), k.Holders()} }
+
+// Forced is P{K}:forced, the set of the tokens of holds that a force
+// release removed, kept while those holds would have lasted: a holder that
+// missed the release's message learns from it that its hold was forced.
+func (k *Keys) Forced() string { return k.Companion("forced") }
+
+// ForceKeys are the KEYS of forcerelease.lua: {lock, notify, holders,
+// forced}.
+func (k *Keys) ForceKeys() []string {
+	return []string{k.Lock(), k.Notify(), k.Holders(), k.Forced()}
+}

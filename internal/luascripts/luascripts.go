@@ -8,10 +8,12 @@
 //
 // The scripts that hand out fences (Acquire, Handoff, FenceRaise) start with
 // fence.lua, which keeps the fencing counter: it lives [FenceTTL] from its
-// creation and restarts from the server's clock in microseconds, so that
-// fences keep increasing across its expiry. Acquire puts acquire_fast.lua
-// in front of it: a free key and a running counter take two commands and
-// no more Lua than that.
+// creation, or as long as the fencing mutex hold that took its last fence,
+// and restarts from the server's clock in microseconds, so that fences
+// keep increasing across its expiry. Acquire puts acquire_fast.lua in front
+// of it: a free key and a running counter take three or four commands (SET,
+// INCR, PTTL, and PEXPIRE when the counter would expire before the hold)
+// and no more Lua than that.
 //
 // Acquire, Extend and PTTL give the same outcome when run twice with the
 // same arguments (a retry or a resent command). Release and Handoff do not:
@@ -29,7 +31,8 @@ import (
 )
 
 // FenceTTL is how long a fencing counter lives from its creation (a
-// restart from the clock, or a raise by FenceRaise); FENCE_TTL in fence.lua.
+// restart from the clock, or a raise by FenceRaise) at least; FENCE_TTL in
+// fence.lua.
 const FenceTTL = time.Minute
 
 // Clocked is the least value of a counter started from the server's clock

@@ -85,6 +85,9 @@ type ExtendItem struct {
 	TTL   time.Duration // the TTL to set
 	// Holders: the holder-info hash (Keys.Holders) takes the TTL too.
 	Holders bool
+	// Fence: without Holders, the fence counter (Keys.Fence) of a fencing
+	// mutex hold lives at least the TTL too (extend.lua).
+	Fence bool
 }
 
 // ExtendAll runs extend.lua for every item in one pipeline on rdb (see
@@ -107,7 +110,7 @@ func ExtendAll(ctx context.Context, rdb Pipeliner, items []ExtendItem, reentrant
 }
 
 // extendArgs is the number of extend.lua's ARGV.
-const extendArgs = 3
+const extendArgs = 4
 
 // ExtendCall is the extend.lua call that renews it.
 func ExtendCall(it ExtendItem, reentrant bool) Call {
@@ -121,10 +124,21 @@ func extendCall(it ExtendItem, reentrant bool, ms any, args []any) Call {
 	if reentrant {
 		flag = "1"
 	}
-	keys := it.Keys.LockKeys()
-	if it.Holders {
-		keys = it.Keys.InfoLockKeys()
-	}
-	args[0], args[1], args[2] = it.Token, ms, flag
+	keys, counter := ExtendKeys(it.Keys, it.Holders, it.Fence)
+	args[0], args[1], args[2], args[3] = it.Token, ms, flag, counter
 	return Call{Script: Extend, Keys: keys, Args: args}
+}
+
+// ExtendKeys returns the KEYS of an extend.lua call on k, and its ARGV[4]:
+// with holder info, {lock, holders}; else, for a fencing mutex hold (not
+// re-entrant: its hash keeps its fence), {lock, fence} and "1", so that the
+// counter lives as long as the hold; else {lock}.
+func ExtendKeys(k *Keys, holders, fence bool) ([]string, any) {
+	switch {
+	case holders:
+		return k.InfoLockKeys(), "0"
+	case fence:
+		return k.AcquireKeys(), "1"
+	}
+	return k.LockKeys(), "0"
 }

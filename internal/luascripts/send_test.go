@@ -23,7 +23,7 @@ func TestExtendAll_argumentsPerItem(t *testing.T) {
 	for i := range items {
 		keys[i] = luascripts.NewKeys("t:", fmt.Sprintf("%s:%d", t.Name(), i))
 		items[i] = luascripts.ExtendItem{Keys: &keys[i], Token: fmt.Sprintf("token-%d", i),
-			TTL: time.Duration(1+i/2) * time.Second, Holders: i%3 == 1}
+			TTL: time.Duration(1+i/2) * time.Second, Holders: i%3 == 1, Fence: i%3 == 2}
 	}
 	for _, flush := range []bool{true, false} { // NOSCRIPT first, then by SHA
 		if flush {
@@ -37,16 +37,19 @@ func TestExtendAll_argumentsPerItem(t *testing.T) {
 		}
 		for i, cmd := range cmds {
 			it := items[i]
-			ks := it.Keys.LockKeys()
-			if it.Holders {
+			ks, counter := it.Keys.LockKeys(), "0"
+			switch {
+			case it.Holders:
 				ks = it.Keys.InfoLockKeys()
+			case it.Fence:
+				ks, counter = it.Keys.AcquireKeys(), "1"
 			}
 			args := cmd.Args()
 			var want []any
 			for _, k := range ks {
 				want = append(want, k)
 			}
-			want = append(want, it.Token, it.TTL.Milliseconds(), "0")
+			want = append(want, it.Token, it.TTL.Milliseconds(), "0", counter)
 			if got := args[3:]; !slices.Equal(got, want) {
 				t.Errorf("flush %v, item %d: arguments after the script = %v, want %v", flush, i, got, want)
 			}
