@@ -1,0 +1,355 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
+)
+
+// eachShardedDeployment runs fn where a MultiLock's keys fall into several
+// slot groups, one call each: a *redis.Ring of two real servers (a group
+// per key) and a real 3-master Redis Cluster (a group per slot).
+func eachShardedDeployment(t *testing.T, fn func(t *testing.T, d deployment)) {
+	t.Helper()
+	t.Run("ring", func(t *testing.T) {
+		a, b := redistest.Start(t, redistest.Config{}), redistest.Start(t, redistest.Config{})
+		fn(t, deployment{name: "ring", admin: newRing(t, a, b), newRDB: func(t *testing.T) redis.UniversalClient {
+			return newRing(t, a, b)
+		}})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t, 3, 0)
+		fn(t, deployment{name: "cluster", admin: cl.Client(t), newRDB: func(t *testing.T) redis.UniversalClient {
+			return cl.Client(t)
+		}})
+	})
+}
+
+// fault is what a groupFaults hook does with one script call.
+type fault int
+
+const (
+	pass fault = iota // send it
+	fail              // fail it unsent, as a refused connection does
+	drop              // send it, then lose its reply
+)
+
+// errDropped is the error of a call whose reply a groupFaults hook lost.
+var errDropped = fmt.Errorf("test: reply lost: %w", syscall.ECONNRESET)
+
+// groupFaults is a go-redis hook on a MultiLock's script calls, sent alone
+// or in a pipeline: decide gets each call's operation, told by the KEYS
+// multi_*.lua take ("acquire": lock and fence pairs, "release": lock and
+// notify pairs, "extend": locks), and its KEYS, and says what to do with
+// it. decide may block; the call then waits.
+type groupFaults struct {
+	decide func(op string, keys []string) fault
+}
+
+// scriptCall returns the operation and KEYS of cmd, a script call; ok is
+// false for any other command.
+func scriptCall(cmd redis.Cmder) (op string, keys []string, ok bool) {
+	args := cmd.Args()
+	name := strings.ToLower(cmd.Name())
+	if (name != "eval" && name != "evalsha") || len(args) < 3 {
+		return "", nil, false
+	}
+	n, err := strconv.Atoi(fmt.Sprint(args[2]))
+	if err != nil || len(args) < 3+n {
+		return "", nil, false
+	}
+	for _, k := range args[3 : 3+n] {
+		keys = append(keys, fmt.Sprint(k))
+	}
+	switch {
+	case n >= 2 && strings.HasSuffix(keys[1], ":fence"):
+		op = "acquire"
+	case n >= 2 && strings.HasSuffix(keys[1], ":notify"):
+		op = "release"
+	default:
+		op = "extend"
+	}
+	return op, keys, true
+}
+
+func (h *groupFaults) judge(cmd redis.Cmder) fault {
+	if op, keys, ok := scriptCall(cmd); ok {
+		return h.decide(op, keys)
+	}
+	return pass
+}
+
+func (h *groupFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *groupFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch h.judge(cmd) {
+		case fail:
+			cmd.SetErr(syscall.ECONNREFUSED)
+			return syscall.ECONNREFUSED
+		case drop:
+			if err := next(ctx, cmd); err != nil {
+				return err
+			}
+			cmd.SetErr(errDropped)
+			return errDropped
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *groupFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var send, failed, dropped []redis.Cmder
+		for _, cmd := range cmds {
+			switch h.judge(cmd) {
+			case fail:
+				failed = append(failed, cmd)
+			case drop:
+				dropped = append(dropped, cmd)
+				send = append(send, cmd)
+			default:
+				send = append(send, cmd)
+			}
+		}
+		var err error
+		if len(send) > 0 {
+			err = next(ctx, send)
+		}
+		for _, cmd := range failed {
+			cmd.SetErr(syscall.ECONNREFUSED)
+		}
+		for _, cmd := range dropped {
+			cmd.SetErr(errDropped)
+		}
+		if err == nil && len(failed)+len(dropped) > 0 {
+			err = syscall.ECONNRESET
+		}
+		return err
+	}
+}
+
+// has reports whether the KEYS of a call name key's lock.
+func has(keys []string, key string) bool { return slices.Contains(keys, lockKey(key)) }
+
+// wantNoMember fails the test if a member of keys is in Redis, naming what
+// should have freed it.
+func wantNoMember(t *testing.T, admin redis.UniversalClient, keys []string, what string) {
+	t.Helper()
+	for _, k := range keys {
+		if v, err := admin.Get(context.Background(), lockKey(k)).Result(); err != redis.Nil {
+			t.Fatalf("member %s held %s: GET = %q, %v; PTTL %v", k, what, v, err, admin.PTTL(context.Background(), lockKey(k)).Val())
+		}
+	}
+}
+
+// eventuallyNoMember waits, up to 10s, until no member of keys is in Redis:
+// a release sent again in the background.
+func eventuallyNoMember(t *testing.T, admin redis.UniversalClient, keys []string, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := 0
+		for _, k := range keys {
+			n += int(admin.Exists(context.Background(), lockKey(k)).Val())
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			wantNoMember(t, admin, keys, what+" (10s on)")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestMultiLock_Acquire_holdsNoMemberBetweenAttempts: while a waiting
+// MultiLock's later (or first) slot group fails — its call refused unsent,
+// or sent and its reply lost — the waiter holds no member between
+// attempts: a hook holds the next attempt's first call until the test has
+// looked, and another client can take the first member meanwhile. When the
+// release of the first group fails too, it is sent again in the
+// background. Once the group mends, the Acquire takes every member.
+func TestMultiLock_Acquire_holdsNoMemberBetweenAttempts(t *testing.T) {
+	cases := []struct {
+		name         string
+		first        bool  // the first slot group fails, not the last
+		mode         fault // how its acquire fails
+		releaseFails bool  // the release of the first group fails once too
+	}{
+		{name: "last refused", mode: fail},
+		{name: "last reply lost", mode: drop},
+		{name: "first reply lost", first: true, mode: drop},
+		{name: "last refused, release fails", mode: fail, releaseFails: true},
+	}
+	eachShardedDeployment(t, func(t *testing.T, d deployment) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				rdb := d.newRDB(t)
+				h := &groupFaults{decide: func(string, []string) fault { return pass }}
+				rdb.AddHook(h)
+				c := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Millisecond, 5*time.Millisecond))
+				m := c.NewMultiLock(multiKeys(t, 3))
+				// Load the scripts on every node first.
+				must(t, "Acquire()", m.Acquire(ctx))
+				must(t, "Release()", m.Release(ctx))
+				ord := m.Keys()
+				bad := ord[len(ord)-1]
+				if tc.first {
+					bad = ord[0]
+				}
+				between, resume := make(chan struct{}), make(chan struct{})
+				var resumeOnce sync.Once
+				letGo := func() { resumeOnce.Do(func() { close(resume) }) }
+				defer letGo() // a failed check must not leave the Acquire blocked
+				var mu sync.Mutex
+				var faulted, relFailed, paused bool
+				h.decide = func(op string, keys []string) fault {
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case op == "acquire" && has(keys, bad) && !faulted:
+						faulted = true
+						return tc.mode
+					case op == "release" && tc.releaseFails && faulted && !relFailed && has(keys, ord[0]):
+						relFailed = true
+						return fail
+					case op == "acquire" && has(keys, ord[0]) && faulted && !paused:
+						// The next attempt begins: the last one has reported.
+						paused = true
+						mu.Unlock()
+						close(between)
+						<-resume
+						mu.Lock()
+					}
+					return pass
+				}
+				done := make(chan error, 1)
+				go func() { done <- m.Acquire(ctx) }()
+				select {
+				case <-between:
+				case err := <-done:
+					t.Fatalf("Acquire() = %v before a second attempt", err)
+				case <-ctx.Done():
+					t.Fatal("no second attempt in 30s")
+				}
+				if tc.releaseFails {
+					eventuallyNoMember(t, d.admin, ord, "between attempts, its release failed once")
+				} else {
+					wantNoMember(t, d.admin, ord, "between attempts")
+				}
+				other := newClient(t, d.newRDB(t)).NewLock(ord[0])
+				if ok, err := other.TryAcquire(ctx); !ok || err != nil {
+					t.Fatalf("another client's TryAcquire(%s) between attempts = %v, %v, want true, nil", ord[0], ok, err)
+				}
+				must(t, "other's Release()", other.Release(ctx))
+				letGo()
+				must(t, "Acquire()", <-done)
+				for _, k := range ord {
+					if got := d.admin.Get(ctx, lockKey(k)).Val(); got != m.Token() {
+						t.Fatalf("GET %s = %q, want the multi-lock's token", k, got)
+					}
+				}
+				must(t, "Release()", m.Release(ctx))
+			})
+		}
+	})
+}
+
+// TestMultiLock_TryAcquire_backsOut: a TryAcquire whose last slot group
+// fails reports the error holding no member; when the release of the
+// first group fails as well, that release is sent again in the
+// background.
+func TestMultiLock_TryAcquire_backsOut(t *testing.T) {
+	eachShardedDeployment(t, func(t *testing.T, d deployment) {
+		for _, releaseFails := range []bool{false, true} {
+			t.Run(fmt.Sprint("releaseFails=", releaseFails), func(t *testing.T) {
+				ctx := context.Background()
+				rdb := d.newRDB(t)
+				h := &groupFaults{decide: func(string, []string) fault { return pass }}
+				rdb.AddHook(h)
+				m := newClient(t, rdb, lock.WithTTL(time.Minute)).NewMultiLock(multiKeys(t, 3))
+				must(t, "Acquire()", m.Acquire(ctx))
+				must(t, "Release()", m.Release(ctx))
+				ord := m.Keys()
+				var mu sync.Mutex
+				relFailed := false
+				h.decide = func(op string, keys []string) fault {
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case op == "acquire" && has(keys, ord[len(ord)-1]):
+						return drop
+					case op == "release" && releaseFails && !relFailed && has(keys, ord[0]):
+						relFailed = true
+						return fail
+					}
+					return pass
+				}
+				ok, err := m.TryAcquire(ctx)
+				if ok || !errors.Is(err, syscall.ECONNRESET) {
+					t.Fatalf("TryAcquire() = %v, %v, want false and the lost reply", ok, err)
+				}
+				if releaseFails {
+					eventuallyNoMember(t, d.admin, ord, "after TryAcquire, its release failed once")
+				} else {
+					wantNoMember(t, d.admin, ord, "after a failed TryAcquire")
+				}
+			})
+		}
+	})
+}
+
+// TestMultiLock_Extend_lostReleasesEveryMember: with one member deleted,
+// Extend(10m) reports ErrNotHeld, Lost() is closed, and no other member is
+// left held (with the 10m TTL the Extend gave its slot group), whichever
+// member was gone.
+func TestMultiLock_Extend_lostReleasesEveryMember(t *testing.T) {
+	eachShardedDeployment(t, func(t *testing.T, d deployment) {
+		ctx := context.Background()
+		c := newClient(t, d.newRDB(t), lock.WithTTL(time.Minute))
+		m := c.NewMultiLock(multiKeys(t, 3))
+		for _, gone := range m.Keys() {
+			must(t, "Acquire()", m.Acquire(ctx))
+			d.admin.Del(ctx, lockKey(gone))
+			wantErr(t, "Extend(10m)", m.Extend(ctx, 10*time.Minute), lock.ErrNotHeld)
+			select {
+			case <-m.Lost():
+			default:
+				t.Fatal("Lost() open after Extend() found a member gone")
+			}
+			wantNoMember(t, d.admin, m.Keys(), "after Extend() found "+gone+" gone")
+		}
+	})
+}
+
+// TestMultiLock_renewal_lostReleasesEveryMember: with one member deleted,
+// the renewal that finds it gone releases the other members (which that
+// same renewal extended) before Lost() closes.
+func TestMultiLock_renewal_lostReleasesEveryMember(t *testing.T) {
+	eachShardedDeployment(t, func(t *testing.T, d deployment) {
+		ctx := context.Background()
+		ttl := 3 * time.Second
+		m := newClient(t, d.newRDB(t), lock.WithTTL(ttl)).NewMultiLock(multiKeys(t, 3))
+		must(t, "Acquire()", m.Acquire(ctx))
+		gone := m.Keys()[1]
+		d.admin.Del(ctx, lockKey(gone))
+		waitClosed(t, m.Lost(), ttl, "Lost()")
+		wantErr(t, "LostErr()", m.LostErr(), lock.ErrLockLost)
+		wantNoMember(t, d.admin, m.Keys(), "once Lost() closed ("+gone+" deleted)")
+	})
+}
