@@ -353,3 +353,144 @@ func TestMultiLock_renewal_lostReleasesEveryMember(t *testing.T) {
 		wantNoMember(t, d.admin, m.Keys(), "once Lost() closed ("+gone+" deleted)")
 	})
 }
+
+// pauseAt returns a decide func for a groupFaults hook, and the channels
+// of its pause: the n-th acquire call of key's slot group (counting from
+// the time decide is set) waits until resume closes, after closing
+// between. Every other call goes on as other says.
+func pauseAt(key string, n int, other func(op string, keys []string) fault) (decide func(string, []string) fault, between <-chan struct{}, resume func()) {
+	var mu sync.Mutex
+	calls := 0
+	b, r := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	decide = func(op string, keys []string) fault {
+		mu.Lock()
+		if op == "acquire" && has(keys, key) {
+			calls++
+			if calls == n {
+				mu.Unlock()
+				close(b)
+				<-r
+				return pass
+			}
+		}
+		mu.Unlock()
+		return other(op, keys)
+	}
+	return decide, b, func() { once.Do(func() { close(r) }) }
+}
+
+// TestMultiLock_Acquire_deadMaster: on a 3-master cluster, with the master
+// of the later slot group killed, a waiting MultiLock holds nothing on the
+// healthy master between attempts (the next attempt is held by a hook
+// while the test looks): another client takes that member. Once the wait
+// ends, nothing is held either.
+func TestMultiLock_Acquire_deadMaster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0, "--cluster-require-full-coverage", "no")
+	admin := cl.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Two keys on two masters.
+	var keys []string
+	var masters []*redistest.Server
+	for i := 0; len(keys) < 2; i++ {
+		k := fmt.Sprintf("%s:%d", keyFor(t), i)
+		srv, err := cl.MasterForKey(ctx, lockKey(k))
+		must(t, "MasterForKey()", err)
+		if len(keys) == 0 || srv != masters[0] {
+			keys, masters = append(keys, k), append(masters, srv)
+		}
+	}
+	rdb := cl.Client(t)
+	h := &groupFaults{decide: func(string, []string) fault { return pass }}
+	rdb.AddHook(h)
+	c := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Millisecond, 5*time.Millisecond))
+	m := c.NewMultiLock(keys)
+	must(t, "Acquire()", m.Acquire(ctx))
+	must(t, "Release()", m.Release(ctx))
+	ord := m.Keys()
+	masters[slices.Index(keys, ord[1])].Kill()
+
+	decide, between, resume := pauseAt(ord[0], 2, func(string, []string) fault { return pass })
+	defer resume()
+	h.decide = decide
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- m.Acquire(actx) }()
+	select {
+	case <-between:
+	case err := <-done:
+		t.Fatalf("Acquire() = %v before a second attempt", err)
+	case <-ctx.Done():
+		t.Fatal("no second attempt in a minute")
+	}
+	wantNoMember(t, admin, ord[:1], "between attempts, with the master of "+ord[1]+" dead")
+	other := newClient(t, cl.Client(t)).NewLock(ord[0])
+	if ok, err := other.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("another client's TryAcquire(%s) = %v, %v, want true, nil", ord[0], ok, err)
+	}
+	must(t, "other's Release()", other.Release(ctx))
+	stop()
+	resume()
+	wantErr(t, "Acquire()", <-done, lock.ErrNotAcquired)
+	wantNoMember(t, admin, ord[:1], "after the Acquire gave up")
+}
+
+// TestMultiLock_forceReleasedMember: an operator force-releases one
+// member of a held MultiLock; the hold is lost (by the force message, or
+// by the next renewal) and the other members are released, not left held
+// until their TTL runs out.
+func TestMultiLock_forceReleasedMember(t *testing.T) {
+	eachShardedDeployment(t, func(t *testing.T, d deployment) {
+		ctx := context.Background()
+		ttl := 30 * time.Second
+		m := newClient(t, d.newRDB(t), lock.WithTTL(ttl)).NewMultiLock(multiKeys(t, 3))
+		ops := newClient(t, d.newRDB(t))
+		for _, k := range m.Keys() {
+			must(t, "Acquire()", m.Acquire(ctx))
+			must(t, "ForceRelease()", ops.ForceRelease(ctx, k))
+			waitClosed(t, m.Lost(), ttl/2, "Lost()")
+			eventuallyNoMember(t, d.admin, m.Keys(), "after "+k+" was force-released")
+			wantErr(t, "Release()", m.Release(ctx), lock.ErrNotHeld)
+		}
+	})
+}
+
+// TestMultiLock_closeDuringWait: a Client closed while its MultiLock waits
+// (its last slot group refused, the next attempt held by a hook) ends the
+// Acquire with ErrClosed, holding no member.
+func TestMultiLock_closeDuringWait(t *testing.T) {
+	eachShardedDeployment(t, func(t *testing.T, d deployment) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rdb := d.newRDB(t)
+		h := &groupFaults{decide: func(string, []string) fault { return pass }}
+		rdb.AddHook(h)
+		c := lock.NewClient(rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Millisecond, 5*time.Millisecond))
+		m := c.NewMultiLock(multiKeys(t, 3))
+		ord := m.Keys()
+		last := ord[len(ord)-1]
+		decide, between, resume := pauseAt(ord[0], 2, func(op string, keys []string) fault {
+			if op == "acquire" && has(keys, last) {
+				return fail
+			}
+			return pass
+		})
+		defer resume()
+		h.decide = decide
+		done := make(chan error, 1)
+		go func() { done <- m.Acquire(ctx) }()
+		select {
+		case <-between:
+		case err := <-done:
+			t.Fatalf("Acquire() = %v before a second attempt", err)
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- c.Close() }()
+		resume()
+		wantErr(t, "Acquire()", <-done, lock.ErrClosed)
+		must(t, "Close()", <-closed)
+		wantNoMember(t, d.admin, ord, "after Close() ended the wait")
+	})
+}
