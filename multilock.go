@@ -316,7 +316,7 @@ func (m *MultiLock) acquireGroup(ctx context.Context, g []luascripts.Keys, token
 // Undo releases every member an attempt with token may have taken.
 func (k *multiKind) Undo(ctx context.Context, token string) {
 	m := (*MultiLock)(k)
-	_, _ = m.releaseGroups(ctx, token, m.groups)
+	_ = m.releaseOrLater(ctx, token, m.groups)
 }
 
 // Release releases every member of h.
@@ -332,9 +332,15 @@ func (k *multiKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration
 }
 
 // release runs multi_release.lua for token on every slot group, in one
-// pipeline, each call sent once. The worst status of the groups wins.
+// pipeline, each call sent once. The worst status of the groups wins. The
+// groups whose call failed are released again in the background.
 func (m *MultiLock) release(ctx context.Context, token string) (extendStatus, error) {
-	return worst("release", m.sendRelease(ctx, token, m.groups))
+	cmds := m.sendRelease(ctx, token, m.groups)
+	st, err := worst("release", cmds)
+	if err != nil {
+		m.releaseLater(token, m.failed(cmds, m.groups))
+	}
+	return st, err
 }
 
 // sendRelease sends multi_release.lua for token on each of groups, in one

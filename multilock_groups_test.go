@@ -494,3 +494,33 @@ func TestMultiLock_closeDuringWait(t *testing.T) {
 		wantNoMember(t, d.admin, ord, "after Close() ended the wait")
 	})
 }
+
+// TestMultiLock_Release_failedGroupSentAgain: a Release whose call for one
+// slot group fails returns that error, and the group is released again in
+// the background rather than left held until its TTL.
+func TestMultiLock_Release_failedGroupSentAgain(t *testing.T) {
+	eachShardedDeployment(t, func(t *testing.T, d deployment) {
+		ctx := context.Background()
+		rdb := d.newRDB(t)
+		h := &groupFaults{decide: func(string, []string) fault { return pass }}
+		rdb.AddHook(h)
+		m := newClient(t, rdb, lock.WithTTL(time.Minute)).NewMultiLock(multiKeys(t, 3))
+		must(t, "Acquire()", m.Acquire(ctx))
+		ord := m.Keys()
+		var mu sync.Mutex
+		failed := false
+		h.decide = func(op string, keys []string) fault {
+			mu.Lock()
+			defer mu.Unlock()
+			if op == "release" && has(keys, ord[1]) && !failed {
+				failed = true
+				return fail
+			}
+			return pass
+		}
+		if err := m.Release(ctx); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("Release() error = %v, want the refused call's", err)
+		}
+		eventuallyNoMember(t, d.admin, ord, "after a Release whose call for "+ord[1]+" failed")
+	})
+}

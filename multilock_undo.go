@@ -13,13 +13,14 @@ import (
 // Ring, so no single script takes, extends or releases all of them: each
 // group is one call. Whenever the calls of one token part ways — an
 // attempt took some groups and not the next, an Extend or a renewal found
-// one group gone — every group the token may still hold is released at
-// once, on the caller's goroutine, before the outcome is reported. A
-// group whose release fails is released once more in the background;
-// should that fail too, it expires by its TTL. A token is never used
-// again once released this way (each acquire attempt has its own, and a
-// lost hold's token is the hold's alone), so a release that lands late
-// frees nobody else's hold.
+// one group gone or taken — every group the token may still hold is
+// released before the outcome is reported; a hold lost any other way (a
+// force-release message, its safety deadline) has its members released in
+// the background. A group whose release fails (there, or in Release) is
+// released once more in the background; should that fail too, its members
+// expire by their TTL. A token is never used again once released this way
+// (each acquire attempt has its own, and a hold's token is the hold's
+// alone), so a release that lands late frees nobody else's hold.
 
 // backOut ends a failed acquire attempt with token that may hold the
 // slot groups [0, n): it releases them and returns a. When the release
@@ -57,30 +58,30 @@ func (m *MultiLock) releaseLost(ctx context.Context, token string) {
 }
 
 // releaseOrLater releases token's members in groups, one call per group in
-// one pipeline. The groups whose call failed are released again in the
-// background (releaseLater); the first failure is returned.
+// one pipeline, and returns the first failure. The groups whose call
+// failed are released again in the background (releaseLater). A member
+// gone or held by someone else is no failure: it is not ours.
 func (m *MultiLock) releaseOrLater(ctx context.Context, token string, groups [][]luascripts.Keys) error {
-	failed, err := m.releaseGroups(ctx, token, groups)
-	if err != nil {
-		m.releaseLater(token, failed)
+	cmds := m.sendRelease(ctx, token, groups)
+	failed := m.failed(cmds, groups)
+	if len(failed) == 0 {
+		return nil
 	}
+	m.releaseLater(token, failed)
+	_, err := worst("release", cmds)
 	return err
 }
 
-// releaseGroups releases token's members in groups and returns the groups
-// whose call failed, with the first failure. A member gone or held by
-// someone else is no failure: it is not ours.
-func (m *MultiLock) releaseGroups(ctx context.Context, token string, groups [][]luascripts.Keys) (failed [][]luascripts.Keys, first error) {
-	for i, cmd := range m.sendRelease(ctx, token, groups) {
+// failed returns the groups whose release, cmds[i] for groups[i], failed.
+func (m *MultiLock) failed(cmds []*redis.Cmd, groups [][]luascripts.Keys) [][]luascripts.Keys {
+	var out [][]luascripts.Keys
+	for i, cmd := range cmds {
 		n, err := cmd.Int64()
 		if _, err = checkStatus("release", n, err); err != nil {
-			failed = append(failed, groups[i])
-			if first == nil {
-				first = err
-			}
+			out = append(out, groups[i])
 		}
 	}
-	return failed, first
+	return out
 }
 
 // releaseLater releases token's members in groups on a goroutine of the
@@ -91,7 +92,7 @@ func (m *MultiLock) releaseLater(token string, groups [][]luascripts.Keys) {
 	run := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), m.pol.UndoTimeout)
 		defer cancel()
-		_, _ = m.releaseGroups(ctx, token, groups)
+		m.sendRelease(ctx, token, groups)
 	}
 	if !e.Go(run) {
 		go func() {
