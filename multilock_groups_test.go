@@ -184,15 +184,15 @@ func eventuallyNoMember(t *testing.T, admin redis.UniversalClient, keys []string
 // background. Once the group mends, the Acquire takes every member.
 func TestMultiLock_Acquire_holdsNoMemberBetweenAttempts(t *testing.T) {
 	cases := []struct {
-		name         string
-		first        bool  // the first slot group fails, not the last
-		mode         fault // how its acquire fails
-		releaseFails bool  // the release of the first group fails once too
+		name    string
+		first   bool  // the first slot group fails, not the last
+		mode    fault // how its acquire fails
+		release fault // what befalls the first release of the first group
 	}{
 		{name: "last refused", mode: fail},
 		{name: "last reply lost", mode: drop},
 		{name: "first reply lost", first: true, mode: drop},
-		{name: "last refused, release fails", mode: fail, releaseFails: true},
+		{name: "last refused, release fails", mode: fail, release: fail},
 	}
 	eachShardedDeployment(t, func(t *testing.T, d deployment) {
 		for _, tc := range cases {
@@ -212,42 +212,16 @@ func TestMultiLock_Acquire_holdsNoMemberBetweenAttempts(t *testing.T) {
 				if tc.first {
 					bad = ord[0]
 				}
-				between, resume := make(chan struct{}), make(chan struct{})
-				var resumeOnce sync.Once
-				letGo := func() { resumeOnce.Do(func() { close(resume) }) }
-				defer letGo() // a failed check must not leave the Acquire blocked
-				var mu sync.Mutex
-				var faulted, relFailed, paused bool
-				h.decide = func(op string, keys []string) fault {
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case op == "acquire" && has(keys, bad) && !faulted:
-						faulted = true
-						return tc.mode
-					case op == "release" && tc.releaseFails && faulted && !relFailed && has(keys, ord[0]):
-						relFailed = true
-						return fail
-					case op == "acquire" && has(keys, ord[0]) && faulted && !paused:
-						// The next attempt begins: the last one has reported.
-						paused = true
-						mu.Unlock()
-						close(between)
-						<-resume
-						mu.Lock()
-					}
-					return pass
-				}
+				decide, between, resume := pauseAt(ord[0], 2, onceEach(map[string]fault{
+					"acquire " + bad:    tc.mode,
+					"release " + ord[0]: tc.release,
+				}))
+				defer resume() // a failed check must not leave the Acquire blocked
+				h.decide = decide
 				done := make(chan error, 1)
 				go func() { done <- m.Acquire(ctx) }()
-				select {
-				case <-between:
-				case err := <-done:
-					t.Fatalf("Acquire() = %v before a second attempt", err)
-				case <-ctx.Done():
-					t.Fatal("no second attempt in 30s")
-				}
-				if tc.releaseFails {
+				waitPaused(t, ctx, between, done)
+				if tc.release != pass {
 					eventuallyNoMember(t, d.admin, ord, "between attempts, its release failed once")
 				} else {
 					wantNoMember(t, d.admin, ord, "between attempts")
@@ -257,7 +231,7 @@ func TestMultiLock_Acquire_holdsNoMemberBetweenAttempts(t *testing.T) {
 					t.Fatalf("another client's TryAcquire(%s) between attempts = %v, %v, want true, nil", ord[0], ok, err)
 				}
 				must(t, "other's Release()", other.Release(ctx))
-				letGo()
+				resume()
 				must(t, "Acquire()", <-done)
 				for _, k := range ord {
 					if got := d.admin.Get(ctx, lockKey(k)).Val(); got != m.Token() {
@@ -286,20 +260,11 @@ func TestMultiLock_TryAcquire_backsOut(t *testing.T) {
 				must(t, "Acquire()", m.Acquire(ctx))
 				must(t, "Release()", m.Release(ctx))
 				ord := m.Keys()
-				var mu sync.Mutex
-				relFailed := false
-				h.decide = func(op string, keys []string) fault {
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case op == "acquire" && has(keys, ord[len(ord)-1]):
-						return drop
-					case op == "release" && releaseFails && !relFailed && has(keys, ord[0]):
-						relFailed = true
-						return fail
-					}
-					return pass
+				faults := map[string]fault{"acquire " + ord[len(ord)-1]: drop}
+				if releaseFails {
+					faults["release "+ord[0]] = fail
 				}
+				h.decide = onceEach(faults)
 				ok, err := m.TryAcquire(ctx)
 				if ok || !errors.Is(err, syscall.ECONNRESET) {
 					t.Fatalf("TryAcquire() = %v, %v, want false and the lost reply", ok, err)
@@ -380,6 +345,40 @@ func pauseAt(key string, n int, other func(op string, keys []string) fault) (dec
 	return decide, b, func() { once.Do(func() { close(r) }) }
 }
 
+// onceEach returns a decide func for a groupFaults hook that does, to the
+// first call of each "op key" of faults (op "acquire" or "release", key a
+// member whose slot group the call is for), what faults says, and passes
+// every other call.
+func onceEach(faults map[string]fault) func(op string, keys []string) fault {
+	var mu sync.Mutex
+	done := map[string]bool{}
+	return func(op string, keys []string) fault {
+		mu.Lock()
+		defer mu.Unlock()
+		for what, f := range faults {
+			op1, key, _ := strings.Cut(what, " ")
+			if op == op1 && has(keys, key) && !done[what] {
+				done[what] = true
+				return f
+			}
+		}
+		return pass
+	}
+}
+
+// waitPaused waits until a hook's pause begins (between closes), failing
+// the test if the Acquire ends first (its error on done) or ctx does.
+func waitPaused(t *testing.T, ctx context.Context, between <-chan struct{}, done <-chan error) {
+	t.Helper()
+	select {
+	case <-between:
+	case err := <-done:
+		t.Fatalf("Acquire() = %v before a second attempt", err)
+	case <-ctx.Done():
+		t.Fatal("no second attempt before the test's deadline")
+	}
+}
+
 // TestMultiLock_Acquire_deadMaster: on a 3-master cluster, with the master
 // of the later slot group killed, a waiting MultiLock holds nothing on the
 // healthy master between attempts (the next attempt is held by a hook
@@ -418,13 +417,7 @@ func TestMultiLock_Acquire_deadMaster(t *testing.T) {
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- m.Acquire(actx) }()
-	select {
-	case <-between:
-	case err := <-done:
-		t.Fatalf("Acquire() = %v before a second attempt", err)
-	case <-ctx.Done():
-		t.Fatal("no second attempt in a minute")
-	}
+	waitPaused(t, ctx, between, done)
 	wantNoMember(t, admin, ord[:1], "between attempts, with the master of "+ord[1]+" dead")
 	other := newClient(t, cl.Client(t)).NewLock(ord[0])
 	if ok, err := other.TryAcquire(ctx); !ok || err != nil {
@@ -481,11 +474,7 @@ func TestMultiLock_closeDuringWait(t *testing.T) {
 		h.decide = decide
 		done := make(chan error, 1)
 		go func() { done <- m.Acquire(ctx) }()
-		select {
-		case <-between:
-		case err := <-done:
-			t.Fatalf("Acquire() = %v before a second attempt", err)
-		}
+		waitPaused(t, ctx, between, done)
 		closed := make(chan error, 1)
 		go func() { closed <- c.Close() }()
 		resume()
@@ -507,17 +496,7 @@ func TestMultiLock_Release_failedGroupSentAgain(t *testing.T) {
 		m := newClient(t, rdb, lock.WithTTL(time.Minute)).NewMultiLock(multiKeys(t, 3))
 		must(t, "Acquire()", m.Acquire(ctx))
 		ord := m.Keys()
-		var mu sync.Mutex
-		failed := false
-		h.decide = func(op string, keys []string) fault {
-			mu.Lock()
-			defer mu.Unlock()
-			if op == "release" && has(keys, ord[1]) && !failed {
-				failed = true
-				return fail
-			}
-			return pass
-		}
+		h.decide = onceEach(map[string]fault{"release " + ord[1]: fail})
 		if err := m.Release(ctx); !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("Release() error = %v, want the refused call's", err)
 		}
