@@ -47,9 +47,10 @@ type MultiLock struct {
 	keys   []string            // canonical order
 	groups [][]luascripts.Keys // the slot groups, in canonical order
 
-	mu     sync.Mutex
-	token  string           // the token fences belongs to
-	fences map[string]int64 // the member fences of token's hold
+	mu      sync.Mutex
+	token   string           // the token fences belongs to
+	fences  map[string]int64 // the member fences of token's hold
+	dropped string           // the lost hold whose members releaseLost released
 }
 
 // NewMultiLock returns a handle on the locks of keys, configured by the

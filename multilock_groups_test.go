@@ -503,3 +503,52 @@ func TestMultiLock_Release_failedGroupSentAgain(t *testing.T) {
 		eventuallyNoMember(t, d.admin, ord, "after a Release whose call for "+ord[1]+" failed")
 	})
 }
+
+// landsAfterDeadline is a go-redis hook whose acquire calls for key's slot
+// group wait until their context ends, then reach Redis all the same and
+// report the context's error: a call on the wire when the deadline hit.
+type landsAfterDeadline struct{ key string }
+
+func (h landsAfterDeadline) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h landsAfterDeadline) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if op, keys, ok := scriptCall(cmd); !ok || op != "acquire" || !has(keys, h.key) {
+			return next(ctx, cmd)
+		}
+		<-ctx.Done()
+		if err := next(context.WithoutCancel(ctx), cmd); err != nil {
+			return err
+		}
+		cmd.SetErr(ctx.Err())
+		return ctx.Err()
+	}
+}
+
+func (h landsAfterDeadline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestMultiLock_Acquire_deadlineDuringAttempt: the Acquire's deadline ends
+// while the last slot group's call is out, and that call takes the group
+// all the same. Acquire returns ErrNotAcquired by its deadline (plus
+// slack), and every member, the last group's too, is released.
+func TestMultiLock_Acquire_deadlineDuringAttempt(t *testing.T) {
+	eachShardedDeployment(t, func(t *testing.T, d deployment) {
+		rdb := d.newRDB(t)
+		m := newClient(t, rdb, lock.WithTTL(time.Minute)).NewMultiLock(multiKeys(t, 3))
+		must(t, "Acquire()", m.Acquire(context.Background()))
+		must(t, "Release()", m.Release(context.Background()))
+		ord := m.Keys()
+		rdb.AddHook(landsAfterDeadline{key: ord[len(ord)-1]})
+		const wait = 300 * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		start := time.Now()
+		wantErr(t, "Acquire()", m.Acquire(ctx), lock.ErrNotAcquired)
+		if took := time.Since(start); took > wait+2*time.Second {
+			t.Fatalf("Acquire() returned %v after its %v deadline", took-wait, wait)
+		}
+		eventuallyNoMember(t, d.admin, ord, "after the deadline ended an attempt")
+	})
+}

@@ -48,13 +48,25 @@ func (m *MultiLock) releaseOnLoss() {
 		return
 	}
 	token := h.Token()
-	h.OnLost(func(error) { m.releaseLater(token, m.groups) })
+	h.OnLost(func(error) {
+		m.mu.Lock()
+		done := m.dropped == token
+		m.mu.Unlock()
+		if !done {
+			m.releaseLater(token, m.groups)
+		}
+	})
 }
 
 // releaseLost releases every member of a lost hold with token that is
-// still ours, as backOut does.
+// still ours, as backOut does, before the loss is reported; once every
+// group answered, the hold's loss sends no second release.
 func (m *MultiLock) releaseLost(ctx context.Context, token string) {
-	_ = m.releaseOrLater(ctx, token, m.groups)
+	if m.releaseOrLater(ctx, token, m.groups) == nil {
+		m.mu.Lock()
+		m.dropped = token
+		m.mu.Unlock()
+	}
 }
 
 // releaseOrLater releases token's members in groups, one call per group in
