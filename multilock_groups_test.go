@@ -373,9 +373,9 @@ func waitPaused(t *testing.T, ctx context.Context, between <-chan struct{}, done
 	select {
 	case <-between:
 	case err := <-done:
-		t.Fatalf("Acquire() = %v before a second attempt", err)
+		t.Fatalf("Acquire() = %v before the hook paused it", err)
 	case <-ctx.Done():
-		t.Fatal("no second attempt before the test's deadline")
+		t.Fatal("the hook did not pause the Acquire before the test's deadline")
 	}
 }
 
@@ -550,5 +550,34 @@ func TestMultiLock_Acquire_deadlineDuringAttempt(t *testing.T) {
 			t.Fatalf("Acquire() returned %v after its %v deadline", took-wait, wait)
 		}
 		eventuallyNoMember(t, d.admin, ord, "after the deadline ended an attempt")
+	})
+}
+
+// TestMultiLock_forceReleasedMidAttempt: an operator force-releases the
+// first member while the attempt that took it is still taking the last
+// slot group (a hook holds that call). The Acquire succeeds, as a Lock's
+// does when a force-release lands before its hold is installed; the first
+// renewal finds the member gone, and then no member is left held.
+func TestMultiLock_forceReleasedMidAttempt(t *testing.T) {
+	eachShardedDeployment(t, func(t *testing.T, d deployment) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rdb := d.newRDB(t)
+		h := &groupFaults{decide: func(string, []string) fault { return pass }}
+		rdb.AddHook(h)
+		ttl := 3 * time.Second
+		m := newClient(t, rdb, lock.WithTTL(ttl)).NewMultiLock(multiKeys(t, 3))
+		ord := m.Keys()
+		decide, between, resume := pauseAt(ord[len(ord)-1], 1, func(string, []string) fault { return pass })
+		defer resume()
+		h.decide = decide
+		done := make(chan error, 1)
+		go func() { done <- m.Acquire(ctx) }()
+		waitPaused(t, ctx, between, done)
+		must(t, "ForceRelease()", newClient(t, d.newRDB(t)).ForceRelease(ctx, ord[0]))
+		resume()
+		must(t, "Acquire()", <-done)
+		waitClosed(t, m.Lost(), ttl, "Lost()")
+		wantNoMember(t, d.admin, ord, "once Lost() closed ("+ord[0]+" force-released mid-attempt)")
 	})
 }
