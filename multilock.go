@@ -18,7 +18,8 @@ import (
 // a plain mutex hold of its key (the same as [Client.NewLock] on it), so a
 // Lock on any member key excludes the MultiLock and the other way round;
 // every member carries one token and its own fence. It is one hold for the
-// engine: renewed, extended, released and lost as a whole.
+// engine: renewed, extended, released and lost as a whole; once it is
+// lost, the members still ours are released (see [MultiLock.Lost]).
 //
 // Keys are taken in a canonical order — by Redis Cluster slot, then by key
 // — and the keys of one slot group (every key on a single Redis, or those
@@ -30,10 +31,9 @@ import (
 // over overlapping keys never deadlock. A release that fails is sent
 // again in the background; a member whose release never lands expires by
 // its TTL, and no later attempt (each has a token of its own) keeps it.
-// A waiting Acquire
-// retries with its backoff ([WithBackoff]), capped by the remaining TTL of
-// the member that stopped it; it does not listen for releases, since the
-// release of one member says nothing of the others.
+// A waiting Acquire retries with its backoff ([WithBackoff]), capped by the
+// remaining TTL of the member that stopped it; it does not listen for
+// releases, since the release of one member says nothing of the others.
 //
 // Its methods are safe for concurrent use, but one MultiLock holds its keys
 // at most once at a time. A MultiLock needs [ReleaseScript], and cannot be
@@ -183,8 +183,10 @@ func (m *MultiLock) Fence(key string) int64 {
 
 // Lost returns a channel closed when the current hold ends involuntarily:
 // when any member is taken, expires, is deleted, or is not confirmed by
-// renewal before the hold's safety deadline. nil before the first
-// acquisition. See [Lock.Lost].
+// renewal before the hold's safety deadline. The other members are then
+// released: before Lost closes when a renewal found a member gone or taken,
+// in the background otherwise. nil before the first acquisition. See
+// [Lock.Lost].
 func (m *MultiLock) Lost() <-chan struct{} { return m.handle().Lost() }
 
 // LostErr returns the [*LostError] of the current hold once [MultiLock.Lost]
