@@ -581,3 +581,35 @@ func TestMultiLock_forceReleasedMidAttempt(t *testing.T) {
 		wantNoMember(t, d.admin, ord, "once Lost() closed ("+ord[0]+" force-released mid-attempt)")
 	})
 }
+
+// TestMultiLock_deadlineLossReleasesMembers: the renewals of the last
+// slot group fail (a hook refuses them) while the other groups' succeed,
+// so the hold is lost at its safety deadline, with the first member just
+// extended by the last renewal. That loss sends the release of every
+// member, rather than leaving the first held for up to another TTL.
+func TestMultiLock_deadlineLossReleasesMembers(t *testing.T) {
+	eachShardedDeployment(t, func(t *testing.T, d deployment) {
+		ctx := context.Background()
+		rdb := d.newRDB(t)
+		h := &groupFaults{decide: func(string, []string) fault { return pass }}
+		rdb.AddHook(h)
+		ttl := 3 * time.Second
+		m := newClient(t, rdb, lock.WithTTL(ttl)).NewMultiLock(multiKeys(t, 3))
+		ord := m.Keys()
+		released := make(chan struct{})
+		var once sync.Once
+		h.decide = func(op string, keys []string) fault {
+			switch {
+			case op == "extend" && has(keys, ord[len(ord)-1]):
+				return fail
+			case op == "release" && has(keys, ord[0]):
+				once.Do(func() { close(released) })
+			}
+			return pass
+		}
+		must(t, "Acquire()", m.Acquire(ctx))
+		waitClosed(t, m.Lost(), 2*ttl, "Lost()")
+		waitClosed(t, released, 10*time.Second, "the release of "+ord[0]+" after the loss")
+		eventuallyNoMember(t, d.admin, ord, "after the hold was lost at its deadline")
+	})
+}
