@@ -18,18 +18,22 @@ import (
 // a plain mutex hold of its key (the same as [Client.NewLock] on it), so a
 // Lock on any member key excludes the MultiLock and the other way round;
 // every member carries one token and its own fence. It is one hold for the
-// engine: renewed, extended, released and lost as a whole.
+// engine: renewed, extended, released and lost as a whole; once it is
+// lost, the members still ours are released (see [MultiLock.Lost]).
 //
 // Keys are taken in a canonical order — by Redis Cluster slot, then by key
 // — and the keys of one slot group (every key on a single Redis, or those
 // sharing a slot on a cluster) by one script that takes all of them or
 // none: one round trip per slot group, not per key. When a later group is
-// held by someone else, the groups already taken are released before the
-// attempt reports failure, so a waiting MultiLock holds nothing, and two
-// MultiLocks over overlapping keys never deadlock. A waiting Acquire
-// retries with its backoff ([WithBackoff]), capped by the remaining TTL of
-// the member that stopped it; it does not listen for releases, since the
-// release of one member says nothing of the others.
+// held by someone else or its call fails, the attempt releases the groups
+// it took, and undoes the one whose call failed, before it reports: a
+// waiting MultiLock holds no member between attempts, and two MultiLocks
+// over overlapping keys never deadlock. A release that fails is sent
+// again in the background; a member whose release never lands expires by
+// its TTL, and no later attempt (each has a token of its own) keeps it.
+// A waiting Acquire retries with its backoff ([WithBackoff]), capped by the
+// remaining TTL of the member that stopped it; it does not listen for
+// releases, since the release of one member says nothing of the others.
 //
 // Its methods are safe for concurrent use, but one MultiLock holds its keys
 // at most once at a time. A MultiLock needs [ReleaseScript], and cannot be
@@ -45,9 +49,10 @@ type MultiLock struct {
 	keys   []string            // canonical order
 	groups [][]luascripts.Keys // the slot groups, in canonical order
 
-	mu     sync.Mutex
-	token  string           // the token fences belongs to
-	fences map[string]int64 // the member fences of token's hold
+	mu      sync.Mutex
+	token   string           // the token fences belongs to
+	fences  map[string]int64 // the member fences of token's hold
+	dropped string           // the lost hold whose members releaseLost released
 }
 
 // NewMultiLock returns a handle on the locks of keys, configured by the
@@ -80,6 +85,10 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 	m.pol = s.pol
 	m.pol.Notify, m.pol.Handoff = false, false
 	m.pol.Gate = m.gate(s)
+	// Every attempt backs out of what it took (see Try): the next carries
+	// a fresh token, so a release of the last one that lands late cannot
+	// free it.
+	m.pol.FreshTokens = true
 	if s.aud != nil {
 		m.pol.Observe = s.observeSeparate() // multi_*.lua write no entries
 	}
@@ -169,8 +178,10 @@ func (m *MultiLock) Fence(key string) int64 {
 
 // Lost returns a channel closed when the current hold ends involuntarily:
 // when any member is taken, expires, is deleted, or is not confirmed by
-// renewal before the hold's safety deadline. nil before the first
-// acquisition. See [Lock.Lost].
+// renewal before the hold's safety deadline. The other members are then
+// released: before Lost closes when a renewal found a member gone or taken,
+// in the background otherwise. nil before the first acquisition. See
+// [Lock.Lost].
 func (m *MultiLock) Lost() <-chan struct{} { return m.handle().Lost() }
 
 // LostErr returns the [*LostError] of the current hold once [MultiLock.Lost]
@@ -179,16 +190,28 @@ func (m *MultiLock) LostErr() error { return m.handle().LostErr() }
 
 // Acquire waits until every member is held, ctx is done, or the wait
 // timeout passes, as [Lock.Acquire] does; it returns the same errors.
-// Between attempts it holds no member.
+// Between attempts it holds no member: an attempt that does not take
+// every member releases what it took before the next one starts (see
+// [MultiLock]).
 func (m *MultiLock) Acquire(ctx context.Context) error {
-	return m.handle().Acquire(ctx, (*multiKind)(m))
+	err := m.handle().Acquire(ctx, (*multiKind)(m))
+	if err == nil {
+		m.releaseOnLoss()
+	}
+	return err
 }
 
 // TryAcquire makes one attempt: (true, nil) when every member is now held,
 // (false, nil) when someone else holds one (then none is held), (false,
-// err) on failure, as [Lock.TryAcquire].
+// err) on failure, as [Lock.TryAcquire]; after a failure, what the attempt
+// took has been released, or its release was not confirmed and is sent
+// again in the background.
 func (m *MultiLock) TryAcquire(ctx context.Context) (bool, error) {
-	return m.handle().TryAcquire(ctx, (*multiKind)(m))
+	ok, err := m.handle().TryAcquire(ctx, (*multiKind)(m))
+	if ok {
+		m.releaseOnLoss()
+	}
+	return ok, err
 }
 
 // Release gives every member up, waking each one's waiters. It returns nil
@@ -201,7 +224,12 @@ func (m *MultiLock) Release(ctx context.Context) error {
 }
 
 // Extend sets every member's TTL to ttl if all are still ours, as
-// [Lock.Extend]; if one is not, none is extended and the hold is lost.
+// [Lock.Extend]. The slot groups are extended one call each, not at once:
+// if any member is gone or taken, Extend returns [ErrNotHeld], the hold is
+// lost, and every member still ours (some possibly just extended) is
+// released before Extend returns, as a renewal that finds a member gone
+// does before [MultiLock.Lost] closes. If a group's call fails, the others
+// keep the new TTL and the error is returned, as [Lock.Extend] does.
 func (m *MultiLock) Extend(ctx context.Context, ttl time.Duration) error {
 	return m.handle().Extend(ctx, (*multiKind)(m), ttl)
 }
@@ -212,7 +240,13 @@ func (m *MultiLock) Extend(ctx context.Context, ttl time.Duration) error {
 // cancelled as soon as any member is lost.
 func (c *Client) WithMultiLock(ctx context.Context, keys []string, fn func(context.Context) error, opts ...Option) error {
 	m := c.NewMultiLock(keys, opts...)
-	return lease.WithLock(ctx, "lock", &m.hd, (*multiKind)(m), fn)
+	if fn == nil {
+		return lease.WithLock(ctx, "lock", &m.hd, (*multiKind)(m), nil)
+	}
+	return lease.WithLock(ctx, "lock", &m.hd, (*multiKind)(m), func(ctx context.Context) error {
+		m.releaseOnLoss()
+		return fn(ctx)
+	})
 }
 
 // handle returns the engine's handle; nil for a nil MultiLock.
@@ -230,41 +264,27 @@ func (k *multiKind) Token() (string, error) { return lease.NewToken() }
 
 func (k *multiKind) CheckTTL(ttl time.Duration) error { return (*kind)(nil).CheckTTL(ttl) }
 
-// Try takes the slot groups in order; a group held by someone else undoes
-// the groups taken before it.
+// Try takes the slot groups in order with token, which no other attempt
+// carries (Policy.FreshTokens). When a group is held by someone else, or
+// its call fails, the attempt backs out before it reports: it releases the
+// groups it took and undoes the group whose call failed (see backOut), so
+// a waiting MultiLock holds no member between attempts.
 func (k *multiKind) Try(ctx context.Context, token string) lease.Attempt {
 	m := (*MultiLock)(k)
 	start := time.Now()
 	fences := make(map[string]int64, len(m.keys))
 	for i, g := range m.groups {
-		keys := make([]string, 0, 2*len(g))
-		for j := range g {
-			keys = append(keys, g[j].AcquireKeys()...)
-		}
-		r, err := luascripts.MultiAcquire.Run(ctx, m.cfg.c.rdb, keys,
-			token, ttlArg(m.cfg.ttl), flag(m.cfg.fencing)).Int64Slice()
-		if err == nil && (len(r) < 1 || r[0] == 1 && len(r) != len(g)+1 || r[0] == 0 && len(r) != 2) {
-			err = errors.New("lock: unexpected multi-lock acquire reply")
-		}
+		r, err := m.acquireGroup(ctx, g, token)
 		if err != nil {
 			if kerr := kindReply(m.hd.Keys.User, err, "mutex"); kerr != nil {
-				err = kerr
-				if i > 0 {
-					m.undo(ctx, token)
-				}
-				return lease.Attempt{Err: err, Final: true}
+				// The script refused before it set anything in group i.
+				return m.backOut(ctx, token, i, lease.Attempt{Err: kerr, Final: true})
 			}
-			return lease.Attempt{Err: err, Unknown: true, Final: !retryable(err)}
+			// The call may have reached Redis and taken group i.
+			return m.backOut(ctx, token, i+1, lease.Attempt{Err: err, Final: !retryable(err)})
 		}
 		if r[0] == 0 {
-			if i > 0 {
-				if _, err := m.release(ctx, token); err != nil {
-					// What this attempt took may still be there: the engine
-					// undoes it again.
-					return lease.Attempt{Err: err, Unknown: true}
-				}
-			}
-			return lease.Attempt{PTTL: time.Duration(r[1]) * time.Millisecond}
+			return m.backOut(ctx, token, i, lease.Attempt{PTTL: time.Duration(r[1]) * time.Millisecond})
 		}
 		for j := range g {
 			fences[g[j].User] = r[j+1]
@@ -276,10 +296,26 @@ func (k *multiKind) Try(ctx context.Context, token string) lease.Attempt {
 	return lease.Attempt{OK: true, Fence: fences[m.keys[0]], Sent: start}
 }
 
-// Undo releases every member an attempt with token may have taken.
-func (k *multiKind) Undo(ctx context.Context, token string) { (*MultiLock)(k).undo(ctx, token) }
+// acquireGroup runs multi_acquire.lua for token on slot group g and checks
+// the shape of its reply.
+func (m *MultiLock) acquireGroup(ctx context.Context, g []luascripts.Keys, token string) ([]int64, error) {
+	keys := make([]string, 0, 2*len(g))
+	for j := range g {
+		keys = append(keys, g[j].AcquireKeys()...)
+	}
+	r, err := luascripts.MultiAcquire.Run(ctx, m.cfg.c.rdb, keys,
+		token, ttlArg(m.cfg.ttl), flag(m.cfg.fencing)).Int64Slice()
+	if err == nil && (len(r) < 1 || r[0] == 1 && len(r) != len(g)+1 || r[0] == 0 && len(r) != 2) {
+		err = errors.New("lock: unexpected multi-lock acquire reply")
+	}
+	return r, err
+}
 
-func (m *MultiLock) undo(ctx context.Context, token string) { _, _ = m.release(ctx, token) }
+// Undo releases every member an attempt with token may have taken.
+func (k *multiKind) Undo(ctx context.Context, token string) {
+	m := (*MultiLock)(k)
+	_ = m.releaseOrLater(ctx, token, m.groups)
+}
 
 // Release releases every member of h.
 func (k *multiKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outcome {
@@ -294,18 +330,30 @@ func (k *multiKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration
 }
 
 // release runs multi_release.lua for token on every slot group, in one
-// pipeline, each call sent once. The worst status of the groups wins.
+// pipeline, each call sent once. The worst status of the groups wins. The
+// groups whose call failed are released again in the background.
 func (m *MultiLock) release(ctx context.Context, token string) (extendStatus, error) {
-	calls := make([]luascripts.Call, len(m.groups))
+	cmds := m.sendRelease(ctx, token, m.groups)
+	st, err := worst("release", cmds)
+	if err != nil {
+		m.releaseLater(token, m.failed(cmds, m.groups))
+	}
+	return st, err
+}
+
+// sendRelease sends multi_release.lua for token on each of groups, in one
+// pipeline, each call sent once, and returns one command per group.
+func (m *MultiLock) sendRelease(ctx context.Context, token string, groups [][]luascripts.Keys) []*redis.Cmd {
+	calls := make([]luascripts.Call, len(groups))
 	s, src := m.cfg.c.pub.script(ctx, luascripts.MultiRelease, luascripts.MultiReleaseSrc)
-	for i, g := range m.groups {
+	for i, g := range groups {
 		keys := make([]string, 0, 2*len(g))
 		for j := range g {
 			keys = append(keys, g[j].ReleaseKeys()...)
 		}
 		calls[i] = luascripts.Call{Script: s, Src: src, Keys: keys, Args: []any{token}}
 	}
-	return worst("release", luascripts.EvalAllOnce(ctx, m.cfg.c.rdb, calls))
+	return luascripts.EvalAllOnce(ctx, m.cfg.c.rdb, calls)
 }
 
 // worst reads one status per slot group and returns the worst: an error,
@@ -326,7 +374,10 @@ func worst(op string, cmds []*redis.Cmd) (extendStatus, error) {
 }
 
 // multiGroup renews the holds of one MultiLock: for each, one
-// multi_extend.lua per slot group, all in one pipeline.
+// multi_extend.lua per slot group, all in one pipeline. The slot groups
+// are extended one by one, not at once: a hold that one group finds gone
+// or taken is lost, and its members in the other groups, which that call
+// may have extended, are released before Renew returns (releaseLost).
 type multiGroup struct{ m *MultiLock }
 
 // Renew extends every hold hs[i] to ttls[i].
@@ -344,7 +395,12 @@ func (g multiGroup) Renew(ctx context.Context, hs []*lease.Hold, ttls []time.Dur
 	}
 	cmds := luascripts.EvalAll(ctx, m.cfg.c.rdb, calls)
 	n := len(m.groups)
-	for i := range hs {
-		out[i] = outcome(worst("renewal", cmds[i*n:(i+1)*n]))
+	for i, h := range hs {
+		out[i] = outcome(renewed(cmds[i*n : (i+1)*n]))
+		if s := out[i].Status; s == lease.Gone || s == lease.Stolen {
+			// The hold is lost, but the other groups may have just been
+			// extended: they go now, before the loss is reported.
+			m.releaseLost(ctx, h.Token())
+		}
 	}
 }

@@ -313,8 +313,8 @@ func TestMultiLock_holderGone(t *testing.T) {
 }
 
 // TestMultiLock_lostReply: the reply of the script that took every key is
-// lost (a go-redis hook); the retry carries the same token, finds the keys
-// ours and holds them, with a fence each.
+// lost (a go-redis hook); the attempt releases what it may have taken, and
+// the retry, with a token of its own, takes every key, with a fence each.
 func TestMultiLock_lostReply(t *testing.T) {
 	tg := realTarget(t)
 	ctx := context.Background()

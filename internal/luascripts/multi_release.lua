@@ -4,8 +4,10 @@
 -- its channel. ARGV[1] token.
 -- Reply: 1 every lock was ours and is released; 0 some lock was gone (the
 -- others released); -1 someone else holds some lock (ours released).
--- Not safe to run twice: the second run finds the holds gone. The library
--- sends it once.
+-- A second run finds the holds gone and replies 0, so go-redis must not
+-- resend it (the library sends each call once); after a failed call the
+-- library sends a new one for that group, reading its reply only as success
+-- or failure (the token is never used again, so nobody else's hold goes).
 local token = ARGV[1]
 local reply = 1
 for i = 1, #KEYS / 2 do
