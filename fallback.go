@@ -304,7 +304,13 @@ func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (
 		}
 		defer leave()
 	}
+	eng := &l.cfg.c.eng
 	for {
+		if eng.Closed() {
+			err := l.hd.Err("acquire", ErrClosed, cause)
+			l.observeFallback(ctx, nil, began, err)
+			return false, err
+		}
 		d, freed := g.takeLocal(l.hd.Keys.Lock())
 		if d != nil {
 			l.deg.Store(d)
@@ -321,9 +327,11 @@ func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (
 		}
 		// Woken when the key is free in the gate: the degraded hold in the
 		// way released, the Redis acquisitions and holds of this Client
-		// on the key ended.
+		// on the key ended. Close ends the wait, as it ends a wait for
+		// Redis.
 		select {
 		case <-freed:
+		case <-eng.Context().Done():
 		case <-wctx.Done():
 			err := l.hd.Err("acquire", ErrNotAcquired, context.Cause(wctx), cause)
 			l.observeFallback(ctx, nil, began, err)
