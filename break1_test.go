@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,4 +55,47 @@ func TestFallback_closeEndsDegradedWait(t *testing.T) {
 		t.Fatalf("Acquire() under way at Close = %v; want ErrClosed", err)
 	}
 	wantGateEmpty(t, c, "after Close and the holder's Release")
+}
+
+// TestFallback_panickingObserverOnDegradedHold: an Observer that panics
+// when told of a degraded acquisition (EventFallback) ends the degraded
+// hold before the panic goes on, as it ends a Redis hold: the caller never
+// learnt it held the key, and a degraded hold never expires, so it would
+// keep every lock of the Client out of the key for good.
+func TestFallback_panickingObserverOnDegradedHold(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	for _, verb := range []string{"Acquire", "TryAcquire", "WithLock"} {
+		t.Run(verb, func(t *testing.T) {
+			ctx := context.Background()
+			var armed atomic.Bool
+			obs := lock.ObserverFunc(func(e lock.Event) {
+				if e.Kind == lock.EventFallback && e.Degraded && armed.CompareAndSwap(true, false) {
+					panic("observer panicked")
+				}
+			})
+			sw := newSwitchedRedis(t, srv)
+			key := keyFor(t)
+			c := newClient(t, sw.rdb, lock.WithFallback(lock.FallbackLocal))
+			l := c.NewLock(key, lock.WithObserver(obs))
+			sw.setDown(true)
+			armed.Store(true)
+			ran := false
+			mustPanic(t, verb+"()", "the Observer's panic", func() {
+				switch verb {
+				case "Acquire":
+					_ = l.Acquire(ctx)
+				case "TryAcquire":
+					_, _ = l.TryAcquire(ctx)
+				default:
+					_ = c.WithLock(ctx, key, func(context.Context) error { ran = true; return nil }, lock.WithObserver(obs))
+				}
+			})
+			sw.setDown(false)
+			if ran {
+				t.Fatal("WithLock ran fn although its acquisition panicked")
+			}
+			wantGateEmpty(t, c, "after the panic")
+			degradeProbe(t, c, sw, key, true)
+		})
+	}
 }

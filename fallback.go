@@ -314,11 +314,7 @@ func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (
 		d, freed := g.takeLocal(l.hd.Keys.Lock())
 		if d != nil {
 			l.deg.Store(d)
-			if lg := l.cfg.logger; lg != nil {
-				lg.Warn("lock degraded: Redis unreachable, holding the key in this process only",
-					slog.String("key", l.hd.Keys.User), slog.Any("err", cause))
-			}
-			l.observeFallback(ctx, d, began, nil)
+			l.announceLocal(ctx, d, began, cause)
 			return true, nil
 		}
 		if !wait {
@@ -338,6 +334,26 @@ func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (
 			return false, err
 		}
 	}
+}
+
+// announceLocal tells the logger and the Observer of d, the degraded hold
+// an acquisition that began at began took after Redis failed with cause.
+// If either panics (or exits the goroutine), the caller never learns it
+// holds the key and will not release it: d, which never expires, is
+// released before the panic goes on, as a Redis hold is.
+func (l *Lock) announceLocal(ctx context.Context, d *localHold, began time.Time, cause error) {
+	told := false
+	defer func() {
+		if !told {
+			l.cfg.c.local.releaseLocal(d)
+		}
+	}()
+	if lg := l.cfg.logger; lg != nil {
+		lg.Warn("lock degraded: Redis unreachable, holding the key in this process only",
+			slog.String("key", l.hd.Keys.User), slog.Any("err", cause))
+	}
+	l.observeFallback(ctx, d, began, nil)
+	told = true
 }
 
 // errLocalWait is the cause of a degraded wait that ran out.
