@@ -29,7 +29,7 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 		l.deg.Store(nil)
 	}
 	if err != nil && l.degradable() && unreachable(err) {
-		return l.acquireLocal(ctx, time.Time{}, err)
+		return l.acquireLocal(ctx, time.Time{}, err, nil)
 	}
 	return ok, err
 }
@@ -69,13 +69,15 @@ func (l *Lock) Acquire(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
+	carry := l.carryWaiter()
+	defer carry.end()
 	err := l.handle().Acquire(ctx, l.kind())
 	if err == nil {
 		l.deg.Store(nil)
 		return nil
 	}
 	if l.degradable() && unreachable(err) {
-		_, err = l.acquireLocal(ctx, start, err)
+		_, err = l.acquireLocal(ctx, start, err, carry)
 	}
 	return err
 }

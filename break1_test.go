@@ -99,3 +99,77 @@ func TestFallback_panickingObserverOnDegradedHold(t *testing.T) {
 		})
 	}
 }
+
+// trapCtx is a context whose Deadline, once armed, blocks its first caller
+// until the test lets it go: acquireLocal derives its wait's context
+// (WithWaitTimeout) from the Acquire's ctx after the Redis part of the
+// Acquire ended and before the degraded wait counts itself as a waiter.
+type trapCtx struct {
+	context.Context
+	armed atomic.Bool
+	hit   chan struct{}
+	free  chan struct{}
+}
+
+func (c *trapCtx) Deadline() (time.Time, bool) {
+	if c.armed.CompareAndSwap(true, false) {
+		close(c.hit)
+		<-c.free
+	}
+	return c.Context.Deadline()
+}
+
+// TestMaxWaiters_fallbackStaysCounted: an Acquire with WithFallback counts
+// as a waiter under WithMaxWaiters from its start until it returns, its
+// change from the Redis part to the degraded wait included: while it is
+// under way, a further Acquire of the key is refused with ErrContended,
+// and the Acquire that was admitted is never refused halfway.
+func TestMaxWaiters_fallbackStaysCounted(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	sw := newSwitchedRedis(t, srv)
+	ctx := context.Background()
+	key := keyFor(t)
+	c := newClient(t, sw.rdb, lock.WithMaxWaiters(1), lock.WithTTL(5*time.Second))
+	holder := c.NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	sw.setDown(true)
+
+	tc := &trapCtx{Context: ctx, hit: make(chan struct{}), free: make(chan struct{})}
+	obs := lock.ObserverFunc(func(e lock.Event) {
+		if e.Kind == lock.EventAcquire && e.Err != nil {
+			tc.armed.Store(true) // the Redis part ended: trap the fallback's first step
+		}
+	})
+	l := c.NewLock(key, lock.WithFallback(lock.FallbackLocal), lock.WithWaitTimeout(time.Minute), lock.WithObserver(obs))
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(tc) }()
+	select {
+	case <-tc.hit:
+	case err := <-done:
+		t.Fatalf("Acquire() = %v before it fell back", err)
+	}
+
+	// l is under way (between its Redis part and its degraded wait): a
+	// further Acquire of the key is one too many.
+	other := c.NewLock(key)
+	octx, ocancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	oerr := other.Acquire(octx)
+	ocancel()
+	close(tc.free)
+	if oerr == nil {
+		_ = other.Release(ctx)
+	}
+	sw.setDown(false)
+	must(t, "holder Release()", holder.Release(ctx))
+	lerr := <-done
+	if lerr == nil {
+		_ = l.Release(ctx)
+	}
+	if !errors.Is(oerr, lock.ErrContended) {
+		t.Errorf("a second Acquire while the first is under way = %v; want ErrContended", oerr)
+	}
+	if lerr != nil {
+		t.Errorf("the admitted Acquire = %v; want the lock once the holder released it", lerr)
+	}
+	wantGateEmpty(t, c, "at the end")
+}

@@ -94,8 +94,9 @@ type localHold struct {
 // ends holding nothing, or its hold ends (released, lost, force-released,
 // abandoned by Close).
 type localGate struct {
-	mu   sync.Mutex
-	keys map[string]*gateEntry
+	mu      sync.Mutex
+	keys    map[string]*gateEntry
+	carries map[*lease.Handle]*waiterCarry // Acquires that may fall back, with WithMaxWaiters
 }
 
 type gateEntry struct {
@@ -112,6 +113,8 @@ type gatePass struct {
 	g       *localGate
 	keys    []string
 	waiting bool // counted among its keys' waiters until Leave
+	carry   bool // a waiterCarry takes over its count when it leaves without a hold
+	carried bool // its count is the waiterCarry's now
 	gone    bool // left the gate (g.mu)
 }
 
@@ -153,6 +156,9 @@ func (g *localGate) enter(hd *lease.Handle, keys []string, maxWaiters int) (*gat
 		return nil, err
 	}
 	p := &gatePass{g: g, keys: keys, waiting: maxWaiters > 0}
+	if c := g.carries[hd]; c != nil && c.p == nil && p.waiting {
+		c.p, p.carry = p, true
+	}
 	for _, key := range keys {
 		e := g.entry(key)
 		if e.passes == nil {
@@ -180,7 +186,10 @@ func (p *gatePass) Open() bool {
 // Leave ends p's acquisition, which took h (nil: none): p stays in the
 // gate until h ends.
 func (p *gatePass) Leave(h *lease.Hold) {
-	if p.waiting {
+	switch {
+	case p.waiting && p.carry && h == nil:
+		p.carried = true // still under way: it may fall back (waiterCarry)
+	case p.waiting:
 		p.g.uncount(p.keys)
 	}
 	if h == nil {
@@ -285,8 +294,9 @@ func (l *Lock) heldLocally() error {
 // acquireLocal takes the key's in-process lock after Redis failed with
 // cause: for an Acquire begun at start, waiting until it is free, ctx is
 // done or the wait timeout (counted from start) passes; for a TryAcquire
-// (start zero), not at all.
-func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (bool, error) {
+// (start zero), not at all. carry is the Acquire's waiterCarry: counted
+// among the key's waiters since its start, it is not counted again.
+func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error, carry *waiterCarry) (bool, error) {
 	g := &l.cfg.c.local
 	wait := !start.IsZero()
 	began := time.Now()
@@ -296,7 +306,7 @@ func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (
 		wctx, cancel = context.WithDeadlineCause(ctx, start.Add(l.cfg.wait), errLocalWait)
 		defer cancel()
 	}
-	if wait && l.cfg.maxWaiters > 0 {
+	if wait && l.cfg.maxWaiters > 0 && !carry.counted() {
 		leave, err := g.admit(&l.hd, l.cfg.maxWaiters)
 		if err != nil {
 			l.observeFallback(ctx, nil, began, err)
@@ -422,6 +432,8 @@ var errDegradedTTL = errors.New("degraded hold: Redis holds no key for it")
 // ctx never cancelled by a loss (a degraded hold is never lost).
 func (l *Lock) withLockFallback(ctx context.Context, fn func(context.Context) error) error {
 	ran, start := false, time.Now()
+	carry := l.carryWaiter()
+	defer carry.end()
 	err := lease.WithLock(ctx, "lock", &l.hd, l.kind(), func(ctx context.Context) error {
 		ran = true
 		return fn(ctx)
@@ -429,7 +441,7 @@ func (l *Lock) withLockFallback(ctx context.Context, fn func(context.Context) er
 	if ran || !unreachable(err) {
 		return err
 	}
-	if _, err := l.acquireLocal(ctx, start, err); err != nil {
+	if _, err := l.acquireLocal(ctx, start, err, carry); err != nil {
 		return err
 	}
 	d := l.deg.Load()
