@@ -24,6 +24,11 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	if err := l.heldLocally(); err != nil {
 		return false, err
 	}
+	done, err := l.claimHandle()
+	if err != nil {
+		return false, err
+	}
+	defer done()
 	ok, err := l.handle().TryAcquire(ctx, l.tryKind())
 	if ok && l.deg.Load() != nil {
 		l.deg.Store(nil)
@@ -68,10 +73,15 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	if err := l.heldLocally(); err != nil {
 		return err
 	}
+	done, err := l.claimHandle()
+	if err != nil {
+		return err
+	}
+	defer done()
 	start := time.Now()
 	carry := l.carryWaiter()
 	defer carry.end()
-	err := l.handle().Acquire(ctx, l.kind())
+	err = l.handle().Acquire(ctx, l.kind())
 	if err == nil {
 		l.deg.Store(nil)
 		return nil

@@ -173,3 +173,46 @@ func TestMaxWaiters_fallbackStaysCounted(t *testing.T) {
 	}
 	wantGateEmpty(t, c, "at the end")
 }
+
+// TestFallback_handleBusyDuringDegradedWait: one handle holds the lock at
+// most once at a time, and a second acquisition on it while one is under
+// way fails with ErrInvalid, also while the first waits for the key in the
+// Client's gate after falling back.
+func TestFallback_handleBusyDuringDegradedWait(t *testing.T) {
+	srv := redistest.Start(t, redistest.Config{})
+	sw := newSwitchedRedis(t, srv)
+	ctx := context.Background()
+	key := keyFor(t)
+	c := newClient(t, sw.rdb, lock.WithFallback(lock.FallbackLocal), lock.WithTTL(5*time.Second))
+	holder := c.NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(ctx))
+	sw.setDown(true)
+
+	tc := &trapCtx{Context: ctx, hit: make(chan struct{}), free: make(chan struct{})}
+	obs := lock.ObserverFunc(func(e lock.Event) {
+		if e.Kind == lock.EventAcquire && e.Err != nil {
+			tc.armed.Store(true)
+		}
+	})
+	l := c.NewLock(key, lock.WithWaitTimeout(time.Minute), lock.WithObserver(obs))
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(tc) }()
+	select {
+	case <-tc.hit: // l's Acquire fell back: its Redis part is over
+	case err := <-done:
+		t.Fatalf("Acquire() = %v before it fell back", err)
+	}
+	close(tc.free)
+
+	octx, ocancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	oerr := l.Acquire(octx)
+	ocancel()
+	sw.setDown(false)
+	must(t, "holder Release()", holder.Release(ctx))
+	if err := <-done; err == nil {
+		_ = l.Release(ctx)
+	}
+	if !errors.Is(oerr, lock.ErrInvalid) {
+		t.Fatalf("a second Acquire() on the handle while its first waits degraded = %v; want ErrInvalid", oerr)
+	}
+}

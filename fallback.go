@@ -254,6 +254,20 @@ func (g *localGate) releaseLocal(d *localHold) bool {
 	return true
 }
 
+// claimHandle marks an acquisition on l as under way when l falls back to
+// a local lock, for its Redis part and its degraded one alike (the
+// engine's own mark ends with the Redis part); done unmarks it. A second
+// one meanwhile fails with ErrInvalid, as the engine fails it.
+func (l *Lock) claimHandle() (done func(), err error) {
+	if !l.degradable() {
+		return func() {}, nil
+	}
+	if !l.falling.CompareAndSwap(false, true) {
+		return nil, l.hd.Err("acquire", invalidf("another acquisition on this handle is under way"))
+	}
+	return func() { l.falling.Store(false) }, nil
+}
+
 // degradable reports whether l falls back to a local lock.
 func (l *Lock) degradable() bool {
 	if l == nil || l.cfg == nil || l.rw != nil || l.cfg.fallback != FallbackLocal {
