@@ -11,21 +11,27 @@ import (
 	"github.com/agentlock/lock/internal/redistest"
 )
 
+// heldThenDown returns a Client with opt of a switchable redis-server, a
+// lock of the Client holding key in Redis, and the server switched off.
+func heldThenDown(t *testing.T, opt lock.Option) (*lock.Client, *switchedRedis, *lock.Lock, string) {
+	t.Helper()
+	sw := newSwitchedRedis(t, redistest.Start(t, redistest.Config{}))
+	key := keyFor(t)
+	c := newClient(t, sw.rdb, opt, lock.WithTTL(5*time.Second))
+	holder := c.NewLock(key)
+	must(t, "holder Acquire()", holder.Acquire(context.Background()))
+	sw.setDown(true)
+	return c, sw, holder, key
+}
+
 // TestFallback_closeEndsDegradedWait: an Acquire that fell back and waits
 // for the key in the Client's gate (a Redis hold of the Client is in the
 // way) ends with ErrClosed when the Client closes, as a wait for Redis
 // does: it does not take a degraded hold after Close once the Redis hold
 // ends.
 func TestFallback_closeEndsDegradedWait(t *testing.T) {
-	srv := redistest.Start(t, redistest.Config{})
-	sw := newSwitchedRedis(t, srv)
 	ctx := context.Background()
-	key := keyFor(t)
-	c := newClient(t, sw.rdb, lock.WithFallback(lock.FallbackLocal), lock.WithTTL(5*time.Second))
-	holder := c.NewLock(key)
-	must(t, "holder Acquire()", holder.Acquire(ctx))
-
-	sw.setDown(true)
+	c, sw, holder, key := heldThenDown(t, lock.WithFallback(lock.FallbackLocal))
 	redisPartEnded := make(chan struct{})
 	obs := lock.ObserverFunc(func(e lock.Event) {
 		if e.Kind == lock.EventAcquire && e.Err != nil {
@@ -125,14 +131,8 @@ func (c *trapCtx) Deadline() (time.Time, bool) {
 // under way, a further Acquire of the key is refused with ErrContended,
 // and the Acquire that was admitted is never refused halfway.
 func TestMaxWaiters_fallbackStaysCounted(t *testing.T) {
-	srv := redistest.Start(t, redistest.Config{})
-	sw := newSwitchedRedis(t, srv)
 	ctx := context.Background()
-	key := keyFor(t)
-	c := newClient(t, sw.rdb, lock.WithMaxWaiters(1), lock.WithTTL(5*time.Second))
-	holder := c.NewLock(key)
-	must(t, "holder Acquire()", holder.Acquire(ctx))
-	sw.setDown(true)
+	c, sw, holder, key := heldThenDown(t, lock.WithMaxWaiters(1))
 
 	tc := &trapCtx{Context: ctx, hit: make(chan struct{}), free: make(chan struct{})}
 	obs := lock.ObserverFunc(func(e lock.Event) {
@@ -179,14 +179,8 @@ func TestMaxWaiters_fallbackStaysCounted(t *testing.T) {
 // way fails with ErrInvalid, also while the first waits for the key in the
 // Client's gate after falling back.
 func TestFallback_handleBusyDuringDegradedWait(t *testing.T) {
-	srv := redistest.Start(t, redistest.Config{})
-	sw := newSwitchedRedis(t, srv)
 	ctx := context.Background()
-	key := keyFor(t)
-	c := newClient(t, sw.rdb, lock.WithFallback(lock.FallbackLocal), lock.WithTTL(5*time.Second))
-	holder := c.NewLock(key)
-	must(t, "holder Acquire()", holder.Acquire(ctx))
-	sw.setDown(true)
+	c, sw, holder, key := heldThenDown(t, lock.WithFallback(lock.FallbackLocal))
 
 	tc := &trapCtx{Context: ctx, hit: make(chan struct{}), free: make(chan struct{})}
 	obs := lock.ObserverFunc(func(e lock.Event) {
