@@ -17,7 +17,7 @@ func heldThenDown(t *testing.T, opt lock.Option) (*lock.Client, *switchedRedis, 
 	t.Helper()
 	sw := newSwitchedRedis(t, redistest.Start(t, redistest.Config{}))
 	key := keyFor(t)
-	c := newClient(t, sw.rdb, opt, lock.WithTTL(5*time.Second))
+	c := newClient(t, sw.rdb, opt, lock.WithTTL(30*time.Second))
 	holder := c.NewLock(key)
 	must(t, "holder Acquire()", holder.Acquire(context.Background()))
 	sw.setDown(true)
@@ -32,27 +32,46 @@ func heldThenDown(t *testing.T, opt lock.Option) (*lock.Client, *switchedRedis, 
 func TestFallback_closeEndsDegradedWait(t *testing.T) {
 	ctx := context.Background()
 	c, sw, holder, key := heldThenDown(t, lock.WithFallback(lock.FallbackLocal))
-	redisPartEnded := make(chan struct{})
+	// The trap holds l's Acquire at its wait's first look at ctx.Done:
+	// in the degraded wait, the holder's Redis hold in the way.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tc := &trapCtx{Context: cctx, hit: make(chan struct{}), free: make(chan struct{})}
 	obs := lock.ObserverFunc(func(e lock.Event) {
 		if e.Kind == lock.EventAcquire && e.Err != nil {
-			close(redisPartEnded) // once: the Redis part ends once
+			tc.armedDone.Store(true) // the Redis part ended
 		}
 	})
 	l := c.NewLock(key, lock.WithObserver(obs))
-	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- l.Acquire(actx) }()
+	go func() { done <- l.Acquire(tc) }()
 	select {
-	case <-redisPartEnded:
+	case <-tc.hit:
 	case err := <-done:
-		t.Fatalf("Acquire() = %v before its Redis part ended; want it waiting in the gate", err)
+		t.Fatalf("Acquire() = %v before it waited in the gate", err)
 	}
 
 	must(t, "Close()", c.Close())
+	close(tc.free)
+	// The holder's Redis hold is still in the way: Close alone ends the
+	// wait (5s: a bound, not a speed; the holder's TTL is 30s). Once the holder is released, a wait
+	// Close did not end takes a degraded hold.
+	var err error
+	ended := true
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Second):
+		ended = false
+	}
 	sw.setDown(false)
 	must(t, "holder Release() after Close", holder.Release(ctx))
-	err := <-done
+	if !ended {
+		err = <-done
+		if err == nil {
+			_ = l.Release(ctx)
+		}
+		t.Fatalf("Close did not end the degraded wait; once the holder released, Acquire() = %v (Degraded() = %v); want ErrClosed at Close", err, l.Degraded())
+	}
 	if err == nil {
 		_ = l.Release(ctx)
 		t.Fatalf("Acquire() under way at Close = nil (Degraded() = %v) after Close; want ErrClosed", l.Degraded())
@@ -106,15 +125,26 @@ func TestFallback_panickingObserverOnDegradedHold(t *testing.T) {
 	}
 }
 
-// trapCtx is a context whose Deadline, once armed, blocks its first caller
-// until the test lets it go: acquireLocal derives its wait's context
-// (WithWaitTimeout) from the Acquire's ctx after the Redis part of the
-// Acquire ended and before the degraded wait counts itself as a waiter.
+// trapCtx is a context whose Deadline or Done, once armed, blocks its
+// first caller until the test lets it go. Armed when the Redis part of an
+// Acquire ends: Deadline is next called when the fallback derives its
+// wait's context (WithWaitTimeout), before the degraded wait counts
+// itself as a waiter; Done (without WithWaitTimeout) when the degraded
+// wait, the key held in the gate, begins to wait.
 type trapCtx struct {
 	context.Context
-	armed atomic.Bool
-	hit   chan struct{}
-	free  chan struct{}
+	armed     atomic.Bool // traps the next Deadline
+	armedDone atomic.Bool // traps the next Done
+	hit       chan struct{}
+	free      chan struct{}
+}
+
+func (c *trapCtx) Done() <-chan struct{} {
+	if c.armedDone.CompareAndSwap(true, false) {
+		close(c.hit)
+		<-c.free
+	}
+	return c.Context.Done()
 }
 
 func (c *trapCtx) Deadline() (time.Time, bool) {
