@@ -24,12 +24,17 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	if err := l.heldLocally(); err != nil {
 		return false, err
 	}
+	done, err := l.claimHandle()
+	if err != nil {
+		return false, err
+	}
+	defer done()
 	ok, err := l.handle().TryAcquire(ctx, l.tryKind())
 	if ok && l.deg.Load() != nil {
 		l.deg.Store(nil)
 	}
 	if err != nil && l.degradable() && unreachable(err) {
-		return l.acquireLocal(ctx, time.Time{}, err)
+		return l.acquireLocal(ctx, time.Time{}, err, nil)
 	}
 	return ok, err
 }
@@ -68,14 +73,21 @@ func (l *Lock) Acquire(ctx context.Context) error {
 	if err := l.heldLocally(); err != nil {
 		return err
 	}
+	done, err := l.claimHandle()
+	if err != nil {
+		return err
+	}
+	defer done()
 	start := time.Now()
-	err := l.handle().Acquire(ctx, l.kind())
+	carry := l.carryWaiter()
+	defer carry.end()
+	err = l.handle().Acquire(ctx, l.kind())
 	if err == nil {
 		l.deg.Store(nil)
 		return nil
 	}
 	if l.degradable() && unreachable(err) {
-		_, err = l.acquireLocal(ctx, start, err)
+		_, err = l.acquireLocal(ctx, start, err, carry)
 	}
 	return err
 }

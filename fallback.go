@@ -96,8 +96,9 @@ type localHold struct {
 // ends holding nothing, or its hold ends (released, lost, force-released,
 // abandoned by Close).
 type localGate struct {
-	mu   sync.Mutex
-	keys map[string]*gateEntry
+	mu      sync.Mutex
+	keys    map[string]*gateEntry
+	carries map[*lease.Handle]*waiterCarry // Acquires that may fall back, with WithMaxWaiters
 }
 
 type gateEntry struct {
@@ -114,6 +115,8 @@ type gatePass struct {
 	g       *localGate
 	keys    []string
 	waiting bool // counted among its keys' waiters until Leave
+	carry   bool // a waiterCarry takes over its count when it leaves without a hold
+	carried bool // its count is the waiterCarry's now
 	gone    bool // left the gate (g.mu)
 }
 
@@ -155,6 +158,9 @@ func (g *localGate) enter(hd *lease.Handle, keys []string, maxWaiters int) (*gat
 		return nil, err
 	}
 	p := &gatePass{g: g, keys: keys, waiting: maxWaiters > 0}
+	if c := g.carries[hd]; c != nil && c.p == nil && p.waiting {
+		c.p, p.carry = p, true
+	}
 	for _, key := range keys {
 		e := g.entry(key)
 		if e.passes == nil {
@@ -182,7 +188,10 @@ func (p *gatePass) Open() bool {
 // Leave ends p's acquisition, which took h (nil: none): p stays in the
 // gate until h ends.
 func (p *gatePass) Leave(h *lease.Hold) {
-	if p.waiting {
+	switch {
+	case p.waiting && p.carry && h == nil:
+		p.carried = true // still under way: it may fall back (waiterCarry)
+	case p.waiting:
 		p.g.uncount(p.keys)
 	}
 	if h == nil {
@@ -247,6 +256,20 @@ func (g *localGate) releaseLocal(d *localHold) bool {
 	return true
 }
 
+// claimHandle marks an acquisition on l as under way when l falls back to
+// a local lock, for its Redis part and its degraded one alike (the
+// engine's own mark ends with the Redis part); done unmarks it. A second
+// one meanwhile fails with ErrInvalid, as the engine fails it.
+func (l *Lock) claimHandle() (done func(), err error) {
+	if !l.degradable() {
+		return func() {}, nil
+	}
+	if !l.falling.CompareAndSwap(false, true) {
+		return nil, l.hd.Err("acquire", invalidf("another acquisition on this handle is under way"))
+	}
+	return func() { l.falling.Store(false) }, nil
+}
+
 // degradable reports whether l falls back to a local lock.
 func (l *Lock) degradable() bool {
 	if l == nil || l.cfg == nil || l.rw != nil || l.cfg.fallback != FallbackLocal {
@@ -287,8 +310,9 @@ func (l *Lock) heldLocally() error {
 // acquireLocal takes the key's in-process lock after Redis failed with
 // cause: for an Acquire begun at start, waiting until it is free, ctx is
 // done or the wait timeout (counted from start) passes; for a TryAcquire
-// (start zero), not at all.
-func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (bool, error) {
+// (start zero), not at all. carry is the Acquire's waiterCarry: counted
+// among the key's waiters since its start, it is not counted again.
+func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error, carry *waiterCarry) (bool, error) {
 	g := &l.cfg.c.local
 	wait := !start.IsZero()
 	began := time.Now()
@@ -298,7 +322,7 @@ func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (
 		wctx, cancel = context.WithDeadlineCause(ctx, start.Add(l.cfg.wait), errLocalWait)
 		defer cancel()
 	}
-	if wait && l.cfg.maxWaiters > 0 {
+	if wait && l.cfg.maxWaiters > 0 && !carry.counted() {
 		leave, err := g.admit(&l.hd, l.cfg.maxWaiters)
 		if err != nil {
 			l.observeFallback(ctx, nil, began, err)
@@ -306,15 +330,17 @@ func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (
 		}
 		defer leave()
 	}
+	eng := &l.cfg.c.eng
 	for {
+		if eng.Closed() {
+			err := l.hd.Err("acquire", ErrClosed, cause)
+			l.observeFallback(ctx, nil, began, err)
+			return false, err
+		}
 		d, freed := g.takeLocal(l.hd.Keys.Lock())
 		if d != nil {
 			l.deg.Store(d)
-			if lg := l.cfg.logger; lg != nil {
-				lg.Warn("lock degraded: Redis unreachable, holding the key in this process only",
-					slog.String("key", l.hd.Keys.User), slog.Any("err", cause))
-			}
-			l.observeFallback(ctx, d, began, nil)
+			l.announceLocal(ctx, d, began, cause)
 			return true, nil
 		}
 		if !wait {
@@ -323,15 +349,37 @@ func (l *Lock) acquireLocal(ctx context.Context, start time.Time, cause error) (
 		}
 		// Woken when the key is free in the gate: the degraded hold in the
 		// way released, the Redis acquisitions and holds of this Client
-		// on the key ended.
+		// on the key ended. Close ends the wait, as it ends a wait for
+		// Redis.
 		select {
 		case <-freed:
+		case <-eng.Context().Done():
 		case <-wctx.Done():
 			err := l.hd.Err("acquire", ErrNotAcquired, context.Cause(wctx), cause)
 			l.observeFallback(ctx, nil, began, err)
 			return false, err
 		}
 	}
+}
+
+// announceLocal tells the logger and the Observer of d, the degraded hold
+// an acquisition that began at began took after Redis failed with cause.
+// If either panics (or exits the goroutine), the caller never learns it
+// holds the key and will not release it: d, which never expires, is
+// released before the panic goes on, as a Redis hold is.
+func (l *Lock) announceLocal(ctx context.Context, d *localHold, began time.Time, cause error) {
+	told := false
+	defer func() {
+		if !told {
+			l.cfg.c.local.releaseLocal(d)
+		}
+	}()
+	if lg := l.cfg.logger; lg != nil {
+		lg.Warn("lock degraded: Redis unreachable, holding the key in this process only",
+			slog.String("key", l.hd.Keys.User), slog.Any("err", cause))
+	}
+	l.observeFallback(ctx, d, began, nil)
+	told = true
 }
 
 // errLocalWait is the cause of a degraded wait that ran out.
@@ -400,6 +448,8 @@ var errDegradedTTL = errors.New("degraded hold: Redis holds no key for it")
 // ctx never cancelled by a loss (a degraded hold is never lost).
 func (l *Lock) withLockFallback(ctx context.Context, fn func(context.Context) error) error {
 	ran, start := false, time.Now()
+	carry := l.carryWaiter()
+	defer carry.end()
 	err := lease.WithLock(ctx, "lock", &l.hd, l.kind(), func(ctx context.Context) error {
 		ran = true
 		return fn(ctx)
@@ -407,7 +457,7 @@ func (l *Lock) withLockFallback(ctx context.Context, fn func(context.Context) er
 	if ran || !unreachable(err) {
 		return err
 	}
-	if _, err := l.acquireLocal(ctx, start, err); err != nil {
+	if _, err := l.acquireLocal(ctx, start, err, carry); err != nil {
 		return err
 	}
 	d := l.deg.Load()

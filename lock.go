@@ -19,7 +19,8 @@ type Lock struct {
 	hd  lease.Handle
 	rw  *rwSide // a read-write lock's hold (rwlock.go); nil for the mutex
 
-	deg atomic.Pointer[localHold] // the current hold when degraded (fallback.go)
+	deg     atomic.Pointer[localHold] // the current hold when degraded (fallback.go)
+	falling atomic.Bool               // an acquisition that may fall back is under way (fallback.go)
 }
 
 // kind returns the calls of l's kind of lock, as the engine sees them.

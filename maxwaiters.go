@@ -62,6 +62,58 @@ func (g *localGate) admit(hd *lease.Handle, n int) (leave func(), err error) {
 	return func() { g.uncount(keys) }, nil
 }
 
+// waiterCarry keeps an Acquire that may fall back ([WithFallback]) counted
+// as a waiter ([WithMaxWaiters]) without a break from its start until it
+// returns: its pass in the gate, leaving without a hold, leaves its count
+// to the carry, which its degraded wait goes on with, and which end
+// uncounts.
+type waiterCarry struct {
+	g  *localGate
+	hd *lease.Handle
+	p  *gatePass // the Acquire's pass, once it entered the gate counted
+}
+
+// carryWaiter returns the waiterCarry of an Acquire of l: nil when l does
+// not fall back, has no cap on waiters, or another acquisition on l is
+// under way (which the engine refuses).
+func (l *Lock) carryWaiter() *waiterCarry {
+	if !l.degradable() || l.cfg.maxWaiters <= 0 {
+		return nil
+	}
+	g := &l.cfg.c.local
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.carries[&l.hd] != nil {
+		return nil
+	}
+	if g.carries == nil {
+		g.carries = make(map[*lease.Handle]*waiterCarry)
+	}
+	c := &waiterCarry{g: g, hd: &l.hd}
+	g.carries[&l.hd] = c
+	return c
+}
+
+// counted reports whether c holds its Acquire's count as a waiter.
+func (c *waiterCarry) counted() bool { return c != nil && c.p != nil && c.p.carried }
+
+// end uncounts what c holds and forgets c; deferred by the Acquire.
+func (c *waiterCarry) end() {
+	if c == nil {
+		return
+	}
+	g := c.g
+	g.mu.Lock()
+	if g.carries[c.hd] == c {
+		delete(g.carries, c.hd)
+	}
+	g.mu.Unlock()
+	if c.counted() {
+		c.p.carried = false
+		g.uncount(c.p.keys)
+	}
+}
+
 // gated reports whether the locks of s go through the Client's local
 // gate: when they or the Client have WithFallback or WithMaxWaiters.
 // Every kind does then, so that a degraded hold excludes them all within
