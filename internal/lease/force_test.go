@@ -25,7 +25,7 @@ func TestNotifier_listen_subscribeRetried(t *testing.T) {
 	hd.Keys.User = "k"
 	h := newHold(hd, "t1", 1, time.Now())
 
-	e.add(h)
+	e.add(h, nil)
 	n.listen(channel)
 	defer h.unlisten()
 	for deadline := time.Now().Add(10 * time.Second); !n.Listening(channel); {
