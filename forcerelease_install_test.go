@@ -159,15 +159,21 @@ var installCases = []installCase{
 	{"read", func(t *testing.T, c *lock.Client, key string, arm func(string)) (lossWatch, <-chan error) {
 		l := c.NewRWLock(key).ReadLock()
 		return l, acquireArmed(l, key, arm)
-	}, func(c *lock.Client, key string) error { return c.NewRWLock(key).WriteLock().Acquire(context.Background()) }},
+	}, func(c *lock.Client, key string) error {
+		return c.NewRWLock(key).WriteLock().Acquire(context.Background())
+	}},
 	{"write", func(t *testing.T, c *lock.Client, key string, arm func(string)) (lossWatch, <-chan error) {
 		l := c.NewRWLock(key).WriteLock()
 		return l, acquireArmed(l, key, arm)
-	}, func(c *lock.Client, key string) error { return c.NewRWLock(key).WriteLock().Acquire(context.Background()) }},
+	}, func(c *lock.Client, key string) error {
+		return c.NewRWLock(key).WriteLock().Acquire(context.Background())
+	}},
 	{"permit", func(t *testing.T, c *lock.Client, key string, arm func(string)) (lossWatch, <-chan error) {
 		l := c.NewSemaphore(key, 1).Permit()
 		return l, acquireArmed(l, key, arm)
-	}, func(c *lock.Client, key string) error { return c.NewSemaphore(key, 1).Permit().Acquire(context.Background()) }},
+	}, func(c *lock.Client, key string) error {
+		return c.NewSemaphore(key, 1).Permit().Acquire(context.Background())
+	}},
 	{"fair", func(t *testing.T, c *lock.Client, key string, arm func(string)) (lossWatch, <-chan error) {
 		l := c.NewLock(key, lock.WithFair(true))
 		return l, acquireArmed(l, key, arm)
@@ -198,7 +204,9 @@ var installCases = []installCase{
 		// minute, so none tries again while the hook is armed.
 		sem := c.NewSemaphore(key, 1, lock.WithBackoff(time.Minute, time.Minute))
 		return handedArmed(t, c, key, arm, func(...lock.Option) *lock.Lock { return sem.Permit() })
-	}, func(c *lock.Client, key string) error { return c.NewSemaphore(key, 1).Permit().Acquire(context.Background()) }},
+	}, func(c *lock.Client, key string) error {
+		return c.NewSemaphore(key, 1).Permit().Acquire(context.Background())
+	}},
 }
 
 // TestClient_ForceRelease_beforeInstall: a force-release that lands after
