@@ -180,15 +180,20 @@ func (e *Engine) screen(h *Hold, cs *channelState) {
 }
 
 // owe makes the renewal loop ask Redis about h at once, and again until a
-// renewal sent at from or later is answered (checkedBy). A hold in the
-// heap is moved to the front, one whose renewal is out is asked again once
-// it is answered, and a hold not in the heap yet (add) is put there due
-// now. Callers hold e.mu.
+// write sent at from or later is confirmed (checkedBy). A hold in the heap
+// is moved to the front, and a hold not in the heap yet (add) is put there
+// due now. One whose renewal is out is asked again once that is answered,
+// however early or late that renewal read the clock: it was taken out to
+// be sent before now. Callers hold e.mu.
 func (e *Engine) owe(h *Hold, from int64) {
 	x := h.more()
 	x.owed, x.checkFrom = true, from
+	if h.inFlight {
+		x.checkFrom = never // set when the renewal out is answered (checkedBy)
+		return
+	}
 	now := monoNow()
-	if h.inFlight || h.next <= now {
+	if h.next <= now {
 		return
 	}
 	h.next = now
@@ -201,14 +206,19 @@ func (e *Engine) owe(h *Hold, from int64) {
 }
 
 // checkedBy reports whether h owes no check (owe) once a write of it sent
-// at sent was confirmed, clearing the debt when that write settles it.
-// Callers hold e.mu.
-func (h *Hold) checkedBy(sent int64) bool {
+// at sent was confirmed, its answer applied at now, clearing the debt when
+// that write settles it. Callers hold e.mu.
+func (h *Hold) checkedBy(sent, now int64) bool {
 	x := h.x.Load()
-	if x == nil || !x.owed {
+	switch {
+	case x == nil || !x.owed:
 		return true
-	}
-	if sent >= x.checkFrom {
+	case x.checkFrom == never:
+		// The renewal that was out when the check was owed: the next one,
+		// sent after now, settles it.
+		x.checkFrom = now
+		return false
+	case sent >= x.checkFrom:
 		x.owed = false
 		return true
 	}

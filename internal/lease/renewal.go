@@ -220,7 +220,7 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 		// one landed last.
 		h.sentAt, h.deadline, x.lastErr, x.extDeadline = sent, dl, nil, never
 		renewAt := later(sent, h.capped(ttl)/3)
-		if !h.checkedBy(sent) {
+		if !h.checkedBy(sent, now) {
 			renewAt = now
 		}
 		h.next = nextFor(h, renewAt)
