@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -150,6 +151,23 @@ func takeLock(opts ...lock.Option) func(c *lock.Client, key string) error {
 var installCases = []installCase{
 	{"mutex", func(t *testing.T, c *lock.Client, key string, arm func(string)) (lossWatch, <-chan error) {
 		l := c.NewLock(key)
+		return l, acquireArmed(l, key, arm)
+	}, takeLock()},
+	{"try", func(t *testing.T, c *lock.Client, key string, arm func(string)) (lossWatch, <-chan error) {
+		l := c.NewLock(key)
+		done := make(chan error, 1)
+		arm(lockKey(key))
+		go func() {
+			ok, err := l.TryAcquire(context.Background())
+			if err == nil && !ok {
+				err = errors.New("TryAcquire() = false, want true")
+			}
+			done <- err
+		}()
+		return l, done
+	}, takeLock()},
+	{"uncoalesced", func(t *testing.T, c *lock.Client, key string, arm func(string)) (lossWatch, <-chan error) {
+		l := c.NewLock(key, lock.WithCoalescing(false))
 		return l, acquireArmed(l, key, arm)
 	}, takeLock()},
 	{"reentrant", func(t *testing.T, c *lock.Client, key string, arm func(string)) (lossWatch, <-chan error) {
@@ -303,5 +321,36 @@ func TestClient_ForceRelease_beforeSubscribed(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestClient_ForceRelease_whilePubSubDown: a force-release while the
+// holder's pub/sub connection is down (cut by CLIENT KILL, its redial held
+// by a hook) goes unheard, and another Client takes the key; once the
+// connection is back and the force channel's subscription confirmed
+// again, the hold is asked about in Redis at once: its Lost() closes,
+// stolen, long before its first renewal (the TTL is a minute), with the
+// watchdog on and off.
+func TestClient_ForceRelease_whilePubSubDown(t *testing.T) {
+	for _, watchdog := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watchdog=%v", watchdog), func(t *testing.T) {
+			ctx := context.Background()
+			tg := realTarget(t)
+			c, g := gatedClient(t, tg, lock.WithTTL(time.Minute), lock.WithWatchdog(watchdog))
+			op := newClient(t, tg.newRDB(t))
+			key := keyFor(t)
+			l := c.NewLock(key)
+			must(t, "Acquire()", l.Acquire(ctx))
+			waitUntil(t, "the force channel's subscription", func() bool { return lock.InboxReady(c) })
+			cutPubSub(t, tg, g)
+			must(t, "ForceRelease()", op.ForceRelease(ctx, key))
+			must(t, "another Client's Acquire()", op.NewLock(key).Acquire(ctx))
+			g.let()
+			waitClosed(t, l.Lost(), 5*time.Second, "Lost() of the hold force-released while its Client's pub/sub was down")
+			var le *lock.LostError
+			if err := l.LostErr(); !errors.As(err, &le) || le.Reason != lock.LossStolen {
+				t.Fatalf("LostErr() = %v, want a *LostError with reason stolen", err)
+			}
+		})
 	}
 }
