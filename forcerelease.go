@@ -18,10 +18,13 @@ import (
 // are under that prefix listens while it holds any ([WithNotify](false):
 // not at all). The holder's process reports the hold lost at once: its [Lock.Lost] closes, [Lock.LostErr]
 // says [LossForceReleased], and a [Client.WithLock] context is cancelled
-// with that *LostError as cause. If the message does not arrive (the
-// holder's subscription was down), the holder's next renewal finds the key
-// gone and reports the loss then (as force-released, or as stolen if
-// someone took the key meanwhile). The holder's code keeps running until
+// with that *LostError as cause; a hold whose acquire had not returned yet
+// is reported lost as soon as it does. A hold acquired before its Client
+// listened on the force channel (its first hold) is asked about in Redis
+// once it listens. If the message does not arrive otherwise (the holder's
+// subscription broke), the holder's next renewal finds the key gone and
+// reports the loss then (as force-released, or as stolen if someone took
+// the key meanwhile). The holder's code keeps running until
 // it looks at its context or Lost: pass [Lock.Fence] downstream where a
 // late write must be refused.
 //

@@ -236,6 +236,9 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 				}
 				x.lastErr = nil
 			}
+			if !h.checkedBy(sent, now) {
+				renewAt = now // sent before the check was owed (Engine.owe)
+			}
 			h.sentAt, h.deadline = sent, dl
 			h.next = nextFor(h, renewAt)
 			e.requeue(h, &left)

@@ -33,7 +33,7 @@ func TestRenewal_panickingGroupLosesHoldAtDeadline(t *testing.T) {
 				hd.Keys.User = "k"
 				start := time.Now()
 				h := newHold(hd, "token", 1, start)
-				e.add(h)
+				e.add(h, nil)
 				select {
 				case <-h.Lost():
 				case <-time.After(time.Minute):

@@ -46,6 +46,13 @@ type Engine struct {
 	// flights are the renewals out: holds taken off the heap are found
 	// there (holdOf).
 	flights map[*flight]struct{}
+	// forced remembers the force messages that named no registered hold,
+	// token -> when heard, for holds not installed yet; forcedLast is when
+	// the last came, and forgot when the last one forgotten came
+	// (math.MinInt64: none). See force.go.
+	forced     map[string]int64
+	forcedLast int64
+	forgot     int64
 
 	// installed, set only by tests before the first hold, runs on the
 	// acquiring goroutine once install has put a new hold into renewal,
@@ -70,6 +77,7 @@ func (e *Engine) Init(sources Sources, logger *slog.Logger) {
 	e.kick = make(chan struct{}, 1)
 	e.lowered = make(chan struct{})
 	e.armed = math.MinInt64 // no timer yet: the loop looks at the heap when it starts
+	e.forgot = math.MinInt64
 	e.Notifier.init(e, sources)
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -25,7 +27,7 @@ func TestNotifier_listen_subscribeRetried(t *testing.T) {
 	hd.Keys.User = "k"
 	h := newHold(hd, "t1", 1, time.Now())
 
-	e.add(h)
+	e.add(h, nil)
 	n.listen(channel)
 	defer h.unlisten()
 	for deadline := time.Now().Add(10 * time.Second); !n.Listening(channel); {
@@ -297,4 +299,162 @@ func BenchmarkEngine_holdOf(b *testing.B) {
 			}
 		})
 	}
+}
+
+// confirmGroup is a renewal batch that confirms every hold; each call
+// first takes a token from gate, when gate is not nil.
+type confirmGroup struct {
+	gate  chan struct{}
+	mu    sync.Mutex
+	calls int
+}
+
+func (g *confirmGroup) Renew(_ context.Context, _ []*Hold, _ []time.Duration, out []Outcome) {
+	if g.gate != nil {
+		<-g.gate
+	}
+	g.mu.Lock()
+	g.calls++
+	g.mu.Unlock()
+	for i := range out {
+		out[i] = Outcome{Status: Confirmed}
+	}
+}
+
+func (g *confirmGroup) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls
+}
+
+// channelAt makes e's state of channel, its subscription confirmed at
+// heard (0: not confirmed).
+func channelAt(e *Engine, channel string, heard int64) *channelState {
+	n := &e.Notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := &channelState{name: channel}
+	cs.heard.Store(heard)
+	n.chans[channel] = cs
+	return cs
+}
+
+// owes reports whether h owes a check, and whether a force message named
+// it before its install.
+func owes(e *Engine, h *Hold) (owed, forced bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x := h.x.Load(); x != nil {
+		return x.owed, x.forced
+	}
+	return false, false
+}
+
+// TestEngine_screen: as a hold enters renewal, a force message it may have
+// missed is found: one heard after its acquire was sent marks it forced
+// (one heard before is an earlier hold's of the token); a force channel
+// confirmed after the acquire was sent, or a message forgotten since it
+// was, makes it owe a check, due at once; a channel confirmed before, and
+// nothing remembered, leave it alone, its first renewal at TTL/3. A
+// channel not confirmed yet leaves it to the confirmation, which makes it
+// owe a check then.
+func TestEngine_screen(t *testing.T) {
+	const channel = "lock:force"
+	sent := time.Now()
+	s := mono(sent)
+	for _, tc := range []struct {
+		name             string
+		heard            int64 // the channel's confirmation; 0: none yet
+		message, forgot  int64 // a message for the hold's token heard then (0: none); the last forgotten
+		wantOwed, forced bool
+	}{
+		{"channel confirmed before the acquire", s - 1, 0, math.MinInt64, false, false},
+		{"channel confirmed after the acquire was sent", s + 1, 0, math.MinInt64, true, false},
+		{"channel not confirmed yet", 0, 0, math.MinInt64, false, false},
+		{"message heard after the acquire was sent", s - 1, s + 1, math.MinInt64, false, true},
+		{"message heard before the acquire was sent", s - 1, s - 1, math.MinInt64, false, false},
+		{"message forgotten after the acquire was sent", s - 1, 0, s + 1, true, false},
+		{"message forgotten before the acquire was sent", s - 1, 0, s - 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, pol := forceEngine(t, channel)
+			pol.Watchdog, pol.Group = true, func(context.Context, *Hold) Group { return &confirmGroup{} }
+			channelAt(e, channel, tc.heard)
+			e.mu.Lock()
+			e.forgot, e.forcedLast = tc.forgot, monoNow()
+			if tc.message != 0 {
+				e.forced = map[string]int64{"t": tc.message}
+			}
+			e.mu.Unlock()
+			hd := &Handle{pol: pol}
+			hd.Keys.User = "k"
+			h, err := hd.install("t", 1, sent)
+			if err != nil {
+				t.Fatalf("install: %v", err)
+			}
+			owed, forced := owes(e, h)
+			if forced != tc.forced {
+				t.Fatalf("forced = %v, want %v", forced, tc.forced)
+			}
+			e.mu.Lock()
+			next, want := h.next, later(s, pol.TTL/3)
+			e.mu.Unlock()
+			switch {
+			case owed != tc.wantOwed:
+				t.Fatalf("owes a check = %v, want %v", owed, tc.wantOwed)
+			case owed && next > monoNow():
+				t.Fatalf("a hold that owes a check is due in %v, want at once", between(monoNow(), next))
+			case !owed && !forced && next != want:
+				t.Fatalf("next renewal at %v after the acquire, want TTL/3", between(s, next))
+			}
+			hd.settle(h)
+			if lost := h.LostErr() != nil; lost != tc.forced {
+				t.Fatalf("lost after settle = %v (%v), want %v", lost, h.LostErr(), tc.forced)
+			}
+			if tc.heard == 0 {
+				e.Notifier.confirmed(channel)
+				if owed, _ := owes(e, h); !owed {
+					t.Fatal("no check owed once the channel was confirmed after the hold was installed")
+				}
+			}
+		})
+	}
+}
+
+// TestEngine_heardAll_renewalInFlight: a hold whose renewal is out when its
+// force channel's subscription is confirmed owes a check that the renewal
+// out does not settle (it was sent before): once it is answered, another
+// renewal goes at once, and that one settles it.
+func TestEngine_heardAll_renewalInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const channel = "lock:force"
+		e, pol := forceEngine(t, channel)
+		g := &confirmGroup{gate: make(chan struct{})}
+		pol.Watchdog, pol.TTL, pol.Group = true, 3*time.Second, func(context.Context, *Hold) Group { return g }
+		channelAt(e, channel, 0)
+		hd := &Handle{pol: pol}
+		hd.Keys.User = "k"
+		h, err := hd.install("t", 1, time.Now())
+		if err != nil {
+			t.Fatalf("install: %v", err)
+		}
+		time.Sleep(time.Second) // TTL/3: the first renewal goes out and waits at the gate
+		synctest.Wait()
+		e.Notifier.confirmed(channel)
+		g.gate <- struct{}{} // the first renewal is answered
+		synctest.Wait()
+		if got := g.count(); got != 1 {
+			t.Fatalf("renewals answered = %d, want 1", got)
+		}
+		if owed, _ := owes(e, h); !owed {
+			t.Fatal("check settled by a renewal sent before the channel was confirmed")
+		}
+		g.gate <- struct{}{} // the check, sent at once
+		synctest.Wait()
+		if owed, _ := owes(e, h); owed || g.count() != 2 {
+			t.Fatalf("after %d renewals the hold owes a check = %v, want 2 and false", g.count(), owed)
+		}
+		close(g.gate)
+		e.Close(nil)
+	})
 }

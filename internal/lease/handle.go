@@ -193,15 +193,15 @@ func (hd *Handle) install(token string, fence int64, sent time.Time) (*Hold, err
 		return nil, errLateReply
 	}
 	// Counted on its force channel before it enters renewal: from there on
-	// it can be lost at any moment (its renewal, sent at once, finds the
-	// key gone; a force message names it), and its loss takes it off the
-	// channel, which must find it counted. A force message that comes
-	// between the two finds no hold, as one that comes before install
-	// does: the hold's next renewal reports the loss.
+	// it can be lost at any moment (a renewal finds the key gone; a force
+	// message names it), and its loss takes it off the channel, which must
+	// find it counted. A force message that came before add registered it
+	// is found there (screen, force.go).
+	var cs *channelState
 	if hd.pol.Inbox != "" {
-		hd.pol.Engine.Notifier.listen(hd.pol.Inbox)
+		cs = hd.pol.Engine.Notifier.listen(hd.pol.Inbox)
 	}
-	hd.pol.Engine.add(h)
+	hd.pol.Engine.add(h, cs)
 	if f := hd.pol.Engine.installed; f != nil {
 		f(h)
 	}

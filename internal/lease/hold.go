@@ -65,6 +65,14 @@ type holdExtra struct {
 	// land after the renewal in flight (or the next one): those out, and
 	// those answered while it was out. never = none.
 	extDeadline int64
+	// owed: a force message for the hold may have been missed, so the
+	// renewal loop asks Redis about it at once, and again until a write
+	// sent at checkFrom or later is confirmed (Engine.owe).
+	owed      bool
+	checkFrom int64
+	// forced: a force message named the hold before it was installed; it
+	// is reported lost once its acquire is (Handle.settle).
+	forced bool
 }
 
 // more returns h's extra, making it on first use. Callers hold h.mu or the

@@ -42,20 +42,7 @@ const (
 // an inbox is for the waiters of its key's channel.
 func (n *Notifier) deliver(channel, payload string) {
 	if strings.HasPrefix(payload, MsgForce) {
-		n.mu.Lock()
-		held := false
-		if cs := n.chans[channel]; cs != nil {
-			held = cs.forced()
-		}
-		n.mu.Unlock()
-		// Outside n.mu: holdOf takes the Engine's mu, and the loss runs
-		// its callbacks.
-		if !held {
-			return
-		}
-		if h := n.e.holdOf(payload[len(MsgForce):], channel); h != nil {
-			n.e.forceLost(h)
-		}
+		n.forced(channel, payload[len(MsgForce):])
 		return
 	}
 	n.mu.Lock()

@@ -119,8 +119,16 @@ type channelState struct {
 	idleSince time.Time
 	handoffs  int // consecutive direct handoffs (handoff.go)
 	// holds counts this process's holds listening on the channel, their
-	// Client's force channel, for a force-release (force.go).
+	// Client's force channel, for a force-release (force.go); force marks a
+	// channel holds have listened on.
 	holds int
+	force bool
+	// heard is when the subscription was confirmed, a reading of the
+	// clock, never 0 (heardNow): every message published since reaches
+	// this process. 0 while it is not confirmed, and again once the
+	// connection broke or the channel was unsubscribed (deafen). Holds
+	// read it without n.mu (Engine.screen).
+	heard atomic.Int64
 	// inbox is the key channel's inbox, once a queued waiter joined; of is
 	// an inbox's key channel, which its messages are for (inbox.go).
 	inbox, of *channelState

@@ -16,17 +16,20 @@ func retryInterval(ttl time.Duration) time.Duration {
 	return min(max(ttl/12, time.Millisecond), time.Second)
 }
 
-// nextFor is when the loop must next look at h. Callers hold e.mu.
+// nextFor is when the loop must next look at h: renewAt if it renews h,
+// with the watchdog or to check it (owesCheck). Callers hold e.mu.
 func nextFor(h *Hold, renewAt int64) int64 {
 	n := h.deadline
-	if h.hd.pol.Watchdog {
+	if h.hd.pol.Watchdog || h.owesCheck() {
 		n = min(n, renewAt)
 	}
 	return min(n, h.capAt())
 }
 
-// add puts a new hold into the loop, starting the loop on first use.
-func (e *Engine) add(h *Hold) {
+// add puts a new hold into the loop, starting the loop on first use. cs,
+// when not nil, is the force channel h listens on: add looks for a force
+// message h may have missed (screen).
+func (e *Engine) add(h *Hold, cs *channelState) {
 	e.mu.Lock()
 	// Close sets closed, then takes e.mu before it waits for the loop: an
 	// add that sees closed false here has started the loop before that wait.
@@ -38,6 +41,9 @@ func (e *Engine) add(h *Hold) {
 	}
 	h.registered = true
 	h.next = nextFor(h, later(h.sentAt, h.capped(h.ttl)/3))
+	if cs != nil {
+		e.screen(h, cs)
+	}
 	e.q.push(h)
 	e.lead, e.idle = between(h.sentAt, h.next), 0
 	if !e.started {
@@ -213,7 +219,11 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 		// Sent after every other write was answered, and none is out: this
 		// one landed last.
 		h.sentAt, h.deadline, x.lastErr, x.extDeadline = sent, dl, nil, never
-		h.next = nextFor(h, later(sent, h.capped(ttl)/3))
+		renewAt := later(sent, h.capped(ttl)/3)
+		if !h.checkedBy(sent, now) {
+			renewAt = now
+		}
+		h.next = nextFor(h, renewAt)
 	} else {
 		e.lower(h, dl)
 		if h.inFlight || x.extending > 0 {

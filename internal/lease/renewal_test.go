@@ -33,7 +33,7 @@ func TestRenewal_holdsInTurnDoNotWakeTheLoop(t *testing.T) {
 			idled = idled || e.idle > 0
 			e.mu.Unlock()
 			h := newHold(hd, "token", 1, time.Now())
-			e.add(h)
+			e.add(h, nil)
 			if h.next < armed { // the very test add makes to wake the loop
 				kicks++
 			}

@@ -82,6 +82,7 @@ func (n *Notifier) run(s *subscription) {
 			if s.sharded() {
 				s.slot.Client.ReloadState(ctx)
 			}
+			n.deafen(s)
 			failures++
 			pause.Reset(min(time.Duration(failures)*50*time.Millisecond, time.Second))
 			select {
@@ -136,17 +137,47 @@ func (n *Notifier) shielded(what string, call func() error) (err error) {
 
 // confirmed marks channel ready and wakes all its waiters (an inbox's: its
 // key channel's): each joined before it listened, so each looks once more.
+// A force channel confirmed after a time it was not has its holds asked
+// about in Redis (Engine.heardAll): their messages may have been missed.
 func (n *Notifier) confirmed(channel string) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	cs := n.chans[channel]
 	if cs == nil {
+		n.mu.Unlock()
 		return
 	}
 	cs.ready = true
 	cs.confirms++
 	for _, w := range cs.owner().waiters {
 		signal(w)
+	}
+	since := heardNow()
+	fresh := cs.heard.CompareAndSwap(0, since)
+	held := cs.holds > 0
+	n.mu.Unlock()
+	if fresh && held {
+		n.e.heardAll(channel, since)
+	}
+}
+
+// heardNow is the clock's reading now, for channelState.heard: never 0.
+func heardNow() int64 {
+	if m := monoNow(); m != 0 {
+		return m
+	}
+	return 1
+}
+
+// deafen marks every channel subscribed on s as no longer heard (see
+// channelState.heard): its connection broke, and messages may be lost
+// until the subscription is confirmed again.
+func (n *Notifier) deafen(s *subscription) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, cs := range n.chans {
+		if slices.Contains(cs.subs, s) {
+			cs.heard.Store(0)
+		}
 	}
 }
 
@@ -179,6 +210,7 @@ func (n *Notifier) sweep(s *subscription) (retired bool) {
 		if i >= 0 {
 			cs.subs = slices.Delete(cs.subs, i, i+1)
 			cs.subscribed = false // a join subscribes it on every source again
+			cs.heard.Store(0)
 			idle = append(idle, name)
 		}
 		if len(cs.subs) == 0 {
@@ -252,6 +284,7 @@ func (n *Notifier) drop(s *subscription) {
 			cs.subs = slices.Delete(cs.subs, i, i+1)
 			cs.subscribed = false
 			cs.ready = cs.ready && len(cs.subs) > 0
+			cs.heard.Store(0)
 		}
 	}
 }

@@ -42,6 +42,7 @@ func (hd *Handle) TryAcquire(ctx context.Context, k Kind) (bool, error) {
 		if obs {
 			hd.observeHeld(k, h, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Fence: h.fence, Duration: time.Since(start), Attempts: 1})
 		}
+		hd.settle(h)
 		return true, nil
 	case a.Err == nil:
 		if obs {

@@ -53,6 +53,7 @@ func (hd *Handle) Acquire(ctx context.Context, k Kind) error {
 		return err
 	}
 	hd.observeHeld(k, h, Event{Kind: EventAcquire, Ctx: ctx, Token: token, Fence: h.fence, Duration: time.Since(start), Attempts: attempts})
+	hd.settle(h)
 	return nil
 }
 
