@@ -63,7 +63,7 @@ func TestOnce_storeOutAtDeadlineNotShared(t *testing.T) {
 		}
 	})
 	ttl := lock.WithTTL(time.Second)
-	lctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	lctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	leader := make(chan error, 1)
 	go func() {
@@ -82,6 +82,9 @@ func TestOnce_storeOutAtDeadlineNotShared(t *testing.T) {
 		v      []byte
 		shared bool
 		err    error
+	}
+	if !waitFor(10*time.Second, func() bool { return lock.OnceFollowers(c, key) == 0 }) {
+		t.Fatal("the leader's call is not under way")
 	}
 	follower := make(chan res, 1)
 	go func() {
