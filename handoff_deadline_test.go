@@ -126,3 +126,53 @@ func TestWithLock_deadlineDuringHandoff(t *testing.T) {
 		})
 	}
 }
+
+// TestFair_deadlineDuringQueueJoin: a fair Acquire's first attempt (which
+// joins the queue) is held — before it is sent, or its reply — until the
+// Acquire's deadline passed. The Acquire returns by its deadline; once the
+// attempt goes through, the entry it may have left is undone, so the
+// holder's release does not hand the key to the departed waiter: a third
+// lock takes it at once.
+func TestFair_deadlineDuringQueueJoin(t *testing.T) {
+	for _, before := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reply held", true: "send held"}[before], func(t *testing.T) {
+			tg := realTarget(t)
+			key := keyFor(t)
+			ctx := context.Background()
+			fair := []lock.Option{lock.WithFair(true), lock.WithTTL(time.Minute)}
+			other := newClient(t, tg.rdb)
+			blocker := other.NewLock(key, fair...)
+			must(t, "blocker's Acquire()", blocker.Acquire(ctx))
+			rdb := tg.newRDB(t)
+			h := &scriptHolder{script: luascripts.FairAcquire, before: before,
+				entered: make(chan struct{}), open: make(chan struct{})}
+			rdb.AddHook(h)
+			openHook := sync.OnceFunc(func() { close(h.open) })
+			t.Cleanup(openHook)
+			c := newClient(t, rdb, lock.WithCoalescing(false), lock.WithLogger(nil))
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			deadline, _ := wctx.Deadline()
+			err := c.NewLock(key, fair...).Acquire(wctx)
+			if late := time.Since(deadline); late > deadlineSlack {
+				t.Fatalf("Acquire() returned %v past its deadline (error %v)", late, err)
+			}
+			wantErr(t, "Acquire()", err, lock.ErrNotAcquired)
+			if !isClosed(h.entered) {
+				t.Fatal("the queue join was never held")
+			}
+			openHook()
+			// The undo goes out once the held attempt returns; the
+			// Client's Close waits for it.
+			must(t, "Close()", c.Close())
+			must(t, "blocker's Release()", blocker.Release(ctx))
+			third := other.NewLock(key, fair...)
+			ok, err := third.TryAcquire(ctx)
+			must(t, "third TryAcquire()", err)
+			if !ok {
+				t.Fatalf("the key went to the departed waiter (PTTL %v)", tg.rdb.PTTL(ctx, lockKey(key)).Val())
+			}
+			must(t, "third Release()", third.Release(ctx))
+		})
+	}
+}
