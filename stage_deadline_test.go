@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
+	"github.com/agentlock/lock/internal/redistest"
 )
 
 // scriptHolder holds the first call of one script until open closes:
@@ -20,6 +22,8 @@ import (
 type scriptHolder struct {
 	script  *redis.Script
 	before  bool
+	skip    int32 // calls let through before the one held
+	seen    atomic.Int32
 	entered chan struct{}
 	open    chan struct{}
 	first   sync.Once
@@ -54,7 +58,9 @@ func (s *scriptHolder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		held := false
-		s.first.Do(func() { held = true })
+		if s.seen.Add(1) > s.skip {
+			s.first.Do(func() { held = true })
+		}
 		if !held {
 			return next(ctx, cmd)
 		}
@@ -116,7 +122,7 @@ func TestWithLock_deadlineDuringHandoff(t *testing.T) {
 				if r.late > deadlineSlack {
 					t.Errorf("%s returned %v past its deadline (error %v)", name, r.late, r.err)
 				}
-				t.Logf("%s = %v", name, r.err)
+
 			}
 			openHook()
 			if !waitFor(5*time.Second, func() bool { return tg.rdb.Exists(context.Background(), lockKey(key)).Val() == 0 }) {
@@ -173,6 +179,48 @@ func TestFair_deadlineDuringQueueJoin(t *testing.T) {
 				t.Fatalf("the key went to the departed waiter (PTTL %v)", tg.rdb.PTTL(ctx, lockKey(key)).Val())
 			}
 			must(t, "third Release()", third.Release(ctx))
+		})
+	}
+}
+
+// TestMultiLock_deadlineDuringSecondGroup: on a cluster, a multi-lock's
+// Acquire takes its first slot group and its deadline ends while the second
+// group's acquire is out (its send or its reply held). The Acquire returns
+// by its deadline, and once the call goes through every member is freed:
+// the group taken first is not left to its TTL.
+func TestMultiLock_deadlineDuringSecondGroup(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	for _, before := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reply held", true: "send held"}[before], func(t *testing.T) {
+			ctx := context.Background()
+			key := keyFor(t)
+			keys := []string{key + ":a", key + ":b"}
+			rdb := cl.Client(t)
+			h := &scriptHolder{script: luascripts.MultiAcquire, before: before, skip: 1,
+				entered: make(chan struct{}), open: make(chan struct{})}
+			rdb.AddHook(h)
+			openHook := sync.OnceFunc(func() { close(h.open) })
+			t.Cleanup(openHook)
+			c := newClient(t, rdb, lock.WithLogger(nil), lock.WithTTL(time.Minute))
+			m := c.NewMultiLock(keys)
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			deadline, _ := wctx.Deadline()
+			err := m.Acquire(wctx)
+			if late := time.Since(deadline); late > deadlineSlack {
+				t.Fatalf("Acquire() returned %v past its deadline (error %v)", late, err)
+			}
+			wantErr(t, "Acquire()", err, lock.ErrNotAcquired)
+			if !isClosed(h.entered) {
+				t.Fatal("the second group's acquire was never held")
+			}
+			openHook()
+			check := cl.Client(t)
+			for _, k := range keys {
+				if !waitFor(5*time.Second, func() bool { return check.Exists(ctx, lockKey(k)).Val() == 0 }) {
+					t.Errorf("member %s still held 5s after the call went through (PTTL %v)", k, check.PTTL(ctx, lockKey(k)).Val())
+				}
+			}
 		})
 	}
 }
