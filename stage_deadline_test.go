@@ -34,6 +34,27 @@ func (s *scriptHolder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	return next
 }
 
+// acquireHeld calls acquire with a 1s deadline that ends while s holds
+// the call named what, and checks that it returned by then with
+// ErrNotAcquired; then it lets the held call go.
+func (s *scriptHolder) acquireHeld(t *testing.T, acquire func(context.Context) error, what string) {
+	t.Helper()
+	openHook := sync.OnceFunc(func() { close(s.open) })
+	t.Cleanup(openHook)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	err := acquire(ctx)
+	if late := time.Since(deadline); late > deadlineSlack {
+		t.Fatalf("Acquire() returned %v past its deadline (error %v)", late, err)
+	}
+	wantErr(t, "Acquire()", err, lock.ErrNotAcquired)
+	if !isClosed(s.entered) {
+		t.Fatalf("%s was never held", what)
+	}
+	openHook()
+}
+
 // runsScript reports whether cmd runs sc, by EVALSHA or by EVAL of its text.
 func runsScript(cmd redis.Cmder, sc *redis.Script) bool {
 	a := cmd.Args()
@@ -153,21 +174,8 @@ func TestFair_deadlineDuringQueueJoin(t *testing.T) {
 			h := &scriptHolder{script: luascripts.FairAcquire, before: before,
 				entered: make(chan struct{}), open: make(chan struct{})}
 			rdb.AddHook(h)
-			openHook := sync.OnceFunc(func() { close(h.open) })
-			t.Cleanup(openHook)
 			c := newClient(t, rdb, lock.WithCoalescing(false), lock.WithLogger(nil))
-			wctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			deadline, _ := wctx.Deadline()
-			err := c.NewLock(key, fair...).Acquire(wctx)
-			if late := time.Since(deadline); late > deadlineSlack {
-				t.Fatalf("Acquire() returned %v past its deadline (error %v)", late, err)
-			}
-			wantErr(t, "Acquire()", err, lock.ErrNotAcquired)
-			if !isClosed(h.entered) {
-				t.Fatal("the queue join was never held")
-			}
-			openHook()
+			h.acquireHeld(t, c.NewLock(key, fair...).Acquire, "the queue join")
 			// The undo goes out once the held attempt returns; the
 			// Client's Close waits for it.
 			must(t, "Close()", c.Close())
@@ -199,22 +207,8 @@ func TestMultiLock_deadlineDuringSecondGroup(t *testing.T) {
 			h := &scriptHolder{script: luascripts.MultiAcquire, before: before, skip: 1,
 				entered: make(chan struct{}), open: make(chan struct{})}
 			rdb.AddHook(h)
-			openHook := sync.OnceFunc(func() { close(h.open) })
-			t.Cleanup(openHook)
 			c := newClient(t, rdb, lock.WithLogger(nil), lock.WithTTL(time.Minute))
-			m := c.NewMultiLock(keys)
-			wctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			deadline, _ := wctx.Deadline()
-			err := m.Acquire(wctx)
-			if late := time.Since(deadline); late > deadlineSlack {
-				t.Fatalf("Acquire() returned %v past its deadline (error %v)", late, err)
-			}
-			wantErr(t, "Acquire()", err, lock.ErrNotAcquired)
-			if !isClosed(h.entered) {
-				t.Fatal("the second group's acquire was never held")
-			}
-			openHook()
+			h.acquireHeld(t, c.NewMultiLock(keys).Acquire, "the second group's acquire")
 			check := cl.Client(t)
 			for _, k := range keys {
 				if !waitFor(5*time.Second, func() bool { return check.Exists(ctx, lockKey(k)).Val() == 0 }) {
