@@ -65,7 +65,8 @@ const MaxResultSize = 1 << 20
 // process: the others wait for it, bounded by their own ctx and
 // [WithWaitTimeout], and get copies of its result, shared true, or of the
 // failure it found stored. When that call ends otherwise (its ctx, its
-// fn's error, a lost lock, a panic), each of them goes to Redis itself,
+// fn's error, a lost lock, a panic, fn's result whose store was still out
+// at its caller's deadline), each of them goes to Redis itself,
 // where fn runs again one caller at a time. So a stampede costs Redis a few
 // calls per process, not per caller.
 //
