@@ -68,7 +68,9 @@ const MaxResultSize = 1 << 20
 // fn's error, a lost lock, a panic, fn's result whose store was still out
 // at its caller's deadline), each of them goes to Redis itself,
 // where fn runs again one caller at a time. So a stampede costs Redis a few
-// calls per process, not per caller.
+// calls per process, not per caller. With [WithMaxWaiters](n), the calls
+// waiting for one under way count as its waiters: once n wait, a further
+// call fails at once with an error wrapping [ErrContended].
 //
 // Once returns what [Client.WithLock] returns when the lock was never held
 // ([ErrNotAcquired] at the end of the wait, [ErrClosed], [ErrInvalid]): for
@@ -95,12 +97,16 @@ func (c *Client) Once(ctx context.Context, key string, fn func(context.Context) 
 		defer cancel()
 	}
 	for {
-		f, lead := c.once.join(rk)
+		f, lead := c.once.join(rk, l.cfg.maxWaiters)
+		if f == nil {
+			return nil, false, l.hd.Err("once", fmt.Errorf("%w: %d waiters already", ErrContended, l.cfg.maxWaiters))
+		}
 		if lead {
 			return c.once.lead(rk, f, func() ([]byte, bool, bool, error) { return l.once(ctx, rk, fn) })
 		}
 		select {
 		case <-f.done:
+			c.once.leave(f)
 			if f.shared && f.err != nil {
 				return nil, true, f.err
 			}
@@ -110,6 +116,7 @@ func (c *Client) Once(ctx context.Context, key string, fn func(context.Context) 
 			// The call we followed failed in a way of its own (its ctx,
 			// its fn's error): go to Redis ourselves.
 		case <-wctx.Done():
+			c.once.leave(f)
 			return nil, false, l.hd.Err("once", ErrNotAcquired, context.Cause(wctx))
 		}
 	}
@@ -167,15 +174,23 @@ type flight struct {
 	shared bool // the followers take v and err; otherwise each tries itself
 	// followers counts the calls that joined, under onceState.mu (tests).
 	followers int
+	// waiting counts the calls that joined and still wait for it, under
+	// onceState.mu: they count as waiters for WithMaxWaiters.
+	waiting int
 }
 
 // join returns the flight under way for rk, or a new one that the caller
-// leads (lead true).
-func (o *onceState) join(rk string) (f *flight, lead bool) {
+// leads (lead true); nil when maxWaiters (WithMaxWaiters; 0: no cap) calls
+// already wait for the one under way.
+func (o *onceState) join(rk string, maxWaiters int) (f *flight, lead bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if f = o.flights[rk]; f != nil {
+		if maxWaiters > 0 && f.waiting >= maxWaiters {
+			return nil, false
+		}
 		f.followers++
+		f.waiting++
 		return f, false
 	}
 	if o.flights == nil {
@@ -184,6 +199,13 @@ func (o *onceState) join(rk string) (f *flight, lead bool) {
 	f = &flight{done: make(chan struct{})}
 	o.flights[rk] = f
 	return f, true
+}
+
+// leave counts a call that joined f as no longer waiting for it.
+func (o *onceState) leave(f *flight) {
+	o.mu.Lock()
+	f.waiting--
+	o.mu.Unlock()
 }
 
 // cut makes the call under way for rk, if any, no flight for calls that
