@@ -65,9 +65,12 @@ const MaxResultSize = 1 << 20
 // process: the others wait for it, bounded by their own ctx and
 // [WithWaitTimeout], and get copies of its result, shared true, or of the
 // failure it found stored. When that call ends otherwise (its ctx, its
-// fn's error, a lost lock, a panic), each of them goes to Redis itself,
+// fn's error, a lost lock, a panic, fn's result whose store was still out
+// at its caller's deadline), each of them goes to Redis itself,
 // where fn runs again one caller at a time. So a stampede costs Redis a few
-// calls per process, not per caller.
+// calls per process, not per caller. With [WithMaxWaiters](n), the calls
+// waiting for one under way count as its waiters: once n wait, a further
+// call fails at once with an error wrapping [ErrContended].
 //
 // Once returns what [Client.WithLock] returns when the lock was never held
 // ([ErrNotAcquired] at the end of the wait, [ErrClosed], [ErrInvalid]): for
@@ -94,12 +97,16 @@ func (c *Client) Once(ctx context.Context, key string, fn func(context.Context) 
 		defer cancel()
 	}
 	for {
-		f, lead := c.once.join(rk)
+		f, lead := c.once.join(rk, l.cfg.maxWaiters)
+		if f == nil {
+			return nil, false, l.hd.Err("once", fmt.Errorf("%w: %d waiters already", ErrContended, l.cfg.maxWaiters))
+		}
 		if lead {
-			return c.once.lead(rk, f, func() ([]byte, bool, error) { return l.once(ctx, rk, fn) })
+			return c.once.lead(rk, f, func() ([]byte, bool, bool, error) { return l.once(ctx, rk, fn) })
 		}
 		select {
 		case <-f.done:
+			c.once.leave(f)
 			if f.shared && f.err != nil {
 				return nil, true, f.err
 			}
@@ -109,21 +116,25 @@ func (c *Client) Once(ctx context.Context, key string, fn func(context.Context) 
 			// The call we followed failed in a way of its own (its ctx,
 			// its fn's error): go to Redis ourselves.
 		case <-wctx.Done():
+			c.once.leave(f)
 			return nil, false, l.hd.Err("once", ErrNotAcquired, context.Cause(wctx))
 		}
 	}
 }
 
 // once is Once's call to Redis on l: the stored result, or fn's under the
-// lock.
-func (l *Lock) once(ctx context.Context, rk string, fn func(context.Context) ([]byte, error)) ([]byte, bool, error) {
+// lock. kept reports whether Redis holds what it returns: false for fn's
+// value whose store was still out when ctx's deadline came (WithLock
+// returned, the store going on in the background), and for any error not
+// stored.
+func (l *Lock) once(ctx context.Context, rk string, fn func(context.Context) ([]byte, error)) (v []byte, shared, kept bool, err error) {
 	k := &onceKind{kind: (*kind)(l)}
 	ak := l.hd.Keys.AcquireKeys()
 	if l.cfg.info != nil {
 		ak = l.hd.Keys.InfoAcquireKeys()
 	}
 	k.keys = append(append(k.keys[:0], ak...), rk)
-	err := lease.WithLock(ctx, "lock", &l.hd, k, func(ctx context.Context) error {
+	err = lease.WithLock(ctx, "lock", &l.hd, k, func(ctx context.Context) error {
 		v, ferr := fn(context.WithValue(ctx, fenceKey{}, l.Fence()))
 		if ferr == nil && len(v) > MaxResultSize {
 			ferr = invalidf("result of %d bytes: over MaxResultSize (%d)", len(v), MaxResultSize)
@@ -134,13 +145,14 @@ func (l *Lock) once(ctx context.Context, rk string, fn func(context.Context) ([]
 	})
 	if errors.Is(err, lease.ErrDone) {
 		if st := k.found.Load(); st != nil {
-			return st.read(l.hd.Keys.User)
+			v, shared, err := st.read(l.hd.Keys.User)
+			return v, shared, shared, err
 		}
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
-	return nonNil(k.val), false, nil
+	return nonNil(k.val), false, k.kept.Load(), nil
 }
 
 // onceState is a Client's state for Once: its policy for the Client's
@@ -162,15 +174,23 @@ type flight struct {
 	shared bool // the followers take v and err; otherwise each tries itself
 	// followers counts the calls that joined, under onceState.mu (tests).
 	followers int
+	// waiting counts the calls that joined and still wait for it, under
+	// onceState.mu: they count as waiters for WithMaxWaiters.
+	waiting int
 }
 
 // join returns the flight under way for rk, or a new one that the caller
-// leads (lead true).
-func (o *onceState) join(rk string) (f *flight, lead bool) {
+// leads (lead true); nil when maxWaiters (WithMaxWaiters; 0: no cap) calls
+// already wait for the one under way.
+func (o *onceState) join(rk string, maxWaiters int) (f *flight, lead bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if f = o.flights[rk]; f != nil {
+		if maxWaiters > 0 && f.waiting >= maxWaiters {
+			return nil, false
+		}
 		f.followers++
+		f.waiting++
 		return f, false
 	}
 	if o.flights == nil {
@@ -179,6 +199,13 @@ func (o *onceState) join(rk string) (f *flight, lead bool) {
 	f = &flight{done: make(chan struct{})}
 	o.flights[rk] = f
 	return f, true
+}
+
+// leave counts a call that joined f as no longer waiting for it.
+func (o *onceState) leave(f *flight) {
+	o.mu.Lock()
+	f.waiting--
+	o.mu.Unlock()
 }
 
 // cut makes the call under way for rk, if any, no flight for calls that
@@ -191,12 +218,14 @@ func (o *onceState) cut(rk string) {
 }
 
 // lead makes call for f and ends f with its outcome, also when call
-// panics (the panic continues; the followers then try themselves). What
-// Redis had stored (call's shared true: a result, or a failure stored by
-// WithErrorTTL) and fn's result that the leader stored are shared; any
-// other error is the leader's own (its ctx, its fn's error, even one that
-// matches ErrOnceFailed because fn got it from another Once) and is not.
-func (o *onceState) lead(rk string, f *flight, call func() ([]byte, bool, error)) ([]byte, bool, error) {
+// panics (the panic continues; the followers then try themselves). Only
+// what Redis keeps (call's kept true: a result or a failure stored by
+// WithErrorTTL that it found, or fn's result that the leader stored) is
+// shared; any other outcome is the leader's own (its ctx, its fn's error,
+// even one that matches ErrOnceFailed because fn got it from another Once,
+// fn's result whose store was still out at the leader's deadline) and is
+// not.
+func (o *onceState) lead(rk string, f *flight, call func() (v []byte, shared, kept bool, err error)) ([]byte, bool, error) {
 	defer func() {
 		o.mu.Lock()
 		if o.flights[rk] == f { // not cut by Forget, which may have let a new one in
@@ -205,8 +234,8 @@ func (o *onceState) lead(rk string, f *flight, call func() ([]byte, bool, error)
 		o.mu.Unlock()
 		close(f.done)
 	}()
-	v, shared, err := call()
-	if f.shared = err == nil || shared; f.shared {
+	v, shared, kept, err := call()
+	if f.shared = kept; f.shared {
 		// The caller owns v: the followers get copies of a copy.
 		f.v, f.err = bytes.Clone(v), err
 	}
@@ -371,6 +400,7 @@ type onceKind struct {
 	*kind
 	keys  []string // once_acquire.lua's KEYS: acquire's (with holder info's), then P{K}:result
 	found atomic.Pointer[stored]
+	kept  atomic.Bool // Release stored fn's outcome (set on its goroutine)
 
 	// Set by fn's wrapper, read by Release on the same goroutine.
 	ran  bool
@@ -438,7 +468,9 @@ func (k *onceKind) Release(ctx context.Context, h *lease.Hold, ended bool) lease
 	if k.ferr != nil {
 		k.val = nil
 	}
-	return outcome(checkStatus("once store", n, err))
+	st, err := checkStatus("once store", n, err)
+	k.kept.Store(err == nil && st == extendOK)
+	return outcome(st, err)
 }
 
 // storeResends bounds how often a store whose outcome is unknown is sent
