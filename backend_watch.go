@@ -81,8 +81,23 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 				return acquireResult{}, err
 			}
 		}
+		if err := b.keepFence(ctx, k, ttl); err != nil {
+			return acquireResult{}, err
+		}
 	}
 	return acquireResult{ok: true, fence: fence}, nil
+}
+
+// keepFence makes the fence counter, which the acquire of a hold with ttl
+// just left with luascripts.FenceTTL at most, live as long as the hold
+// (keep_fence in fence.lua): one more call, for a TTL longer than
+// FenceTTL only. The hold is ours, so nobody else writes the counter
+// meanwhile.
+func (b *watchBackend) keepFence(ctx context.Context, k *keys, ttl time.Duration) error {
+	if ttl <= luascripts.FenceTTL {
+		return nil
+	}
+	return b.rdb.PExpire(ctx, k.Fence(), ttl).Err()
 }
 
 // raiseFence restarts a fencing counter that our acquire's INCR found
