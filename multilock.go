@@ -318,8 +318,12 @@ func (k *multiKind) Undo(ctx context.Context, token string) {
 }
 
 // Release releases every member of h.
+// A member found gone that an operator force-released is reported so.
 func (k *multiKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outcome {
-	return outcome((*MultiLock)(k).release(ctx, h.Token()))
+	m := (*MultiLock)(k)
+	out := []lease.Outcome{outcome(m.release(ctx, h.Token()))}
+	markForcedBy(ctx, m.cfg.c.rdb, []*lease.Hold{h}, out, m.forceRecords)
+	return out[0]
 }
 
 // Extend sets the TTL of every member of h, if all are ours.
