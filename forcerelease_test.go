@@ -363,3 +363,28 @@ func TestClient_ForceRelease_twoClientsOnePrefix(t *testing.T) {
 	}
 	must(t, "Release() b", b.Release(ctx))
 }
+
+// TestClient_ForceRelease_missedMessageVerbs: a holder of every kind that
+// hears no force message (WithNotify(false)) and calls Release, Extend or
+// TTL on its force-released hold gets ErrNotHeld, and the hold is reported
+// lost as force-released, from the key's force record, not as vanished.
+func TestClient_ForceRelease_missedMessageVerbs(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	op := newClient(t, tg.rdb)
+	verbs := map[string]func(l *lock.Lock) error{
+		"Release": func(l *lock.Lock) error { return l.Release(ctx) },
+		"Extend":  func(l *lock.Lock) error { return l.Extend(ctx, time.Minute) },
+		"TTL":     func(l *lock.Lock) error { _, err := l.TTL(ctx); return err },
+	}
+	for name, verb := range verbs {
+		t.Run(name, func(t *testing.T) {
+			ls := vanishKinds(t, newClient(t, tg.rdb, lock.WithTTL(30*time.Second), lock.WithNotify(false)))
+			for _, l := range ls {
+				must(t, "ForceRelease()", op.ForceRelease(ctx, l.Key()))
+				wantErr(t, name+"() of "+l.Key(), verb(l), lock.ErrNotHeld)
+			}
+			wantLoss(t, ls, lock.LossForceReleased)
+		})
+	}
+}
