@@ -44,15 +44,23 @@ func forceEntryFence(t *testing.T, tg *target, op *lock.Client, stream, key stri
 // counter's own lifetime (FenceTTL from the counter's creation; here cut
 // short to half the TTL, as an older counter would have) keeps its counter
 // alive with every renewal, so the force-released entry carries the hold's
-// own fence, not 0.
+// own fence, not 0; in either release mode (a ReleaseWatch renewal is a
+// WATCH/MULTI, no script).
 func TestAudit_forceRelease_fenceOfLongHold(t *testing.T) {
 	tg := realTarget(t)
+	for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
+		t.Run(mode.String(), func(t *testing.T) { longHoldFence(t, tg, mode) })
+	}
+}
+
+// longHoldFence is TestAudit_forceRelease_fenceOfLongHold in one mode.
+func longHoldFence(t *testing.T, tg *target, mode lock.ReleaseMode) {
 	ctx := context.Background()
 	stream := keyFor(t) + ":audit"
 	key := keyFor(t)
 	ttl := 900 * time.Millisecond
 	obs, renewed := renewalsSeen()
-	c := newClient(t, tg.newRDB(t), lock.WithTTL(ttl), obs)
+	c := newClient(t, tg.newRDB(t), lock.WithTTL(ttl), obs, lock.WithReleaseMode(mode))
 	op := newClient(t, tg.newRDB(t), lock.WithAudit(stream, 100))
 	l := c.NewLock(key)
 	must(t, "Acquire()", l.Acquire(ctx))

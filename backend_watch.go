@@ -81,8 +81,23 @@ func (b *watchBackend) acquire(ctx context.Context, k *keys, token string, ttl t
 				return acquireResult{}, err
 			}
 		}
+		if err := b.keepFence(ctx, k, ttl); err != nil {
+			return acquireResult{}, err
+		}
 	}
 	return acquireResult{ok: true, fence: fence}, nil
+}
+
+// keepFence makes the fence counter, which the acquire of a hold with ttl
+// just left with luascripts.FenceTTL at most, live as long as the hold
+// (keep_fence in fence.lua): one more call, for a TTL longer than
+// FenceTTL only. The hold is ours, so nobody else writes the counter
+// meanwhile.
+func (b *watchBackend) keepFence(ctx context.Context, k *keys, ttl time.Duration) error {
+	if ttl <= luascripts.FenceTTL {
+		return nil
+	}
+	return b.rdb.PExpire(ctx, k.Fence(), ttl).Err()
 }
 
 // raiseFence restarts a fencing counter that our acquire's INCR found
@@ -232,9 +247,29 @@ func (b *watchBackend) release(ctx context.Context, k *keys, token string) (exte
 	})
 }
 
+// extend sets the hold's TTL to ttl. With fencing, the fence counter is
+// kept alive at least as long, as extend.lua does (keep_fence in
+// fence.lua): its value is the hold's fence, which a forced release's
+// audit entry reads there.
 func (b *watchBackend) extend(ctx context.Context, k *keys, token string, ttl time.Duration) (extendStatus, error) {
-	return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
-		p.PExpire(ctx, k.Lock(), ttl)
+	if !b.fencing {
+		return b.checkAndExec(ctx, k, token, func(p redis.Pipeliner) {
+			p.PExpire(ctx, k.Lock(), ttl)
+		})
+	}
+	return b.ifOurs(ctx, k, token, func(tx *redis.Tx) error {
+		left, err := tx.PTTL(ctx, k.Fence()).Result()
+		if err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.PExpire(ctx, k.Lock(), ttl)
+			if left != -2 && left < ttl { // -2 (missing): nothing to keep
+				p.PExpire(ctx, k.Fence(), ttl)
+			}
+			return nil
+		})
+		return err
 	})
 }
 

@@ -142,7 +142,7 @@ func (k *fairKind) Undo(ctx context.Context, token string) {
 
 // Release drops h, handing the key to the queue's head, if any.
 func (k *fairKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outcome {
-	return outcome((*Lock)(k).releaseFair(ctx, h.Token(), 0))
+	return (*kind)(k).checkForced(ctx, h, outcome((*Lock)(k).releaseFair(ctx, h.Token(), 0)))
 }
 
 func (k *fairTry) Token() (string, error)             { return (*fairKind)(k).Token() }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // TestFence_restartAgreesAcrossReleaseModes: a counter restarts at the
@@ -32,4 +35,34 @@ func TestFence_restartAgreesAcrossReleaseModes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFence_counterOutlivesLongHold: a fencing hold with a TTL longer than
+// a counter's own life (FenceTTL) gives the counter its TTL at the acquire,
+// in either release mode, and a first acquire (the counter restarted) as
+// much as a later one: the counter holds the hold's fence as long as the
+// hold lasts, renewed or not.
+func TestFence_counterOutlivesLongHold(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	ttl := 2 * luascripts.FenceTTL
+	for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
+		key := keyFor(t) + ":" + mode.String()
+		c := newClient(t, tg.rdb, lock.WithReleaseMode(mode), lock.WithTTL(ttl))
+		for _, when := range []string{"first", "later"} {
+			l := c.NewLock(key)
+			must(t, "Acquire()", l.Acquire(ctx))
+			// One MULTI: both TTLs read at one instant.
+			var held, left *redis.DurationCmd
+			_, err := tg.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				held, left = p.PTTL(ctx, lockKey(key)), p.PTTL(ctx, fenceKey(key))
+				return nil
+			})
+			must(t, "PTTL", err)
+			if left.Val() < held.Val() {
+				t.Errorf("%v, %s acquire: counter's TTL %v, hold's %v: the counter expires first", mode, when, left.Val(), held.Val())
+			}
+			must(t, "Release()", l.Release(ctx))
+		}
+	}
 }

@@ -363,3 +363,37 @@ func TestClient_ForceRelease_twoClientsOnePrefix(t *testing.T) {
 	}
 	must(t, "Release() b", b.Release(ctx))
 }
+
+// TestClient_ForceRelease_missedMessageVerbs: a holder of every kind (and
+// of a fair lock, and a ReleaseWatch one) that
+// hears no force message (WithNotify(false)) and calls Release, Extend or
+// TTL on its force-released hold gets ErrNotHeld, and the hold is reported
+// lost as force-released, from the key's force record, not as vanished.
+func TestClient_ForceRelease_missedMessageVerbs(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	op := newClient(t, tg.rdb)
+	verbs := map[string]func(l *lock.Lock) error{
+		"Release": func(l *lock.Lock) error { return l.Release(ctx) },
+		"Extend":  func(l *lock.Lock) error { return l.Extend(ctx, time.Minute) },
+		"TTL":     func(l *lock.Lock) error { _, err := l.TTL(ctx); return err },
+	}
+	for name, verb := range verbs {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, tg.rdb, lock.WithTTL(30*time.Second), lock.WithNotify(false))
+			ls := vanishKinds(t, c)
+			for _, l := range []*lock.Lock{
+				c.NewLock(keyFor(t)+":fair", lock.WithFair(true)),
+				c.NewLock(keyFor(t)+":watch", lock.WithReleaseMode(lock.ReleaseWatch)),
+			} {
+				must(t, "Acquire() of "+l.Key(), l.Acquire(ctx))
+				ls = append(ls, l)
+			}
+			for _, l := range ls {
+				must(t, "ForceRelease()", op.ForceRelease(ctx, l.Key()))
+				wantErr(t, name+"() of "+l.Key(), verb(l), lock.ErrNotHeld)
+			}
+			wantLoss(t, ls, lock.LossForceReleased)
+		})
+	}
+}

@@ -318,8 +318,12 @@ func (k *multiKind) Undo(ctx context.Context, token string) {
 }
 
 // Release releases every member of h.
+// A member found gone that an operator force-released is reported so.
 func (k *multiKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outcome {
-	return outcome((*MultiLock)(k).release(ctx, h.Token()))
+	m := (*MultiLock)(k)
+	out := []lease.Outcome{outcome(m.release(ctx, h.Token()))}
+	markForcedBy(ctx, m.cfg.c.rdb, []*lease.Hold{h}, out, m.forceRecords)
+	return out[0]
 }
 
 // Extend sets the TTL of every member of h, if all are ours.
@@ -373,6 +377,17 @@ func worst(op string, cmds []*redis.Cmd) (extendStatus, error) {
 	return st, nil
 }
 
+// forceRecords names the force record of every member (forcerelease.lua).
+func (m *MultiLock) forceRecords(*lease.Hold) []string {
+	out := make([]string, 0, len(m.keys))
+	for _, g := range m.groups {
+		for j := range g {
+			out = append(out, g[j].Forced())
+		}
+	}
+	return out
+}
+
 // multiGroup renews the holds of one MultiLock: for each, one
 // multi_extend.lua per slot group, all in one pipeline. The slot groups
 // are extended one by one, not at once: a hold that one group finds gone
@@ -395,9 +410,14 @@ func (g multiGroup) Renew(ctx context.Context, hs []*lease.Hold, ttls []time.Dur
 	}
 	cmds := luascripts.EvalAll(ctx, m.cfg.c.rdb, calls)
 	n := len(m.groups)
-	for i, h := range hs {
+	for i := range hs {
 		out[i] = outcome(renewed(cmds[i*n : (i+1)*n]))
-		if s := out[i].Status; s == lease.Gone || s == lease.Stolen {
+	}
+	// A member gone because an operator force-released it, the force
+	// message missed, is reported force-released, not vanished.
+	markForcedBy(ctx, m.cfg.c.rdb, hs, out, m.forceRecords)
+	for i, h := range hs {
+		if s := out[i].Status; s == lease.Gone || s == lease.Stolen || s == lease.Forced {
 			// The hold is lost, but the other groups may have just been
 			// extended: they go now, before the loss is reported.
 			m.releaseLost(ctx, h.Token())

@@ -613,3 +613,35 @@ func TestMultiLock_deadlineLossReleasesMembers(t *testing.T) {
 		eventuallyNoMember(t, d.admin, ord, "after the hold was lost at its deadline")
 	})
 }
+
+// TestMultiLock_forceReleasedMember_missedMessage: a MultiLock whose
+// Client does not listen for force messages (WithNotify(false)) has one
+// member force-released; the Extend, the renewal or the Release that finds
+// the member gone reports the hold lost as force-released, from the
+// member's force record, not as vanished.
+func TestMultiLock_forceReleasedMember_missedMessage(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	ops := newClient(t, tg.rdb)
+	for _, tc := range []struct {
+		verb string
+		ttl  time.Duration
+	}{{"Extend", 30 * time.Second}, {"renewal", time.Second}, {"Release", 30 * time.Second}} {
+		c := newClient(t, tg.rdb, lock.WithTTL(tc.ttl), lock.WithNotify(false))
+		m := c.NewMultiLock(multiKeys(t, 3))
+		must(t, "Acquire()", m.Acquire(ctx))
+		must(t, "ForceRelease()", ops.ForceRelease(ctx, m.Keys()[1]))
+		switch tc.verb {
+		case "Extend":
+			wantErr(t, "Extend()", m.Extend(ctx, tc.ttl), lock.ErrNotHeld)
+		case "Release":
+			wantErr(t, "Release()", m.Release(ctx), lock.ErrNotHeld)
+		}
+		waitClosed(t, m.Lost(), 10*time.Second, "Lost() after the "+tc.verb)
+		var le *lock.LostError
+		if !errors.As(m.LostErr(), &le) || le.Reason != lock.LossForceReleased {
+			t.Errorf("%s: LostErr() = %v, want reason %v", tc.verb, m.LostErr(), lock.LossForceReleased)
+		}
+		eventuallyNoMember(t, tg.rdb, m.Keys(), "after the "+tc.verb)
+	}
+}

@@ -90,11 +90,18 @@ func outcome(st extendStatus, err error) lease.Outcome {
 // gone; when it fails, or the Client has no Redis client, those holds stay
 // gone (reported as vanished).
 func markForced(ctx context.Context, rdb scripter, hs []*lease.Hold, out []lease.Outcome) {
+	markForcedBy(ctx, rdb, hs, out, func(h *lease.Hold) []string { return []string{h.Handle().Keys.Forced()} })
+}
+
+// markForcedBy is markForced for holds of several keys: records(h) names
+// the force records of h's keys, and a hold is forced when any holds its
+// token.
+func markForcedBy(ctx context.Context, rdb scripter, hs []*lease.Hold, out []lease.Outcome, records func(*lease.Hold) []string) {
 	if rdb == nil {
 		return
 	}
 	var p redis.Pipeliner
-	cmds := make(map[int]*redis.BoolCmd)
+	cmds := make(map[int][]*redis.BoolCmd)
 	for i := range out {
 		if out[i].Status != lease.Gone {
 			continue
@@ -102,15 +109,19 @@ func markForced(ctx context.Context, rdb scripter, hs []*lease.Hold, out []lease
 		if p == nil {
 			p = rdb.Pipeline()
 		}
-		cmds[i] = p.SIsMember(ctx, hs[i].Handle().Keys.Forced(), hs[i].Token())
+		for _, key := range records(hs[i]) {
+			cmds[i] = append(cmds[i], p.SIsMember(ctx, key, hs[i].Token()))
+		}
 	}
 	if p == nil {
 		return
 	}
 	_, _ = p.Exec(ctx)
-	for i, cmd := range cmds {
-		if cmd.Val() {
-			out[i].Status = lease.Forced
+	for i, cs := range cmds {
+		for _, cmd := range cs {
+			if cmd.Val() {
+				out[i].Status = lease.Forced
+			}
 		}
 	}
 }

@@ -228,7 +228,7 @@ func (k *rwKind) Undo(ctx context.Context, token string) { _, _ = (*Lock)(k).rwR
 // Release drops h. A read-write lock's release hands nothing over: it
 // wakes every waiter when it frees the lock.
 func (k *rwKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outcome {
-	return outcome((*Lock)(k).rwRelease(ctx, h.Token(), h.Fence()))
+	return (*kind)(k).checkForced(ctx, h, outcome((*Lock)(k).rwRelease(ctx, h.Token(), h.Fence())))
 }
 
 func (l *Lock) rwRelease(ctx context.Context, token string, fence int64) (extendStatus, error) {
@@ -242,7 +242,7 @@ func (k *rwKind) CheckTTL(ttl time.Duration) error { return (*kind)(k).CheckTTL(
 // Extend sends one extend of h.
 func (k *rwKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
 	n, err := rwRun(ctx, (*Lock)(k).rwBackend(), k.cfg.rwAudit(&k.hd.Keys, h.Token(), h.Fence()), luascripts.RWExtend, 2, false, k.rw.lockKeys, h.Token(), ttlArg(ttl))
-	return outcome(checkStatus("extend", n, err)), nil
+	return (*kind)(k).checkForced(ctx, h, outcome(checkStatus("extend", n, err))), nil
 }
 
 // rwPTTL is TTL's call for a read-write hold (see pttl).
