@@ -244,7 +244,7 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 			e.requeue(h, &left)
 		case o.Status != Failed:
 			h.registered = false
-			lost = append(lost, lossNote{h, lossReason(o.Status, now, h.capped(h.ttl), h.sentAt), nil})
+			lost = append(lost, lossNote{h, h.lossReason(o.Status, now), nil})
 		case closing:
 			h.next = h.deadline
 			e.requeue(h, &left)

@@ -169,6 +169,13 @@ func (e *Engine) screen(h *Hold, cs *channelState) {
 			// before is for an earlier hold of the token, before a retry of
 			// the same Acquire took the key again.)
 			delete(e.forced, h.token)
+			if x := h.x.Load(); x != nil && x.reused {
+				// Maybe for the hold an earlier call with this token
+				// took, force-released before this one landed: Redis says.
+				x.named = true
+				e.owe(h, monoNow())
+				return
+			}
 			h.more().forced = true
 			return
 		}
@@ -219,7 +226,7 @@ func (h *Hold) checkedBy(sent, now int64) bool {
 		x.checkFrom = now
 		return false
 	case sent >= x.checkFrom:
-		x.owed = false
+		x.owed, x.named = false, false
 		return true
 	}
 	return false
@@ -255,6 +262,17 @@ func (e *Engine) heardAll(channel string, since int64) {
 	for _, h := range hs {
 		e.owe(h, since)
 	}
+}
+
+// lossReason is lossReason's for h, which Redis no longer has, having
+// said st of it: force-released when a force message named it before its
+// install and the check that asked about it found it gone (screen).
+// Callers hold e.mu.
+func (h *Hold) lossReason(st Status, now int64) Reason {
+	if x := h.x.Load(); x != nil && x.named {
+		return LossForceReleased
+	}
+	return lossReason(st, now, h.capped(h.ttl), h.sentAt)
 }
 
 // settle reports h lost, force-released, if a force message for it came

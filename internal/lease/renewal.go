@@ -88,7 +88,7 @@ func (e *Engine) lose(h *Hold, st Status, byRelease bool) {
 		e.q.remove(int(h.index))
 	}
 	h.registered = false
-	reason := lossReason(st, monoNow(), h.capped(h.ttl), h.sentAt)
+	reason := h.lossReason(st, monoNow())
 	e.mu.Unlock()
 	h.lose(reason, nil, byRelease)
 }
