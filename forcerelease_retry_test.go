@@ -1,12 +1,15 @@
 package lock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,4 +165,109 @@ func TestClient_ForceRelease_ofARetry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pubsubGate is a go-redis dial hook whose pub/sub connections (those that
+// sent a SUBSCRIBE) can be held shut: once armed, what such a connection
+// reads is held back, not handed to go-redis, until the test opens it.
+type pubsubGate struct {
+	mu   sync.Mutex
+	shut chan struct{} // not nil while armed; closed by open
+}
+
+// arm holds back every pub/sub read from now on.
+func (g *pubsubGate) arm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.shut = make(chan struct{})
+}
+
+// open lets the held reads go on.
+func (g *pubsubGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.shut)
+	g.shut = nil
+}
+
+func (g *pubsubGate) wait() {
+	g.mu.Lock()
+	shut := g.shut
+	g.mu.Unlock()
+	if shut != nil {
+		<-shut
+	}
+}
+
+func (g *pubsubGate) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cn, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &gatedConn{Conn: cn, g: g}, nil
+	}
+}
+
+func (g *pubsubGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (g *pubsubGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// gatedConn is one connection dialled through a pubsubGate.
+type gatedConn struct {
+	net.Conn
+	g      *pubsubGate
+	pubsub atomic.Bool
+}
+
+func (c *gatedConn) Write(p []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(p), []byte("subscribe")) {
+		c.pubsub.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *gatedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.pubsub.Load() {
+		c.g.wait()
+	}
+	return n, err
+}
+
+// TestClient_ForceRelease_ofAnEarlierAttemptHeardLate: as
+// TestClient_ForceRelease_ofAnEarlierAttempt, but the force message of the
+// first attempt's hold is heard only after the retry's hold is installed
+// (the holder's pub/sub reads held back): it does not kill that hold either.
+func TestClient_ForceRelease_ofAnEarlierAttemptHeardLate(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	key := keyFor(t)
+	op := newClient(t, tg.newRDB(t))
+	rdb := tg.newRDB(t)
+	gate := &pubsubGate{}
+	rdb.AddHook(gate)
+	rdb.AddHook(&retryWithToken{key: lockKey(key), between: func() {
+		gate.arm()
+		must(t, "ForceRelease() of the first attempt's hold", op.ForceRelease(ctx, key))
+	}})
+	c := newClient(t, rdb, lock.WithTTL(time.Minute), lock.WithBackoff(time.Millisecond, time.Millisecond))
+	warm := c.NewLock(key + ":warm")
+	must(t, "Acquire() warm", warm.Acquire(ctx))
+	waitUntil(t, "the force channel's subscription", func() bool { return lock.InboxReady(c) })
+
+	l := c.NewLock(key)
+	must(t, "Acquire()", l.Acquire(ctx))
+	must(t, "ForceRelease() warm", op.ForceRelease(ctx, key+":warm"))
+	gate.open()
+	waitClosed(t, warm.Lost(), 10*time.Second, "warm.Lost(): the force messages heard")
+	select {
+	case <-l.Lost():
+		t.Errorf("Lost() closed (%v) by the first attempt's force message, heard late; the retry holds the key", l.LostErr())
+	default:
+	}
+	wantTaken(t, op, key)
+	must(t, "Release()", l.Release(ctx))
 }

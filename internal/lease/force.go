@@ -26,6 +26,11 @@ import "time"
 //     while (Engine.heard), and install looks its token up there (screen):
 //     a message heard after the acquire was sent is for this hold, which is
 //     reported lost, force-released, once its acquire is (Handle.settle).
+//     Unless an earlier call of the same Acquire, of unknown outcome, sent
+//     the token too: the message may be for the hold that call took, and
+//     the hold is asked about in Redis instead (as below), a loss found
+//     reported force-released; so is a message naming such a hold once it
+//     is installed (Engine.named).
 //   - The force channel keeps when its subscription was confirmed
 //     (channelState.heard; 0 while it is not, reset when the connection
 //     breaks). A hold whose acquire was sent before that moment, or before
@@ -122,9 +127,26 @@ func (n *Notifier) forced(channel, token string) {
 	if !held {
 		return
 	}
-	if h := n.e.holdOf(token, channel); h != nil {
+	if h := n.e.holdOf(token, channel); h != nil && !n.e.named(h) {
 		n.e.forceLost(h)
 	}
+}
+
+// named handles a force message naming h, registered, whose token an
+// earlier call of its acquisition may have set (reused): the message may be
+// for that earlier hold, heard late, so h is asked about in Redis at once,
+// a loss found reported as force-released (see screen). It reports whether
+// it did; false for any other hold, which the message is for.
+func (e *Engine) named(h *Hold) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x := h.x.Load()
+	if x == nil || !x.reused || !h.registered {
+		return false
+	}
+	x.named = true
+	e.owe(h, monoNow())
+	return true
 }
 
 // heard remembers a force message for token, heard now, for a hold not

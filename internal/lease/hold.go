@@ -75,9 +75,9 @@ type holdExtra struct {
 	forced bool
 	// reused: an earlier call of its acquisition, of unknown outcome, may
 	// have set its token in Redis (install), so a force message naming it
-	// may be for that earlier hold. named: one came before its install,
-	// after its acquire was sent; it is asked about in Redis instead, and
-	// a loss that check finds is reported as force-released (screen).
+	// may be for that earlier hold. named: one came after its acquire was
+	// sent; it is asked about in Redis instead, and a loss that check finds
+	// is reported as force-released (screen, Engine.named).
 	reused, named bool
 }
 
