@@ -271,3 +271,113 @@ func TestClient_ForceRelease_ofAnEarlierAttemptHeardLate(t *testing.T) {
 	wantTaken(t, op, key)
 	must(t, "Release()", l.Release(ctx))
 }
+
+// sendHold is a go-redis hook that, once armed with a Redis key, holds the
+// next script call naming it before it is sent, until the test frees it.
+type sendHold struct {
+	mu   sync.Mutex
+	key  string
+	held chan struct{} // closed once a call is held
+	free chan struct{} // closed by the test: the call goes out
+}
+
+func (h *sendHold) arm(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.key, h.held, h.free = key, make(chan struct{}), make(chan struct{})
+}
+
+func (h *sendHold) take(cmds ...redis.Cmder) (held, free chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, cmd := range cmds {
+		if h.key != "" && slices.Contains(kindtest.ScriptKeys(cmd), h.key) {
+			h.key = ""
+			return h.held, h.free
+		}
+	}
+	return nil, nil
+}
+
+func (h *sendHold) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *sendHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if held, free := h.take(cmd); held != nil {
+			close(held)
+			<-free
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *sendHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if held, free := h.take(cmds...); held != nil {
+			close(held)
+			<-free
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestLock_owedCheckLandsAfterExtend: with the watchdog off, a Client's
+// first hold is asked about in Redis once its force channel's subscription
+// is confirmed; that renewal, taken out with the acquire's TTL, is held
+// back until an Extend to a longer TTL is answered (or has landed, its reply
+// held until the check is answered), and lands last. The hold is renewed
+// once more, at once, with the Extend's TTL, so the key keeps it, for a
+// mutex and a multi-lock.
+func TestLock_owedCheckLandsAfterExtend(t *testing.T) {
+	tg := realTarget(t)
+	type holder interface {
+		Acquire(context.Context) error
+		Extend(context.Context, time.Duration) error
+		Release(context.Context) error
+	}
+	cases := map[string]func(c *lock.Client, key string) holder{
+		"mutex": func(c *lock.Client, key string) holder { return c.NewLock(key) },
+		"multi": func(c *lock.Client, key string) holder { return c.NewMultiLock([]string{key, key + ":b"}) },
+	}
+	for name, newHolder := range cases {
+		for _, answeredFirst := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/checkAnsweredFirst=%v", name, answeredFirst), func(t *testing.T) {
+				ctx := context.Background()
+				key := keyFor(t)
+				rdb := tg.newRDB(t)
+				gate, send, reply := &pubsubGate{}, &sendHold{}, &keyReplyHold{}
+				rdb.AddHook(gate)
+				rdb.AddHook(send)
+				rdb.AddHook(reply)
+				c := newClient(t, rdb, lock.WithTTL(3*time.Second), lock.WithWatchdog(false))
+				gate.arm() // the subscription's confirmation waits
+				l := newHolder(c, key)
+				must(t, "Acquire()", l.Acquire(ctx))
+				send.arm(lockKey(key))
+				gate.open()
+				waitClosed(t, send.held, 10*time.Second, "the owed check held before it is sent")
+				if answeredFirst {
+					// The Extend lands, its reply held; the check lands after it
+					// and is answered first.
+					reply.arm(lockKey(key))
+					ext := make(chan error, 1)
+					go func() { ext <- l.Extend(ctx, time.Minute) }()
+					waitClosed(t, reply.held, 10*time.Second, "the Extend's reply held")
+					close(send.free)
+					waitUntil(t, "the check landed", func() bool {
+						return tg.rdb.PTTL(ctx, lockKey(key)).Val() < 30*time.Second
+					})
+					close(reply.free)
+					must(t, "Extend()", <-ext)
+				} else {
+					must(t, "Extend()", l.Extend(ctx, time.Minute))
+					close(send.free)
+				}
+				waitUntil(t, "the key's TTL the Extend's", func() bool {
+					return tg.rdb.PTTL(ctx, lockKey(key)).Val() > 30*time.Second
+				})
+				must(t, "Release()", l.Release(ctx))
+			})
+		}
+	}
+}

@@ -229,6 +229,9 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 		if h.inFlight || x.extending > 0 {
 			return false // the last answer to come renews (see apply)
 		}
+		// With the watchdog off too: a renewal (a check, owe) answered
+		// before this Extend may have landed after it.
+		x.owed, x.checkFrom = true, now
 		h.next = nextFor(h, now)
 	}
 	if h.index >= 0 {
