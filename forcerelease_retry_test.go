@@ -272,55 +272,6 @@ func TestClient_ForceRelease_ofAnEarlierAttemptHeardLate(t *testing.T) {
 	must(t, "Release()", l.Release(ctx))
 }
 
-// sendHold is a go-redis hook that, once armed with a Redis key, holds the
-// next script call naming it before it is sent, until the test frees it.
-type sendHold struct {
-	mu   sync.Mutex
-	key  string
-	held chan struct{} // closed once a call is held
-	free chan struct{} // closed by the test: the call goes out
-}
-
-func (h *sendHold) arm(key string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.key, h.held, h.free = key, make(chan struct{}), make(chan struct{})
-}
-
-func (h *sendHold) take(cmds ...redis.Cmder) (held, free chan struct{}) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, cmd := range cmds {
-		if h.key != "" && slices.Contains(kindtest.ScriptKeys(cmd), h.key) {
-			h.key = ""
-			return h.held, h.free
-		}
-	}
-	return nil, nil
-}
-
-func (h *sendHold) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *sendHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if held, free := h.take(cmd); held != nil {
-			close(held)
-			<-free
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *sendHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if held, free := h.take(cmds...); held != nil {
-			close(held)
-			<-free
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // TestLock_owedCheckLandsAfterExtend: with the watchdog off, a Client's
 // first hold is asked about in Redis once its force channel's subscription
 // is confirmed; that renewal, taken out with the acquire's TTL, is held
@@ -345,7 +296,7 @@ func TestLock_owedCheckLandsAfterExtend(t *testing.T) {
 				ctx := context.Background()
 				key := keyFor(t)
 				rdb := tg.newRDB(t)
-				gate, send, reply := &pubsubGate{}, &sendHold{}, &keyReplyHold{}
+				gate, send, reply := &pubsubGate{}, &keyReplyHold{early: true}, &keyReplyHold{}
 				rdb.AddHook(gate)
 				rdb.AddHook(send)
 				rdb.AddHook(reply)
