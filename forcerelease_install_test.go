@@ -20,10 +20,11 @@ import (
 // a pipeline) that Redis ran without error, until the test frees it: the caller has
 // taken the lock in Redis and does not know it yet.
 type keyReplyHold struct {
-	mu   sync.Mutex
-	key  string        // armed for this key; "" when not armed
-	held chan struct{} // closed once a reply is held
-	free chan struct{} // closed by the test: the held reply goes on
+	early bool // set before use: hold the call before it is sent instead
+	mu    sync.Mutex
+	key   string        // armed for this key; "" when not armed
+	held  chan struct{} // closed once a reply is held
+	free  chan struct{} // closed by the test: the held reply goes on
 }
 
 // arm holds the reply of the next script call naming key (a Redis key).
@@ -56,10 +57,12 @@ func (h *keyReplyHold) DialHook(next redis.DialHook) redis.DialHook { return nex
 
 func (h *keyReplyHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.early {
+			h.hold(nil, cmd)
+		}
 		err := next(ctx, cmd)
-		if held, free := h.take(err, cmd); held != nil {
-			close(held)
-			<-free
+		if !h.early {
+			h.hold(err, cmd)
 		}
 		return err
 	}
@@ -67,12 +70,23 @@ func (h *keyReplyHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *keyReplyHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.early {
+			h.hold(nil, cmds...)
+		}
 		err := next(ctx, cmds)
-		if held, free := h.take(nil, cmds...); held != nil {
-			close(held)
-			<-free
+		if !h.early {
+			h.hold(nil, cmds...)
 		}
 		return err
+	}
+}
+
+// hold holds the call of cmds, with error err, if it is the one armed for,
+// until the test frees it.
+func (h *keyReplyHold) hold(err error, cmds ...redis.Cmder) {
+	if held, free := h.take(err, cmds...); held != nil {
+		close(held)
+		<-free
 	}
 }
 

@@ -84,6 +84,11 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 	m.order(c)
 	m.pol = s.pol
 	m.pol.Notify, m.pol.Handoff = false, false
+	if c.cfg.notify {
+		// Its waiters listen to nothing (the kind takes no WithNotify), but
+		// its holds hear force-releases, as every kind's do.
+		m.pol.Inbox = c.forceChannel(s.prefix)
+	}
 	m.pol.Gate = m.gate(s)
 	// Every attempt backs out of what it took (see Try): the next carries
 	// a fresh token, so a release of the last one that lands late cannot

@@ -231,7 +231,9 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 					// Extend is answered renew at once with the current TTL.
 					dl = min(dl, x.extDeadline)
 					if x.extending == 0 {
-						renewAt = now
+						// With the watchdog off too: this renewal (a
+						// check, owe) may have set the older TTL.
+						renewAt, x.owed, x.checkFrom = now, true, now
 					}
 				}
 				x.lastErr = nil
@@ -244,7 +246,7 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 			e.requeue(h, &left)
 		case o.Status != Failed:
 			h.registered = false
-			lost = append(lost, lossNote{h, lossReason(o.Status, now, h.capped(h.ttl), h.sentAt), nil})
+			lost = append(lost, lossNote{h, h.lossReason(o.Status, now), nil})
 		case closing:
 			h.next = h.deadline
 			e.requeue(h, &left)

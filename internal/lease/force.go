@@ -26,6 +26,11 @@ import "time"
 //     while (Engine.heard), and install looks its token up there (screen):
 //     a message heard after the acquire was sent is for this hold, which is
 //     reported lost, force-released, once its acquire is (Handle.settle).
+//     Unless an earlier call of the same Acquire, of unknown outcome, sent
+//     the token too: the message may be for the hold that call took, and
+//     the hold is asked about in Redis instead (as below), a loss found
+//     reported force-released; so is a message naming such a hold once it
+//     is installed (Engine.named).
 //   - The force channel keeps when its subscription was confirmed
 //     (channelState.heard; 0 while it is not, reset when the connection
 //     breaks). A hold whose acquire was sent before that moment, or before
@@ -122,9 +127,26 @@ func (n *Notifier) forced(channel, token string) {
 	if !held {
 		return
 	}
-	if h := n.e.holdOf(token, channel); h != nil {
+	if h := n.e.holdOf(token, channel); h != nil && !n.e.named(h) {
 		n.e.forceLost(h)
 	}
+}
+
+// named handles a force message naming h, registered, whose token an
+// earlier call of its acquisition may have set (reused): the message may be
+// for that earlier hold, heard late, so h is asked about in Redis at once,
+// a loss found reported as force-released (see screen). It reports whether
+// it did; false for any other hold, which the message is for.
+func (e *Engine) named(h *Hold) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x := h.x.Load()
+	if x == nil || !x.reused || !h.registered {
+		return false
+	}
+	x.named = true
+	e.owe(h, monoNow())
+	return true
 }
 
 // heard remembers a force message for token, heard now, for a hold not
@@ -169,6 +191,13 @@ func (e *Engine) screen(h *Hold, cs *channelState) {
 			// before is for an earlier hold of the token, before a retry of
 			// the same Acquire took the key again.)
 			delete(e.forced, h.token)
+			if x := h.x.Load(); x != nil && x.reused {
+				// Maybe for the hold an earlier call with this token
+				// took, force-released before this one landed: Redis says.
+				x.named = true
+				e.owe(h, monoNow())
+				return
+			}
 			h.more().forced = true
 			return
 		}
@@ -219,7 +248,7 @@ func (h *Hold) checkedBy(sent, now int64) bool {
 		x.checkFrom = now
 		return false
 	case sent >= x.checkFrom:
-		x.owed = false
+		x.owed, x.named = false, false
 		return true
 	}
 	return false
@@ -255,6 +284,17 @@ func (e *Engine) heardAll(channel string, since int64) {
 	for _, h := range hs {
 		e.owe(h, since)
 	}
+}
+
+// lossReason is lossReason's for h, which Redis no longer has, having
+// said st of it: force-released when a force message named it before its
+// install and the check that asked about it found it gone (screen).
+// Callers hold e.mu.
+func (h *Hold) lossReason(st Status, now int64) Reason {
+	if x := h.x.Load(); x != nil && x.named {
+		return LossForceReleased
+	}
+	return lossReason(st, now, h.capped(h.ttl), h.sentAt)
 }
 
 // settle reports h lost, force-released, if a force message for it came

@@ -70,7 +70,7 @@ func holdOn(t *testing.T, pol *Policy, token string) *Hold {
 	t.Helper()
 	hd := &Handle{pol: pol}
 	hd.Keys.User = "k:" + token
-	h, err := hd.install(token, 1, time.Now())
+	h, err := hd.install(token, 1, time.Now(), false)
 	if err != nil {
 		t.Fatalf("install(%s): %v", token, err)
 	}
@@ -287,7 +287,7 @@ func BenchmarkEngine_holdOf(b *testing.B) {
 			for i := range n {
 				hd := &Handle{pol: pol}
 				hd.Keys.User = "k"
-				if _, err := hd.install("token-"+strconv.Itoa(i), 1, time.Now()); err != nil {
+				if _, err := hd.install("token-"+strconv.Itoa(i), 1, time.Now(), false); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -388,7 +388,7 @@ func TestEngine_screen(t *testing.T) {
 			e.mu.Unlock()
 			hd := &Handle{pol: pol}
 			hd.Keys.User = "k"
-			h, err := hd.install("t", 1, sent)
+			h, err := hd.install("t", 1, sent, false)
 			if err != nil {
 				t.Fatalf("install: %v", err)
 			}
@@ -434,7 +434,7 @@ func TestEngine_heardAll_renewalInFlight(t *testing.T) {
 		channelAt(e, channel, 0)
 		hd := &Handle{pol: pol}
 		hd.Keys.User = "k"
-		h, err := hd.install("t", 1, time.Now())
+		h, err := hd.install("t", 1, time.Now(), false)
 		if err != nil {
 			t.Fatalf("install: %v", err)
 		}

@@ -184,11 +184,16 @@ func (hd *Handle) done() {
 var errLateReply = fmt.Errorf("%w: reply arrived after the lease's safety deadline", ErrNotAcquired)
 
 // install makes token's hold, confirmed by a call sent at sent, the
-// handle's current hold and puts it into renewal. A reply so late that the
+// handle's current hold and puts it into renewal. reused says that an
+// earlier call of the same acquisition, of unknown outcome, may have set
+// token in Redis before (see screen). A reply so late that the
 // lease may already have run out in Redis is not a hold: install returns
 // errLateReply, and the caller undoes the attempt.
-func (hd *Handle) install(token string, fence int64, sent time.Time) (*Hold, error) {
+func (hd *Handle) install(token string, fence int64, sent time.Time, reused bool) (*Hold, error) {
 	h := newHold(hd, token, fence, sent)
+	if reused {
+		h.more().reused = true
+	}
 	if monoNow() >= h.deadline {
 		return nil, errLateReply
 	}
@@ -251,8 +256,9 @@ func (hd *Handle) undoPanicked() {
 // caller's deadline cut short is settled in the background, undone once
 // its call returns if it may have taken the lock or, for a queued kind,
 // joined the queue. held is the new hold. An attempt that pass, when not
-// nil, does not let through is not sent: it finds the lock held.
-func (hd *Handle) attempt(ctx context.Context, k Kind, token string, pass GatePass) (a Attempt, held *Hold, cut bool) {
+// nil, does not let through is not sent: it finds the lock held. reused is
+// as for install.
+func (hd *Handle) attempt(ctx context.Context, k Kind, token string, pass GatePass, reused bool) (a Attempt, held *Hold, cut bool) {
 	if pass != nil && !pass.Open() {
 		return Attempt{}, nil, false
 	}
@@ -262,7 +268,7 @@ func (hd *Handle) attempt(ctx context.Context, k Kind, token string, pass GatePa
 	if !a.OK {
 		return a, nil, false
 	}
-	h, err := hd.install(token, a.Fence, a.Sent)
+	h, err := hd.install(token, a.Fence, a.Sent, reused)
 	if err != nil {
 		hd.undo(ctx, k, token)
 		return Attempt{Err: err, Spent: true}, nil, false

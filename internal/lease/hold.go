@@ -73,6 +73,12 @@ type holdExtra struct {
 	// forced: a force message named the hold before it was installed; it
 	// is reported lost once its acquire is (Handle.settle).
 	forced bool
+	// reused: an earlier call of its acquisition, of unknown outcome, may
+	// have set its token in Redis (install), so a force message naming it
+	// may be for that earlier hold. named: one came after its acquire was
+	// sent; it is asked about in Redis instead, and a loss that check finds
+	// is reported as force-released (screen, Engine.named).
+	reused, named bool
 }
 
 // more returns h's extra, making it on first use. Callers hold h.mu or the

@@ -88,7 +88,7 @@ func (e *Engine) lose(h *Hold, st Status, byRelease bool) {
 		e.q.remove(int(h.index))
 	}
 	h.registered = false
-	reason := lossReason(st, monoNow(), h.capped(h.ttl), h.sentAt)
+	reason := h.lossReason(st, monoNow())
 	e.mu.Unlock()
 	h.lose(reason, nil, byRelease)
 }
@@ -229,6 +229,9 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 		if h.inFlight || x.extending > 0 {
 			return false // the last answer to come renews (see apply)
 		}
+		// With the watchdog off too: a renewal (a check, owe) answered
+		// before this Extend may have landed after it.
+		x.owed, x.checkFrom = true, now
 		h.next = nextFor(h, now)
 	}
 	if h.index >= 0 {

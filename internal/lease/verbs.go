@@ -36,7 +36,7 @@ func (hd *Handle) TryAcquire(ctx context.Context, k Kind) (bool, error) {
 		start = time.Now()
 		p.observe(hd.Keys.User, Event{Kind: EventAcquireStart, Ctx: ctx})
 	}
-	a, h, _ := hd.attempt(ctx, k, token, pass)
+	a, h, _ := hd.attempt(ctx, k, token, pass, false)
 	switch {
 	case h != nil:
 		if obs {

@@ -111,7 +111,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind, pass GatePass) (attempts int
 		}
 		if g, ok := w.takeGift(); ok && !g.Retry {
 			// A release in this process handed us the lock.
-			h, ierr := hd.install(token, g.Fence, g.Sent)
+			h, ierr := hd.install(token, g.Fence, g.Sent, unknown)
 			if ierr == nil {
 				return attempts, h, token, nil
 			}
@@ -139,7 +139,7 @@ func (hd *Handle) wait(ctx context.Context, k Kind, pass GatePass) (attempts int
 			}
 			attempts++
 			tried = true
-			a, held, cut := hd.attempt(wctx, k, token, pass)
+			a, held, cut := hd.attempt(wctx, k, token, pass, unknown && !p.FreshTokens)
 			if (a.Spent || cut) && !p.FreshTokens {
 				// An undo of this token was sent, or will be once the cut
 				// call returns: it may land late, after a later attempt took
