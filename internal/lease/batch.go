@@ -232,6 +232,7 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 					dl = min(dl, x.extDeadline)
 					if x.extending == 0 {
 						renewAt = now
+						h.reconcile(now)
 					}
 				}
 				x.lastErr = nil
