@@ -232,7 +232,9 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 					dl = min(dl, x.extDeadline)
 					if x.extending == 0 {
 						renewAt = now
-						h.reconcile(now)
+						if ttls[i] != h.ttl {
+							h.reconcile(now) // the watchdog off too
+						}
 					}
 				}
 				x.lastErr = nil
