@@ -57,7 +57,13 @@ func lateDuplicateAfterExtend(t *testing.T, tg *target, key string, newHold func
 	ctx := context.Background()
 	rdb := tg.newRDB(t)
 	h := kindtest.CaptureFirstScript(rdb, lockKey(key))
-	hold := newHold(newClient(t, rdb, append([]lock.Option{lock.WithTTL(acquireTTL), lock.WithWatchdog(false)}, opts...)...))
+	rec := &kindtest.Recorder{Renewals: true}
+	c := newClient(t, rdb, append([]lock.Option{lock.WithTTL(acquireTTL), lock.WithWatchdog(false), lock.WithObserver(rec)}, opts...)...)
+	// The first hold's check (a renewal with the acquire's TTL) goes
+	// before: it would land after the Extend, until the hold is renewed
+	// over it.
+	warmUp(t, c, rec)
+	hold := newHold(c)
 	must(t, "Acquire()", hold.Acquire(ctx))
 	must(t, "Extend()", hold.Extend(ctx, extendedTTL))
 
@@ -133,7 +139,10 @@ func TestMultiLock_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
 	keys := []string{keyFor(t) + ":a", keyFor(t) + ":b"}
 	rdb := tg.newRDB(t)
 	h := kindtest.CaptureFirstScript(rdb, lockKey(keys[0]))
-	m := newClient(t, rdb, lock.WithTTL(acquireTTL), lock.WithWatchdog(false)).NewMultiLock(keys)
+	rec := &kindtest.Recorder{Renewals: true}
+	c := newClient(t, rdb, lock.WithTTL(acquireTTL), lock.WithWatchdog(false), lock.WithObserver(rec))
+	warmUp(t, c, rec) // the first hold's check goes before, as above
+	m := c.NewMultiLock(keys)
 	must(t, "Acquire()", m.Acquire(ctx))
 	must(t, "Extend()", m.Extend(ctx, extendedTTL))
 

@@ -84,11 +84,7 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 	m.order(c)
 	m.pol = s.pol
 	m.pol.Notify, m.pol.Handoff = false, false
-	if c.cfg.notify {
-		// Its waiters listen to nothing (the kind takes no WithNotify), but
-		// its holds hear force-releases, as every kind's do.
-		m.pol.Inbox = c.forceChannel(s.prefix)
-	}
+	m.pol.Inbox = c.multiInbox(s.prefix, opts)
 	m.pol.Gate = m.gate(s)
 	// Every attempt backs out of what it took (see Try): the next carries
 	// a fresh token, so a release of the last one that lands late cannot
@@ -102,6 +98,18 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 	k.User = strings.Join(m.keys, ",")
 	m.hd.Init(&m.pol, k)
 	return m
+}
+
+// multiInbox is the force channel a MultiLock's holds listen on
+// (lease.Policy.Inbox). Its waiters never listen, and its config has
+// notify cleared for them (optionRules), but its holds hear a
+// force-release of a member as a Lock's do: unless WithNotify(false), on
+// the Client or the lock, turned the messages off.
+func (c *Client) multiInbox(prefix string, opts []Option) string {
+	if !c.cfg.with(opts).notify {
+		return ""
+	}
+	return c.forceChannel(prefix)
 }
 
 // checkMulti reports bad keys of a MultiLock.

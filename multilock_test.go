@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -333,4 +334,26 @@ func TestMultiLock_lostReply(t *testing.T) {
 		}
 	}
 	must(t, "Release()", m.Release(ctx))
+}
+
+// TestMultiLock_forceReleaseOfMemberHeardAtOnce: a force-release of one
+// member of a held multi-lock reaches its hold through the Client's force
+// channel: Lost() closes, force-released, long before its TTL (a minute)
+// with the watchdog off, when no renewal would find the member gone, and
+// the other member is released.
+func TestMultiLock_forceReleaseOfMemberHeardAtOnce(t *testing.T) {
+	tg := realTarget(t)
+	ctx := context.Background()
+	keys := []string{keyFor(t) + ":a", keyFor(t) + ":b"}
+	c := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute), lock.WithWatchdog(false))
+	m := c.NewMultiLock(keys)
+	must(t, "Acquire()", m.Acquire(ctx))
+	waitUntil(t, "the force channel's subscription", func() bool { return lock.InboxReady(c) })
+	must(t, "ForceRelease()", newClient(t, tg.newRDB(t)).ForceRelease(ctx, keys[0]))
+	waitClosed(t, m.Lost(), 5*time.Second, "Lost() of the multi-lock whose member was force-released")
+	var le *lock.LostError
+	if err := m.LostErr(); !errors.As(err, &le) || le.Reason != lock.LossForceReleased {
+		t.Fatalf("LostErr() = %v, want a *LostError with reason force-released", err)
+	}
+	eventually(t, "the other member released", func() bool { return tg.rdb.Exists(ctx, lockKey(keys[1])).Val() == 0 })
 }

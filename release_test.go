@@ -259,7 +259,9 @@ func cutRelease(t *testing.T, kind string, shared bool) {
 	cut, g := &cutReplies{}, &gate{}
 	rdb.AddHook(cut)
 	rdb.AddHook(g)
-	c := newClient(t, rdb)
+	rec := &kindtest.Recorder{Renewals: true}
+	c := newClient(t, rdb, lock.WithObserver(rec))
+	warmUp(t, c, rec) // the first hold's check counts in no call below
 	key := keyFor(t)
 
 	var opts []lock.Option
