@@ -20,11 +20,14 @@ import (
 // says [LossForceReleased], and a [Client.WithLock] context is cancelled
 // with that *LostError as cause; a hold whose acquire had not returned yet
 // is reported lost as soon as it does. A hold acquired before its Client
-// listened on the force channel (its first hold) is asked about in Redis
-// once it listens. If the message does not arrive otherwise (the holder's
-// subscription broke), the holder's next renewal finds the key gone and
-// reports the loss then (as force-released, or as stolen if someone took
-// the key meanwhile). The holder's code keeps running until
+// listened on the force channel (its first hold), or by a retry that
+// reuses the token of an earlier attempt of unknown outcome, is asked
+// about in Redis instead: once its Client listens, or at once. If the
+// message does not arrive otherwise (the holder's subscription broke), the
+// holder's next renewal, Extend, TTL or Release finds the key gone and
+// reports the loss then, as force-released (the script leaves the removed
+// tokens in P{K}:forced for their remaining TTL), or as stolen if someone
+// took the key meanwhile. The holder's code keeps running until
 // it looks at its context or Lost: pass [Lock.Fence] downstream where a
 // late write must be refused.
 //
