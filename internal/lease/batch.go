@@ -231,10 +231,9 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 					// Extend is answered renew at once with the current TTL.
 					dl = min(dl, x.extDeadline)
 					if x.extending == 0 {
-						renewAt = now
-						if ttls[i] != h.ttl {
-							h.reconcile(now) // the watchdog off too
-						}
+						// With the watchdog off too: this renewal (a
+						// check, owe) may have set the older TTL.
+						renewAt, x.owed, x.checkFrom = now, true, now
 					}
 				}
 				x.lastErr = nil

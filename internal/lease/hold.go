@@ -65,10 +65,9 @@ type holdExtra struct {
 	// land after the renewal in flight (or the next one): those out, and
 	// those answered while it was out. never = none.
 	extDeadline int64
-	// owed: a force message for the hold may have been missed (Engine.owe),
-	// or overlapping writes may have left a shorter TTL in Redis than the
-	// current one (Hold.reconcile), so the renewal loop renews it at once,
-	// and again until a write sent at checkFrom or later is confirmed.
+	// owed: a force message for the hold may have been missed, so the
+	// renewal loop asks Redis about it at once, and again until a write
+	// sent at checkFrom or later is confirmed (Engine.owe).
 	owed      bool
 	checkFrom int64
 	// forced: a force message named the hold before it was installed; it

@@ -171,17 +171,6 @@ func (e *Engine) lower(h *Hold, dl int64) {
 	}
 }
 
-// reconcile makes the renewal loop renew h at once with its current TTL,
-// with the watchdog off too, until a renewal sent at now or later is
-// confirmed: writes with different TTLs overlapped (an Extend confirmed and
-// a renewal, or two Extends), and the one that landed last, which Redis
-// keeps, may have carried a shorter TTL than the current one. Callers hold
-// e.mu.
-func (h *Hold) reconcile(now int64) {
-	x := h.more()
-	x.owed, x.checkFrom = true, max(x.checkFrom, now)
-}
-
 // errLateExtend is the error behind a loss whose Extend was confirmed only
 // after the deadline the Extend itself set.
 var errLateExtend = errors.New("lock: extend confirmed after its own safety deadline")
@@ -240,9 +229,9 @@ func (e *Engine) extendedLocked(h *Hold, ttl time.Duration, sentAt time.Time, ok
 		if h.inFlight || x.extending > 0 {
 			return false // the last answer to come renews (see apply)
 		}
-		if ok {
-			h.reconcile(now) // the watchdog off too
-		}
+		// With the watchdog off too: a renewal (a check, owe) answered
+		// before this Extend may have landed after it.
+		x.owed, x.checkFrom = true, now
 		h.next = nextFor(h, now)
 	}
 	if h.index >= 0 {
