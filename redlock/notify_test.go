@@ -65,7 +65,8 @@ func TestClient_Close_subscribingToStoppedNode(t *testing.T) {
 // published on the two healthy nodes must still wake the waiters of each
 // key, a key waited on after the first one included. The waiters' backoff
 // and the holder's TTL are a minute, so that nothing but a message can
-// start their next attempt; each release must cause exactly one attempt.
+// start their next attempt; each release causes one attempt per healthy
+// node's message at most.
 func TestRelease_wakesWaiterWhileFirstNodeStopped(t *testing.T) {
 	ss, nodes := hookableNodes(t, 3)
 	ctx := context.Background()
@@ -117,9 +118,12 @@ func TestRelease_wakesWaiterWhileFirstNodeStopped(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("key %d: waiter not woken within 10s of a release published on the healthy nodes (backoff 1m)", i)
 		}
-		// The waiter's one attempt (and its Release, not an acquire call).
-		if n := attempts.calls.Load() - before; n != 1 {
-			t.Fatalf("key %d: attempts after the release = %d, want 1 (woken by the message)", i, n)
+		// Woken by the messages alone: one attempt per healthy node's
+		// message at most (an attempt woken by node 1's may find node 2
+		// still held, and node 2's message then starts the second); its
+		// Release is not an acquire call.
+		if n := attempts.calls.Load() - before; n < 1 || n > 2 {
+			t.Fatalf("key %d: attempts after the release = %d, want 1 or 2 (one per healthy node's message)", i, n)
 		}
 	}
 
