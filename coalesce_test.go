@@ -113,10 +113,9 @@ func TestCoalescing(t *testing.T) {
 // so replayed by EVAL) and every call gets its own reply.
 func TestClusterCoalescing(t *testing.T) {
 	rdb := redistest.StartCluster(t, 3, 0).Client(t)
-	c := newClient(t, rdb)
-	warm := c.NewLock(keyFor(t) + ":warm")
-	must(t, "warm-up TryAcquire()", tryOK(context.Background(), warm))
-	must(t, "warm-up Release()", warm.Release(context.Background()))
+	rec := &kindtest.Recorder{Renewals: true}
+	c := newClient(t, rdb, lock.WithObserver(rec))
+	warmUp(t, c, rec)
 	h, queues := pileUp(t, rdb, c, 48)
 	if len(queues) != 3 {
 		t.Fatalf("queues %v: want one per master", queues)
