@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 )
 
@@ -342,7 +343,9 @@ func TestSemaphore_renewalBatched(t *testing.T) {
 	h := &pipelineSizes{sha: luascripts.SemExtend.Hash()}
 	rdb.AddHook(h)
 	ttl := 600 * time.Millisecond
-	c := newClient(t, rdb, lock.WithTTL(ttl))
+	rec := &kindtest.Recorder{Renewals: true}
+	c := newClient(t, rdb, lock.WithTTL(ttl), lock.WithObserver(rec))
+	warmUp(t, c, rec) // the first hold's check renews alone
 	const sems = 5
 	var permits []*lock.Lock
 	for i := range sems {
