@@ -209,8 +209,12 @@ func holderPaused(t *testing.T, scenario string, k holdKind) {
 	if !lost.Fired {
 		t.Errorf("paused holder's Lost() did not fire within 5s of resuming")
 	}
-	if lost.Reason != lock.LossExpired.String() && lost.Reason != lock.LossStolen.String() {
-		t.Errorf("paused holder's loss reason %q, want %q or %q", lost.Reason, lock.LossExpired, lock.LossStolen)
+	// unanswered: a renewal (or a new hold's check) was out when the
+	// process stopped, and its deadline passed before any answer was read.
+	switch lost.Reason {
+	case lock.LossExpired.String(), lock.LossStolen.String(), lock.LossUnanswered.String():
+	default:
+		t.Errorf("paused holder's loss reason %q, want %q, %q or %q", lost.Reason, lock.LossExpired, lock.LossStolen, lock.LossUnanswered)
 	}
 	if lost.AfterMS > 1000 {
 		t.Errorf("Lost() fired %dms after the resumed holder was told to write, want at once", lost.AfterMS)
