@@ -122,6 +122,17 @@ func (cfg *config) validate() error {
 	if err := lease.CheckOptions(cfg.ttl, cfg.wait, cfg.backoffMin, cfg.backoffMax, cfg.prefix); err != nil {
 		return err
 	}
+	for _, check := range []func() error{cfg.validateHold, cfg.validateOnce, cfg.validateOps, cfg.validateFair} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateHold checks the options of a hold: release mode, owner, cap and
+// replica acknowledgements.
+func (cfg *config) validateHold() error {
 	switch {
 	case cfg.mode != ReleaseScript && cfg.mode != ReleaseWatch:
 		return invalidf("release mode %d: unknown", int(cfg.mode))
@@ -137,10 +148,24 @@ func (cfg *config) validate() error {
 		return invalidf("replica ack timeout %v: must be at least 1ms", cfg.ackTimeout)
 	case cfg.acks > 0 && cfg.mode == ReleaseWatch:
 		return invalidf("replica acks: need ReleaseScript")
+	}
+	return nil
+}
+
+// validateOnce checks Once's stored-result options.
+func (cfg *config) validateOnce() error {
+	switch {
 	case cfg.resultTTL < time.Millisecond:
 		return invalidf("result TTL %v: must be at least 1ms", cfg.resultTTL)
 	case cfg.errorTTL != 0 && cfg.errorTTL < time.Millisecond:
 		return invalidf("error TTL %v: must be 0 or at least 1ms", cfg.errorTTL)
+	}
+	return nil
+}
+
+// validateOps checks the audit, fallback and max-waiters options.
+func (cfg *config) validateOps() error {
+	switch {
 	case cfg.auditSet && (cfg.audit == "" || cfg.auditMax <= 0):
 		return invalidf("audit stream %q, max length %d: need a name and a positive length", cfg.audit, cfg.auditMax)
 	case cfg.fallback != FallbackNone && cfg.fallback != FallbackLocal:
@@ -148,7 +173,7 @@ func (cfg *config) validate() error {
 	case cfg.maxWaiters < 0:
 		return invalidf("max waiters %d: must not be negative", cfg.maxWaiters)
 	}
-	return cfg.validateFair()
+	return nil
 }
 
 // ttlError is the error for a lease shorter than MinTTL, from WithTTL or

@@ -222,28 +222,7 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 		switch {
 		case o.Status == Confirmed:
 			renewed = h.noteRenewed(renewed, now, ttls[i])
-			dl := h.hd.pol.deadlineFor(sent, h.capped(ttls[i]))
-			renewAt := later(sent, h.capped(h.ttl)/3)
-			if x := h.x.Load(); x != nil {
-				if x.extDeadline != never {
-					// An Extend may have landed after this renewal (see
-					// extending): keep the earlier deadline, and once every
-					// Extend is answered renew at once with the current TTL.
-					dl = min(dl, x.extDeadline)
-					if x.extending == 0 {
-						// With the watchdog off too: this renewal (a
-						// check, owe) may have set the older TTL.
-						renewAt, x.owed, x.checkFrom = now, true, now
-					}
-				}
-				x.lastErr = nil
-			}
-			if !h.checkedBy(sent, now) {
-				renewAt = now // sent before the check was owed (Engine.owe)
-			}
-			h.sentAt, h.deadline = sent, dl
-			h.next = nextFor(h, renewAt)
-			e.requeue(h, &left)
+			e.confirmed(h, ttls[i], sent, now, &left)
 		case o.Status != Failed:
 			h.registered = false
 			lost = append(lost, lossNote{h, h.lossReason(o.Status, now), nil})
@@ -280,6 +259,33 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 		}
 	}
 	observeRenewed(renewed)
+}
+
+// confirmed records a renewal to ttl, sent at sent, that Redis confirmed
+// for h: its new deadline and its next renewal. Callers hold e.mu.
+func (e *Engine) confirmed(h *Hold, ttl time.Duration, sent, now int64, left *[]leftNote) {
+	dl := h.hd.pol.deadlineFor(sent, h.capped(ttl))
+	renewAt := later(sent, h.capped(h.ttl)/3)
+	if x := h.x.Load(); x != nil {
+		if x.extDeadline != never {
+			// An Extend may have landed after this renewal (see
+			// extending): keep the earlier deadline, and once every Extend
+			// is answered renew at once with the current TTL.
+			dl = min(dl, x.extDeadline)
+			if x.extending == 0 {
+				// With the watchdog off too: this renewal (a check, owe)
+				// may have set the older TTL.
+				renewAt, x.owed, x.checkFrom = now, true, now
+			}
+		}
+		x.lastErr = nil
+	}
+	if !h.checkedBy(sent, now) {
+		renewAt = now // sent before the check was owed (Engine.owe)
+	}
+	h.sentAt, h.deadline = sent, dl
+	h.next = nextFor(h, renewAt)
+	e.requeue(h, left)
 }
 
 // requeue puts h, whose renewal call has returned, back into the loop; once

@@ -53,62 +53,77 @@ func (n *Notifier) run(s *subscription) {
 			lastSweep = time.Now()
 		}
 		if err != nil {
-			if errors.Is(err, ErrPanicked) {
-				// go-redis may have panicked holding the PubSub's lock
-				// (a dial hook's panic during its redial does): it is
-				// given up unclosed, since Close would wait for that lock
-				// forever. Its channels are subscribed afresh, on a new
-				// one, by their next join; until then their waiters rely
-				// on their backoff.
-				n.drop(s)
+			if n.failed(ctx, s, err, pause, &failures) {
 				return
-			}
-			if isTimeout(err) {
-				continue
-			}
-			if errors.Is(err, redis.ErrClosed) {
-				n.drop(s)
-				return
-			}
-			if s.sharded() && redis.HasErrorPrefix(err, "MOVED") {
-				n.slotMoved(s) // the slot has another master now
-				return
-			}
-			// The connection is down: wait before go-redis redials. A
-			// sharded one redials the slot's master as go-redis's slot map
-			// has it: have the map reloaded, since a failover may have
-			// moved the slot (go-redis reloads it on a failed command, and
-			// the waiters here send none while they sleep).
-			if s.sharded() {
-				s.slot.Client.ReloadState(ctx)
-			}
-			n.deafen(s)
-			failures++
-			pause.Reset(min(time.Duration(failures)*50*time.Millisecond, time.Second))
-			select {
-			case <-ctx.Done():
-				return
-			case <-pause.C:
 			}
 			continue
 		}
 		failures = 0
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			switch m.Kind {
-			case "subscribe", "ssubscribe":
-				n.confirmed(m.Channel)
-			case "sunsubscribe":
-				if n.listed(m.Channel, s) {
-					// Not ours: the server gave the slot away.
-					n.slotMoved(s)
-					return
-				}
-			}
-		case *redis.Message:
-			n.deliver(m.Channel, m.Payload)
+		if n.handle(s, msg) {
+			return
 		}
 	}
+}
+
+// failed deals with a failed read of s; failures counts them in a row. It
+// reports that run ends: s was given up.
+func (n *Notifier) failed(ctx context.Context, s *subscription, err error, pause *time.Timer, failures *int) (stop bool) {
+	switch {
+	case errors.Is(err, ErrPanicked):
+		// go-redis may have panicked holding the PubSub's lock (a dial
+		// hook's panic during its redial does): it is given up unclosed,
+		// since Close would wait for that lock forever. Its channels are
+		// subscribed afresh, on a new one, by their next join; until then
+		// their waiters rely on their backoff.
+		n.drop(s)
+		return true
+	case isTimeout(err):
+		return false
+	case errors.Is(err, redis.ErrClosed):
+		n.drop(s)
+		return true
+	case s.sharded() && redis.HasErrorPrefix(err, "MOVED"):
+		n.slotMoved(s) // the slot has another master now
+		return true
+	}
+	// The connection is down: wait before go-redis redials. A sharded one
+	// redials the slot's master as go-redis's slot map has it: have the
+	// map reloaded, since a failover may have moved the slot (go-redis
+	// reloads it on a failed command, and the waiters here send none while
+	// they sleep).
+	if s.sharded() {
+		s.slot.Client.ReloadState(ctx)
+	}
+	n.deafen(s)
+	*failures++
+	pause.Reset(min(time.Duration(*failures)*50*time.Millisecond, time.Second))
+	select {
+	case <-ctx.Done():
+		return true
+	case <-pause.C:
+		return false
+	}
+}
+
+// handle acts on msg, read from s. It reports that run ends: the server
+// gave s's slot away.
+func (n *Notifier) handle(s *subscription, msg any) (stop bool) {
+	switch m := msg.(type) {
+	case *redis.Subscription:
+		switch m.Kind {
+		case "subscribe", "ssubscribe":
+			n.confirmed(m.Channel)
+		case "sunsubscribe":
+			if n.listed(m.Channel, s) {
+				// Not ours: the server gave the slot away.
+				n.slotMoved(s)
+				return true
+			}
+		}
+	case *redis.Message:
+		n.deliver(m.Channel, m.Payload)
+	}
+	return false
 }
 
 // receive reads ps's next message, waiting a third of idleAfter at most. A
