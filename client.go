@@ -48,7 +48,7 @@ type Client struct {
 // and wake-ups subscribe on that shard. Each process's Ring routes by its
 // own view of which shards are up: while a shard is marked down, its locks
 // are granted afresh by another shard, and processes that disagree about
-// it can hold one lock at once, one per shard (see SAFETY.md).
+// it can hold one lock at once, one per shard (see docs/safety.md).
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, cfg: defaultConfig().with(opts), backends: map[backendKind]backend{}}
 	c.cfg.given = 0 // the Client's options are every lock's defaults

@@ -41,7 +41,7 @@
 // holder's key over sooner but loses holds on shorter hiccups. With renewal
 // off, the TTL must outlast the whole critical section, or call [Lock.Extend].
 //
-// SAFETY.md in the repository describes each failure mode and what holds
+// docs/safety.md in the repository describes each failure mode and what holds
 // under it. The examples/ directory has runnable programs: session (state
 // updates), ragcache (cache rebuild with stampede protection), toolcall
 // (at-most-once tool calls) and fencing; each runs with `go run`.

@@ -50,7 +50,7 @@ func WithMetadata(s string) Option { return func(c *config) { c.metadata = s; c.
 // goes with the hold's release, with [Client.ForceRelease] and
 // [Client.ForceReleaseToken], and with its expiry. Default off (on when
 // [WithMetadata] is given): measured in bench S1 it adds about a fifth to
-// an uncontended acquire+release's p50 and server CPU (BENCHMARKS.md); off,
+// an uncontended acquire+release's p50 and server CPU (docs/benchmarks.md); off,
 // the scripts do no more than without it. Off, Inspect still shows each
 // holder's token and TTL, and the key's fence. ReleaseWatch writes no
 // holder info. Fair locks ([WithFair]), multi-locks and [Client.Once] write

@@ -17,7 +17,7 @@ import (
 )
 
 // TestLock_lateAttemptAfterUndo: the mutex's counterpart of
-// TestFair_lateAttemptAfterLeave, a liveness limit (SAFETY.md, "Late
+// TestFair_lateAttemptAfterLeave, a liveness limit (docs/safety.md, "Late
 // attempts"). An acquire attempt reaches Redis only after its Acquire gave
 // up and the undo of its token ran (a hook keeps it from the wire and
 // reports it lost; the test sends it once the undo is done, as a network,
@@ -49,7 +49,7 @@ func TestLock_lateAttemptAfterUndo(t *testing.T) {
 	}
 	got, err := tg.rdb.Get(ctx, lockKey(key)).Result()
 	if errors.Is(err, redis.Nil) {
-		t.Fatal("the late attempt took nothing: the limit is gone; update SAFETY.md (Late attempts) and this test")
+		t.Fatal("the late attempt took nothing: the limit is gone; update docs/safety.md (Late attempts) and this test")
 	}
 	if err != nil || got == holder.Token() {
 		t.Fatalf("GET after the late attempt = %q, %v; want the departed waiter's token", got, err)

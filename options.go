@@ -275,7 +275,7 @@ func WithMaxHold(d time.Duration) Option {
 // counter (default on; see [Lock.Fence]). The counter is a small Redis key,
 // P{K}:fence, that lives a minute from its creation, so keys used once leave
 // nothing behind; a missing counter restarts from the server's clock in
-// microseconds, so fences keep increasing across its expiry (SAFETY.md
+// microseconds, so fences keep increasing across its expiry (docs/safety.md
 // states the assumptions: a server clock that does not go back). Off, Fence
 // returns 0 and no counter is written.
 func WithFencing(on bool) Option { return func(c *config) { c.fencing = on; c.given |= optFencing } }
@@ -307,7 +307,7 @@ func WithCoalescing(on bool) Option {
 // that hold alone) and the call fails with an error wrapping
 // [ErrNotAcquired]. This narrows, but does not close, the
 // window in which a failover to a replica that missed the write grants the
-// lock twice (see SAFETY.md). Default 0: no WAIT. n must not be negative and
+// lock twice (see docs/safety.md). Default 0: no WAIT. n must not be negative and
 // timeout must be at least 1ms when n > 0; needs [ReleaseScript] and a
 // *redis.Client (including failover clients) or *redis.ClusterClient. It
 // applies to mutexes that are not fair ([WithFair]), re-entrant or not;

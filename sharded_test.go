@@ -259,7 +259,7 @@ func TestShardedPubSub_wakesOnceWaiter(t *testing.T) {
 // what one release costs the cluster in pub/sub messages, classic (before)
 // and sharded (after): PUBLISH reaches every node over the cluster bus,
 // SPUBLISH stays on the key's shard (its replicas only; here none). It
-// logs the figures quoted in BENCHMARKS.md and fails when sharded releases
+// logs the figures quoted in docs/benchmarks.md and fails when sharded releases
 // still cross the bus or classic ones do not.
 func TestShardedPubSub_messagesPerRelease(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 0)

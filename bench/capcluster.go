@@ -307,6 +307,6 @@ func capModel(t, c *table) *table {
 		fmt.Sprintf("standalone, CPU ≈ command time + %.1f µs per round trip + %.2f µs per command (least squares over the CAP rows but handoff and wake-up): the round trip, not the script, is most of an uncoalesced operation's cost", sRT, sCmd),
 		bcastNote,
 		fmt.Sprintf("held = masters × TTL × 10⁶ / (3 × renewal µs): each hold renewed every TTL/3 in pipelines of up to 500, at %.2f µs (standalone) or %.2f µs (cluster) of CPU per renewal", standalone.renew, cluster.renew),
-		"every figure is one full core of redis-server per shard, spent on nothing else; size for a fraction of it (BENCHMARKS.md, Capacity model)")
+		"every figure is one full core of redis-server per shard, spent on nothing else; size for a fraction of it (docs/benchmarks.md, Capacity model)")
 	return m
 }

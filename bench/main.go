@@ -2,11 +2,11 @@
 // two-round-trip floor on redis-server processes it starts on loopback.
 //
 //	cd bench && go run . -quick        # about 2 minutes
-//	cd bench && go run .               # the full run BENCHMARKS.md quotes
+//	cd bench && go run .               # the full run docs/benchmarks.md quotes
 //	cd bench && go run . -only s1,s3   # some scenarios
 //	cd bench && go run . -only capacity  # server cost per operation, the capacity model
 //	cd bench && go run . -only once      # Client.Once under a stampede
-//	cd bench && go run . -markdown results/latest.json  # tables for BENCHMARKS.md
+//	cd bench && go run . -markdown results/latest.json  # tables for docs/benchmarks.md
 //
 // Every scenario runs the implementations in interleaved rounds (A B C,
 // B C A, …) and reports medians and the median of per-round ratios to a

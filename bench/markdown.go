@@ -9,7 +9,7 @@ import (
 )
 
 // writeMarkdown prints the results file at path as the Markdown tables
-// BENCHMARKS.md quotes.
+// docs/benchmarks.md quotes.
 func writeMarkdown(w io.Writer, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -1,9 +1,9 @@
 package main
 
-// The snippets of MIGRATING.md, compiled and run against a real
+// The snippets of docs/migrating.md, compiled and run against a real
 // redis-server: each pair does the same job with the other library and with
 // agentlock. TestMigratingSnippets checks that every Go block of
-// MIGRATING.md is copied verbatim from this file, so the guide cannot drift
+// docs/migrating.md is copied verbatim from this file, so the guide cannot drift
 // from code that builds.
 
 import (
@@ -219,10 +219,10 @@ func TestMigratingSnippets(t *testing.T) {
 	}
 }
 
-// TestMigratingSnippetsMatch: every ```go block of MIGRATING.md is a part
+// TestMigratingSnippetsMatch: every ```go block of docs/migrating.md is a part
 // of this file, character for character.
 func TestMigratingSnippetsMatch(t *testing.T) {
-	guide, err := os.ReadFile("../MIGRATING.md")
+	guide, err := os.ReadFile("../docs/migrating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,11 +232,11 @@ func TestMigratingSnippetsMatch(t *testing.T) {
 	}
 	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(guide, -1)
 	if len(blocks) < 10 {
-		t.Fatalf("MIGRATING.md has %d Go blocks, want every snippet of this file (10)", len(blocks))
+		t.Fatalf("docs/migrating.md has %d Go blocks, want every snippet of this file (10)", len(blocks))
 	}
 	for _, b := range blocks {
 		if !strings.Contains(string(self), string(b[1])) {
-			t.Errorf("MIGRATING.md block not found in migrate_test.go:\n%s", b[1])
+			t.Errorf("docs/migrating.md block not found in migrate_test.go:\n%s", b[1])
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // s1PairImpls are the implementations s1pair alternates: the floor, the
-// peer issue 10's S1 target names, agentlock with and without each of the
+// peer the S1 target names, agentlock with and without each of the
 // two features bsm/redislock lacks and without both (al-bare), and the
 // library's own scripts sent bare.
 func s1PairImpls() []impl {
@@ -103,8 +103,8 @@ func (e *env) s1pair() error {
 	t.print(os.Stdout)
 	e.res.Tables = append(e.res.Tables, t)
 
-	// Issue 10's S1 target as restated (BENCHMARKS.md, S1P, "The
-	// decision"): at its defaults agentlock makes two server calls bsm does
+	// The S1 target as restated (docs/benchmarks.md, S1P, "Reading"):
+	// at its defaults agentlock makes two server calls bsm does
 	// not (the fence INCR, the wake-up PUBLISH) and stays within 2.5 % of
 	// bsm; with neither (al-bare), within the rounds' resolution, 1 %. The
 	// target as first written is the stretch check S1P*.

@@ -28,7 +28,7 @@
 // Holds are renewed at TTL/3 by the Client's renewal loop, which sends the
 // renewals due together, one pipeline per node, and carry a fence that
 // strictly increases across successive holders while a majority of the
-// nodes keeps its data; SAFETY.md (section Redlock) in the repository
+// nodes keeps its data; docs/safety.md (section Redlock) in the repository
 // states what the lock and the fence guarantee and where they break (clock
 // jumps, nodes restarted empty: keep a crashed node down for at least the
 // longest TTL).
@@ -68,7 +68,7 @@
 // N·n/(n+1) of the N nodes, which for n = 8 over 5 nodes is all 5: no
 // node could fail, which is what a quorum is for. A semaphore that must
 // survive a node's loss should run on one Redis with a replica and
-// Sentinel or Cluster failover, with the caveat SAFETY.md states for
+// Sentinel or Cluster failover, with the caveat docs/safety.md states for
 // failover (a promoted replica may have missed the latest permits).
 //
 // # No fair locks or multi-locks

@@ -38,7 +38,7 @@ func (l *Lock) Token() string { return l.handle().Token() }
 
 // Fence returns the fencing token of the current or last hold. Fences of
 // successive holds of the key strictly increase as long as a majority of the
-// nodes keeps its counters (see SAFETY.md: a node restarted empty breaks
+// nodes keeps its counters (see docs/safety.md: a node restarted empty breaks
 // it). 0 before the first acquisition, or with [WithFencing](false).
 func (l *Lock) Fence() int64 { return l.handle().Fence() }
 

@@ -75,12 +75,12 @@ func TestGroups(t *testing.T) {
 }
 
 // TestLossNames_everyReason: every loss reason the code declares has a
-// label of its own (never "other"), and the README lists it twice: in the
-// LostErr row with its name, in the losses metric row with its label.
+// label of its own (never "other"), and the docs list it twice: the guide's
+// LostErr row with its name, the operations page's losses metric row with its
+// label.
 func TestLossNames_everyReason(t *testing.T) {
-	readme := obstest.ReadSource(t, "README.md")
-	lostRow := lineWith(t, readme, "| `Lost()`, `LostErr()` |")
-	metricRow := lineWith(t, readme, "| `agentlock_losses_total{reason}` |")
+	lostRow := lineWith(t, obstest.ReadSource(t, "docs/guide.md"), "| `Lost()`, `LostErr()` |")
+	metricRow := lineWith(t, obstest.ReadSource(t, "docs/operations.md"), "| `agentlock_losses_total{reason}` |")
 	seen := map[string]lock.LossReason{}
 	for _, r := range obstest.LossReasons(t) {
 		i := eventlabel.LossReason(&lock.LostError{Reason: r})
@@ -94,10 +94,10 @@ func TestLossNames_everyReason(t *testing.T) {
 		}
 		seen[name] = r
 		if !strings.Contains(lostRow, r.String()) {
-			t.Errorf("README's LostErr row does not name %q: %s", r, lostRow)
+			t.Errorf("the guide's LostErr row does not name %q: %s", r, lostRow)
 		}
 		if !strings.Contains(metricRow, "`"+name+"`") {
-			t.Errorf("README's agentlock_losses_total row does not list `%s`: %s", name, metricRow)
+			t.Errorf("the operations page's agentlock_losses_total row does not list `%s`: %s", name, metricRow)
 		}
 	}
 }

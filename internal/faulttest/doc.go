@@ -13,6 +13,6 @@
 //	FIGURE scenario=<name> key=value ...
 //
 // and appends them to the file named by FAULTTEST_FIGURES when it is set;
-// SAFETY.md quotes them. Repros of known core bugs run only with
+// docs/design/fault-figures.md quotes them. Repros of known core bugs run only with
 // FAULTTEST_CORE_BUGS=1.
 package faulttest

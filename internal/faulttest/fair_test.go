@@ -193,7 +193,7 @@ func TestFair_arrivalOrderAcrossProcesses(t *testing.T) {
 // TestProcess_fairWaiterKilled SIGKILLs the head of a fair lock's queue,
 // a waiter in a worker process, with another waiter queued behind it, and
 // measures when the queue moves on to the live one (no time is asserted:
-// the figures go to SAFETY.md). entryExpires keeps the key here until the
+// the figures go to docs/design/fault-figures.md). entryExpires keeps the key here until the
 // dead waiter's place has expired (FairEntryTimeout after its last
 // attempt), then releases; deadHeadHanded releases at once, handing the
 // key to the dead head, which keeps it for its TTL as a dead holder would.

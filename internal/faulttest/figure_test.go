@@ -9,7 +9,7 @@ import (
 )
 
 // figuresEnv names a file that every FIGURE line is appended to as well, so
-// that SAFETY.md can be refreshed from one run:
+// that docs/design/fault-figures.md can be refreshed from one run:
 //
 //	FAULTTEST_FIGURES=/tmp/figures.txt go test -count=1 ./...
 const figuresEnv = "FAULTTEST_FIGURES"
