@@ -38,9 +38,8 @@ const infoSep = "\x1f"
 // it as [Holder].Metadata, byte for byte. It is written in the acquire's
 // round trip and expires with the hold. A non-empty s turns holder info on
 // unless [WithHolderInfo](false) says otherwise. Default "". Fair locks
-// ([WithFair]), multi-locks and [Client.Once] write no holder info: a
-// non-empty s given to them is [ErrInvalid], and set on the Client they
-// ignore it.
+// ([WithFair]) and multi-locks write no holder info: a non-empty s given
+// to them is [ErrInvalid], and set on the Client they ignore it.
 func WithMetadata(s string) Option { return func(c *config) { c.metadata = s; c.given |= optMetadata } }
 
 // WithHolderInfo sets whether each hold records who holds it (owner,
@@ -53,9 +52,9 @@ func WithMetadata(s string) Option { return func(c *config) { c.metadata = s; c.
 // an uncontended acquire+release's p50 and server CPU (docs/benchmarks.md); off,
 // the scripts do no more than without it. Off, Inspect still shows each
 // holder's token and TTL, and the key's fence. ReleaseWatch writes no
-// holder info. Fair locks ([WithFair]), multi-locks and [Client.Once] write
-// none either: WithHolderInfo(true) given to them is [ErrInvalid], and set
-// on the Client they ignore it.
+// holder info. Fair locks ([WithFair]) and multi-locks write none either:
+// WithHolderInfo(true) given to them is [ErrInvalid], and set on the
+// Client they ignore it.
 func WithHolderInfo(on bool) Option {
 	return func(c *config) { c.infoSet, c.infoOn = true, on; c.given |= optHolderInfo }
 }
