@@ -2,17 +2,17 @@ package lock
 
 import "sync"
 
-// NewLock with options used to give every lock a settings of its own (a
-// config and a Policy, ≈ 500 bytes) although callers pass the same few
-// options over and over (`NewLock(key, WithTTL(10*time.Second))` per
-// request). Settings are immutable once filled, and what a lock keeps of its
-// own lives on the Lock and the Client, so locks made with the same options
-// share one settings, as locks made with none share the Client's.
+// Locks made with the same options share one settings (a config and a
+// Policy, about 500 bytes), as locks made with none share the Client's:
+// callers pass the same few options over and over
+// (`NewLock(key, WithTTL(10*time.Second))` per request), settings are
+// immutable once filled, and what a lock keeps of its own lives on the Lock
+// and the Client.
 
 // sharedSettings keeps the settings of the option sets a Client's locks
 // were made with, by their config. At most maxShared are kept: a caller
 // whose options differ on every call (a metadata per request) empties it
-// every maxShared calls and pays what it paid before, one settings per lock.
+// every maxShared calls, and so gets one settings per lock.
 type sharedSettings struct {
 	mu sync.Mutex
 	m  map[config]*settings
