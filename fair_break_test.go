@@ -3,14 +3,13 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/hooktest"
 )
 
 // The tests here open the windows in which a fair waiter that gives up
@@ -66,15 +65,16 @@ func TestFair_cutAttemptLeaves(t *testing.T) {
 	key := keyFor(t)
 	holder, b, bErr := fairQueuedBehind(t, tg, key)
 
-	g := newFairGate(t, false, false)
+	// The first fair acquire's reply, once it ran in Redis.
+	g := hooktest.New(t, hooktest.Config{On: hooktest.Calls, After: true, Match: isFairAcquire, Nth: 1, Armed: true})
 	w := slowWaiter(t, tg, key, g)
 	wctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	wErr := make(chan error, 1)
 	go func() { wErr <- w.Acquire(wctx) }()
-	<-g.held // the join ran in Redis; its reply is held back
+	<-g.Held() // the join ran in Redis; its reply is held back
 	cancel()
 	wantErr(t, "cancelled Acquire()", <-wErr, lock.ErrNotAcquired)
-	g.let()
+	g.Release()
 	waitWaiters(t, holder, 1)
 	fairPassesOn(t, tg, key, holder, b, bErr)
 }
@@ -127,7 +127,8 @@ func TestFair_lateAttemptAfterLeave(t *testing.T) {
 func TestFair_giveToDepartedWaiter(t *testing.T) {
 	tg, key, holder := heldFairKey(t)
 	ctx := context.Background()
-	g := newFairGate(t, true, true)
+	// The first fair release, before it is sent.
+	g := hooktest.New(t, hooktest.Config{On: hooktest.Calls, Match: isFairRelease, Nth: 1, Armed: true})
 	w := slowWaiter(t, tg, key, g)
 	wctx, cancel := context.WithCancel(ctx)
 	wErr := make(chan error, 1)
@@ -142,12 +143,12 @@ func TestFair_giveToDepartedWaiter(t *testing.T) {
 
 	cancel()
 	wantErr(t, "cancelled Acquire()", <-wErr, lock.ErrNotAcquired)
-	<-g.held // the head left its process's waiters; its leave is not sent yet
+	<-g.Held() // the head left its process's waiters; its leave is not sent yet
 	must(t, "Release()", holder.Release(ctx))
 	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got == "" || got == b.Token() {
 		t.Fatalf("GET after the release = %q, want the departed head's token", got)
 	}
-	g.let()
+	g.Release()
 	must(t, "next waiter's Acquire()", <-bErr)
 	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != b.Token() {
 		t.Fatalf("GET = %q, want the next waiter's token %q", got, b.Token())
@@ -172,44 +173,8 @@ func isFairAcquire(cmd redis.Cmder) bool {
 	return ok && !release
 }
 
-// fairGate is a go-redis hook that holds the first fair acquire (or
-// release, with release set) until open closes: its reply, once it ran in
-// Redis, or, with before set, the call itself, before it is sent. held
-// closes when it is held.
-type fairGate struct {
-	release, before bool
-	used            atomic.Bool
-	held, open      chan struct{}
-	once            sync.Once
-}
-
-func newFairGate(t *testing.T, release, before bool) *fairGate {
-	g := &fairGate{release: release, before: before, held: make(chan struct{}), open: make(chan struct{})}
-	t.Cleanup(g.let)
-	return g
-}
-
-// let opens the gate.
-func (g *fairGate) let() { g.once.Do(func() { close(g.open) }) }
-
-func (*fairGate) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (g *fairGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		_, release, ok := fairScriptKeys(cmd)
-		if !ok || release != g.release || !g.used.CompareAndSwap(false, true) {
-			return next(ctx, cmd)
-		}
-		if g.before {
-			close(g.held)
-			<-g.open
-			return next(ctx, cmd)
-		}
-		err := next(ctx, cmd)
-		close(g.held)
-		<-g.open
-		return err
-	}
-}
-func (*fairGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+// isFairRelease reports whether cmd runs a fair lock's release.
+func isFairRelease(cmd redis.Cmder) bool {
+	_, release, ok := fairScriptKeys(cmd)
+	return ok && release
 }

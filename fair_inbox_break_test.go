@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/hooktest"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -24,58 +22,26 @@ import (
 // 'released', a subscription's confirmation) wakes it within the tests'
 // 10s.
 
-// dialGate is a go-redis hook that, once armed, holds every new
-// connection's dial until it is let go: a Client whose pool is warm keeps
-// sending its calls, while its pub/sub connection (dialled on its first
-// SUBSCRIBE, or redialled after it was cut) waits. blocked closes when a
-// dial is held.
-type dialGate struct {
-	armed         atomic.Bool
-	open, blocked chan struct{}
-	openOnce      sync.Once
-	blockOnce     sync.Once
-}
-
-func newDialGate(t *testing.T) *dialGate {
-	g := &dialGate{open: make(chan struct{}), blocked: make(chan struct{})}
-	t.Cleanup(g.let)
-	return g
-}
-
-// let lets every held dial, and every later one, through.
-func (g *dialGate) let() { g.openOnce.Do(func() { close(g.open) }) }
-
-func (g *dialGate) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if g.armed.Load() {
-			g.blockOnce.Do(func() { close(g.blocked) })
-			<-g.open
-		}
-		return next(ctx, network, addr)
-	}
-}
-func (*dialGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (*dialGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // gatedClient returns a Client of its own over tg, with opts, whose
-// go-redis client carries a dialGate, its pool warm with one connection.
+// go-redis client carries a Gate that, once armed, holds every new
+// connection's dial: a Client whose pool is warm keeps sending its calls,
+// while its pub/sub connection (dialled on its first SUBSCRIBE, or
+// redialled after it was cut) waits. Its pool is warm with one connection.
 // The gate is let go before the Client closes at cleanup.
-func gatedClient(t *testing.T, tg *target, opts ...lock.Option) (*lock.Client, *dialGate) {
+func gatedClient(t *testing.T, tg *target, opts ...lock.Option) (*lock.Client, *hooktest.Gate) {
 	t.Helper()
 	rdb := tg.newRDB(t)
-	g := newDialGate(t)
+	g := hooktest.New(t, hooktest.Config{On: hooktest.Dials})
 	rdb.AddHook(g)
 	must(t, "PING", rdb.Ping(context.Background()).Err())
 	c := newClient(t, rdb, opts...)
-	t.Cleanup(g.let) // runs before the Client's Close
+	t.Cleanup(g.Release) // runs before the Client's Close
 	return c, g
 }
 
 // gatedHead returns a fair holder of key, and a fair lock of key (head)
 // on a gatedClient (c, g) of its own with the slow backoff, not waiting yet.
-func gatedHead(t *testing.T, tg *target, key string) (holder *lock.Lock, c *lock.Client, g *dialGate, head *lock.Lock) {
+func gatedHead(t *testing.T, tg *target, key string) (holder *lock.Lock, c *lock.Client, g *hooktest.Gate, head *lock.Lock) {
 	t.Helper()
 	holder = fairHolder(t, tg.rdb, key)
 	c, g = gatedClient(t, tg, lock.WithFair(true), slow)
@@ -84,11 +50,11 @@ func gatedHead(t *testing.T, tg *target, key string) (holder *lock.Lock, c *lock
 
 // cutPubSub cuts every pub/sub connection of tg (CLIENT KILL) and returns
 // once g holds the redial of its Client's.
-func cutPubSub(t *testing.T, tg *target, g *dialGate) {
+func cutPubSub(t *testing.T, tg *target, g *hooktest.Gate) {
 	t.Helper()
-	g.armed.Store(true)
+	g.Arm()
 	must(t, "CLIENT KILL TYPE pubsub", tg.rdb.ClientKillByFilter(context.Background(), "TYPE", "pubsub").Err())
-	<-g.blocked
+	<-g.Held()
 }
 
 // fairHolder returns a fair lock of key holding it for a minute, on a
@@ -171,10 +137,10 @@ func TestFair_giveBeforeInboxConfirmed(t *testing.T) {
 	key := keyFor(t)
 	holder, _, g, head := gatedHead(t, tg, key)
 	waitInboxes(t, tg.rdb, key, 1) // the holder's Client's, from its Acquire
-	g.armed.Store(true)
+	g.Arm()
 	done := acquireBg(ctx, head)
 	waitWaiters(t, holder, 1)
-	<-g.blocked
+	<-g.Held()
 	if n := inboxes(t, tg.rdb, key); n != 1 {
 		t.Fatalf("%d inboxes subscribed while the dial is held, want 1 (the holder's Client's)", n)
 	}
@@ -185,12 +151,12 @@ func TestFair_giveBeforeInboxConfirmed(t *testing.T) {
 // hear the give, and wants the key left with head's token; then lets g go
 // and wants head, whose Acquire reports on done, woken and holding the
 // key, with a fence above the holder's.
-func giveLostThenHeld(t *testing.T, tg *target, holder, head *lock.Lock, g *dialGate, done <-chan error) {
+func giveLostThenHeld(t *testing.T, tg *target, holder, head *lock.Lock, g *hooktest.Gate, done <-chan error) {
 	t.Helper()
 	key := head.Key()
 	releaseToAbsent(t, tg.rdb, key, holder, headToken(t, tg.rdb, key))
 	wantPending(t, done, "head's Acquire() while its Client cannot listen")
-	g.let()
+	g.Release()
 	must(t, "head's Acquire()", recv(t, done, "head woken once its Client listens"))
 	if head.Fence() <= holder.Fence() {
 		t.Fatalf("head's fence %d, not above the holder's %d", head.Fence(), holder.Fence())

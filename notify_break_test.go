@@ -2,15 +2,16 @@ package lock_test
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"sync"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/hooktest"
 	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 )
@@ -25,93 +26,29 @@ import (
 // is a minute and every holder's TTL too, so only a message wakes a waiter
 // in time; windows are opened with scriptGate, never with sleeps.
 
-// scriptGate is a go-redis hook that, once armed, holds the reply of the
-// next call of one script (single or in a pipeline) after Redis ran it,
-// until proceed is called: the call took effect, its caller does not know
-// yet. An early gate holds the call before it is sent instead.
-type scriptGate struct {
-	early bool
-	texts map[string]bool // the script's SHA1s and sources, audited too
-	mu    sync.Mutex
-	armed bool
-	held  chan struct{} // closed once a call is held
-	go_   chan struct{} // closed by proceed
-	once  sync.Once
-}
-
-// newScriptGate returns a gate for script s (one of luascripts.All).
-func newScriptGate(s *redis.Script) *scriptGate {
-	g := &scriptGate{texts: map[string]bool{}, held: make(chan struct{}), go_: make(chan struct{})}
+// scriptTexts returns what a call of script s (one of luascripts.All)
+// carries, as EVALSHA or as EVAL: its SHA1 and its source, and its audited
+// variant's too.
+func scriptTexts(s *redis.Script) []string {
+	var texts []string
 	for i, a := range luascripts.All {
 		if a != s {
 			continue
 		}
-		g.texts[a.Hash()], g.texts[luascripts.Sources[i]] = true, true
+		texts = append(texts, a.Hash(), luascripts.Sources[i])
 		if v, src := luascripts.Audited(a); v != nil {
-			g.texts[v.Hash()], g.texts[src] = true, true
+			texts = append(texts, v.Hash(), src)
 		}
 	}
-	return g
+	return texts
 }
 
-func (g *scriptGate) arm() {
-	g.mu.Lock()
-	g.armed = true
-	g.mu.Unlock()
-}
-
-// proceed lets the held reply through (and any later one).
-func (g *scriptGate) proceed() { g.once.Do(func() { close(g.go_) }) }
-
-// take reports whether cmds carry the script while the gate is armed,
-// disarming it.
-func (g *scriptGate) take(cmds ...redis.Cmder) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.armed {
-		return false
-	}
-	for _, c := range cmds {
-		if a := c.Args(); len(a) > 1 && g.texts[fmt.Sprint(a[1])] {
-			g.armed = false
-			return true
-		}
-	}
-	return false
-}
-
-func (g *scriptGate) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (g *scriptGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if g.early && g.take(cmd) {
-			close(g.held)
-			<-g.go_
-			return next(ctx, cmd)
-		}
-		err := next(ctx, cmd)
-		if !g.early && g.take(cmd) {
-			close(g.held)
-			<-g.go_
-		}
-		return err
-	}
-}
-
-func (g *scriptGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if g.early && g.take(cmds...) {
-			close(g.held)
-			<-g.go_
-			return next(ctx, cmds)
-		}
-		err := next(ctx, cmds)
-		if !g.early && g.take(cmds...) {
-			close(g.held)
-			<-g.go_
-		}
-		return err
-	}
+// scriptGate returns a Gate that, once armed, holds the next call of script
+// s (sent alone or in a pipeline): its reply after Redis ran it, so the
+// call took effect and its caller does not know yet; or, with early, the
+// call before it is sent.
+func scriptGate(t *testing.T, s *redis.Script, early bool) *hooktest.Gate {
+	return hooktest.New(t, hooktest.Config{After: !early, Match: hooktest.Script(scriptTexts(s)...), Nth: 1})
 }
 
 // waiterSet runs Acquires of one Client and reports each one's outcome by
@@ -204,7 +141,7 @@ func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
 	release := holdElsewhere(t, tg.rdb, key)
 
 	rdb := tg.newRDB(t)
-	gate := newScriptGate(luascripts.Acquire)
+	gate := scriptGate(t, luascripts.Acquire, false)
 	rdb.AddHook(gate)
 	c := newClient(t, rdb, slowWaiters...)
 	ws := newWaiterSet(t, c, key)
@@ -214,16 +151,16 @@ func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
 	ws.wait(actx, "a", c.NewLock(key))
 	ws.wait(ctx, "b", c.NewLock(key))
 
-	gate.arm()
+	gate.Arm()
 	release() // a is woken; its attempt takes the key, its reply is held
-	waitClosed(t, gate.held, 10*time.Second, "a's attempt")
-	defer gate.proceed()
+	waitClosed(t, gate.Held(), 10*time.Second, "a's attempt")
+	defer gate.Release()
 	cancel()
 	if got := ws.next(10*time.Second, "a leaving"); got == "a" || got == "b" {
 		t.Fatalf("first outcome = %q, want a's error", got)
 	}
 	waitIdle(t, c, key, 1) // b still sleeps
-	gate.proceed()         // a's attempt returns: its undo frees the key
+	gate.Release()         // a's attempt returns: its undo frees the key
 	if got := ws.next(wokenWithin, "b woken once a's undo freed the key"); got != "b" {
 		t.Fatalf("second outcome = %q, want b", got)
 	}
@@ -235,7 +172,7 @@ func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
 // (handoff.lua), but b's ctx ends while the handoff's reply is out; the
 // handoff is then undone with b's token, freeing the key. c must be woken.
 func TestHandoff_toWaiterThatLeftWakesTheNext(t *testing.T) {
-	leftDuringRelease(t, newScriptGate(luascripts.Handoff), nil)
+	leftDuringRelease(t, scriptGate(t, luascripts.Handoff, false), nil)
 }
 
 // TestHandoff_auditedWaiterThatLeftWakesTheNext: as
@@ -247,8 +184,7 @@ func TestHandoff_toWaiterThatLeftWakesTheNext(t *testing.T) {
 // Notifier's signalHead skips only waiters owed one already. Not tested
 // here: the order is not under the test's control.)
 func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
-	gate := newScriptGate(luascripts.Release)
-	gate.early = true
+	gate := scriptGate(t, luascripts.Release, true)
 	leftDuringRelease(t, gate, func(key string) []lock.Option {
 		return []lock.Option{lock.WithAudit("{"+key+"}:audit", 100)}
 	})
@@ -259,7 +195,7 @@ func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
 // holds a's release (what a's release sends to b: see the callers); b's
 // ctx ends meanwhile, and once b has left, gate lets the release go on. c
 // must be woken.
-func leftDuringRelease(t *testing.T, gate *scriptGate, bOpts func(key string) []lock.Option) {
+func leftDuringRelease(t *testing.T, gate *hooktest.Gate, bOpts func(key string) []lock.Option) {
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -286,16 +222,16 @@ func leftDuringRelease(t *testing.T, gate *scriptGate, bOpts func(key string) []
 	}
 	waitIdle(t, c, key, 2)
 
-	gate.arm()
+	gate.Arm()
 	done := make(chan error, 1)
 	go func() { done <- a.Release(ctx) }()
-	waitClosed(t, gate.held, 10*time.Second, "a's release")
-	defer gate.proceed()
+	waitClosed(t, gate.Held(), 10*time.Second, "a's release")
+	defer gate.Release()
 	cancel()
 	if got := ws.next(10*time.Second, "b leaving"); got == "b" || got == "c" {
 		t.Fatalf("second outcome = %q, want b's error", got)
 	}
-	gate.proceed()
+	gate.Release()
 	must(t, "a.Release()", recv(t, done, "a.Release"))
 	if got := ws.next(wokenWithin, "c woken once a's release freed the key"); got != "c" {
 		t.Fatalf("third outcome = %q, want c", got)
@@ -338,9 +274,10 @@ func wokenNeverReached(t *testing.T, giveUp bool) {
 	defer cancel()
 	// Once armed, the next acquire of a's Client fails without being sent
 	// (failed closes then); with giveUp, a's ctx ends first.
-	gate, failed := newScriptGate(luascripts.Acquire), make(chan struct{})
+	var armed atomic.Bool
+	isAcquire, failed := hooktest.Script(scriptTexts(luascripts.Acquire)...), make(chan struct{})
 	fail := &kindtest.FailWhen{Err: io.EOF, Match: func(cmds []redis.Cmder) bool {
-		if !gate.take(cmds...) {
+		if !slices.ContainsFunc(cmds, isAcquire) || !armed.CompareAndSwap(true, false) {
 			return false
 		}
 		if giveUp {
@@ -365,7 +302,7 @@ func wokenNeverReached(t *testing.T, giveUp bool) {
 	c := cc.NewLock(key)
 	wc.wait(ctx, "c", c)
 
-	gate.arm()
+	armed.Store(true)
 	release()
 	if got := wc.next(10*time.Second, "c woken"); got != "c" {
 		t.Fatalf("c's outcome = %q, want c", got)
