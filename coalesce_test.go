@@ -17,7 +17,6 @@ import (
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/hooktest"
 	"github.com/agentlock/lock/internal/kindtest"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // gateCalls adds to rdb a Gate that holds every command sent alone until
@@ -72,7 +71,7 @@ func TestCoalescing(t *testing.T) {
 // queued calls is split by node (each new to the script after the first,
 // so replayed by EVAL) and every call gets its own reply.
 func TestClusterCoalescing(t *testing.T) {
-	rdb := redistest.StartCluster(t, 3, 0).Client(t)
+	rdb := sharedCluster(t).Client(t)
 	rec := &kindtest.Recorder{Renewals: true}
 	c := newClient(t, rdb, lock.WithObserver(rec))
 	warmUp(t, c, rec)

@@ -26,7 +26,7 @@ type deployment struct {
 }
 
 // eachDeployment runs fn on a real redis-server and on a real 3-master
-// Redis Cluster (skipped when redis-server is missing, unless
+// Redis Cluster, the shared one (skipped when redis-server is missing, unless
 // LOCK_REQUIRE_REDIS=1).
 func eachDeployment(t *testing.T, fn func(t *testing.T, d deployment)) {
 	t.Helper()
@@ -37,7 +37,7 @@ func eachDeployment(t *testing.T, fn func(t *testing.T, d deployment)) {
 		}})
 	})
 	t.Run("cluster", func(t *testing.T) {
-		cl := redistest.StartCluster(t, 3, 0)
+		cl := sharedCluster(t)
 		fn(t, deployment{name: "cluster", admin: cl.Client(t), newRDB: func(t *testing.T) redis.UniversalClient {
 			return cl.Client(t)
 		}})

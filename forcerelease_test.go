@@ -11,7 +11,6 @@ import (
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/hooktest"
 	"github.com/agentlock/lock/internal/kindtest"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // wantForced fails unless l's hold was reported lost as force-released.
@@ -218,7 +217,7 @@ func forcedWhileRenewalOut(t *testing.T, opts ...lock.Option) (l *lock.Lock, sta
 // messages cross the cluster bus), List finds every lock on every master,
 // and the audit stream, on its own slot, gets every key's entries.
 func TestClient_ForceRelease_cluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	ctx := context.Background()
 	stream := keyFor(t) + ":audit"
 	holder := newClient(t, cl.Client(t), lock.WithTTL(time.Minute), lock.WithMetadata("pod-a"), lock.WithAudit(stream, 1000))

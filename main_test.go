@@ -11,8 +11,8 @@ import (
 // redisAddr is the in-process miniredis the Examples dial.
 var redisAddr string
 
-// exampleServer wraps m so that its Run stops the example server before
-// goleak looks for leaked goroutines.
+// exampleServer wraps m so that its Run stops the example server and the
+// shared cluster before goleak looks for leaked goroutines.
 type exampleServer struct {
 	m interface{ Run() int }
 	s *miniredis.Miniredis
@@ -20,6 +20,7 @@ type exampleServer struct {
 
 func (e exampleServer) Run() int {
 	defer e.s.Close()
+	defer stopSharedCluster()
 	return e.m.Run()
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // multiKeys returns n keys derived from t's name that land, on a cluster,
@@ -183,7 +182,7 @@ func TestMultiLock_lostWhenAnyMemberLost(t *testing.T) {
 // then key, and each slot group costs one script call: keys sharing a hash
 // tag go in one.
 func TestMultiLock_slotGroups(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	rdb := cl.Client(t)
 	ctx := context.Background()
 	var calls atomic.Int32

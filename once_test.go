@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // resultKey is the Redis key of a Once result with the default prefix.
@@ -512,7 +511,7 @@ func TestOnce_earlyWake(t *testing.T) {
 // stampede of 2 Clients runs fn once per key, and the result lives in the
 // lock's slot.
 func TestOnce_cluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	ctx := context.Background()
 	cs := []*lock.Client{newClient(t, cl.Client(t)), newClient(t, cl.Client(t))}
 	rdb := cl.Client(t)

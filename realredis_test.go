@@ -173,7 +173,7 @@ func TestACL_noScripting(t *testing.T) {
 // locks on keys across every slot range, contention with wake-up, extend,
 // and release.
 func TestCluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	rdb := cl.Client(t)
 	ctx := context.Background()
 	c := newClient(t, rdb)

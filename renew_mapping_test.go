@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // renewCounter is an Observer counting each hold's renewals by token.
@@ -79,7 +78,7 @@ func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
 // TestRenewal_repliesMapToTheirHolds on a three-master Redis Cluster: each
 // master's chunk spans many slots of that master.
 func TestRenewal_clusterRepliesMapToTheirHolds(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	rdb := redis.NewClusterClient(cl.ClusterOptions())
 	t.Cleanup(func() { rdb.Close() })
 	other := redis.NewClusterClient(cl.ClusterOptions())

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // permitCheck runs permit holders of one semaphore from many goroutines and
@@ -104,7 +103,7 @@ func TestSemaphore_maxConcurrency(t *testing.T) {
 // TestSemaphore_cluster: the same on a real 3-master Redis Cluster, on keys
 // served by every master.
 func TestSemaphore_cluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	semMaxConcurrency(t, func() redis.UniversalClient { return cl.Client(t) })
 	ctx := context.Background()
 	c := newClient(t, cl.Client(t))

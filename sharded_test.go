@@ -146,7 +146,7 @@ func wantSharded(t *testing.T, before, after map[string]pubStats, master, what s
 // every kind of lock whose release publishes, well before its one-minute
 // backoff; no node runs a classic PUBLISH.
 func TestShardedPubSub_wakesEveryKind(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	holders := newClient(t, cl.Client(t))
 	others := newClient(t, cl.Client(t))
 	waitShardedPubSub(t, holders, others)
@@ -212,7 +212,7 @@ func TestShardedPubSub_idleSlotsClosed(t *testing.T) {
 // SPUBLISH; a caller of another Client waiting on the same key gets it
 // without running fn, on a key of each master.
 func TestShardedPubSub_wakesOnceWaiter(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	holders := newClient(t, cl.Client(t))
 	others := newClient(t, cl.Client(t), slow)
 	rdb := cl.Client(t)

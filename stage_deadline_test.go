@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // scriptHolder holds the first call of one script until open closes:
@@ -197,7 +196,7 @@ func TestFair_deadlineDuringQueueJoin(t *testing.T) {
 // by its deadline, and once the call goes through every member is freed:
 // the group taken first is not left to its TTL.
 func TestMultiLock_deadlineDuringSecondGroup(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	for _, before := range []bool{false, true} {
 		t.Run(map[bool]string{false: "reply held", true: "send held"}[before], func(t *testing.T) {
 			ctx := context.Background()
