@@ -284,6 +284,7 @@ func TestAudit_inScript_atomic(t *testing.T) {
 // {tag} shares its slot and the scripts write the entries; a stream in
 // another slot gets them by the separate XADD.
 func TestAudit_cluster(t *testing.T) {
+	t.Parallel()
 	cl := sharedCluster(t)
 	ctx := context.Background()
 	key := keyFor(t)

@@ -71,6 +71,7 @@ func TestCoalescing(t *testing.T) {
 // queued calls is split by node (each new to the script after the first,
 // so replayed by EVAL) and every call gets its own reply.
 func TestClusterCoalescing(t *testing.T) {
+	t.Parallel()
 	rdb := sharedCluster(t).Client(t)
 	rec := &kindtest.Recorder{Renewals: true}
 	c := newClient(t, rdb, lock.WithObserver(rec))

@@ -204,6 +204,7 @@ func TestFair_closeWithGiveInFlight(t *testing.T) {
 // same key, on the same inbox: the give for the first wakes it alone, and
 // the second gets the key, by its own give, once the first releases it.
 func TestFair_sameClientTwoWaiters(t *testing.T) {
+	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -237,6 +238,7 @@ func TestFair_sameClientTwoWaiters(t *testing.T) {
 // nobody queued, frees the key and its 'released' on the key's channel
 // wakes the plain one.
 func TestFair_plainWaiterBesideFair(t *testing.T) {
+	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -285,6 +287,7 @@ func TestFair_forceReleaseWakesQueued(t *testing.T) {
 // ('|', ':') and a hash tag of their own still hand the key over by the
 // head's inbox, in the key's slot.
 func TestFair_oddKeyNames(t *testing.T) {
+	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		for _, key := range []string{"a|1|1|x", "b:give:1:2", "c{tag}d", "to:e|"} {
@@ -369,6 +372,7 @@ func TestFair_inboxKeptBySweepWhileWaiting(t *testing.T) {
 // of another Client is queued; the waiter's Client subscribes its inbox
 // afresh on the new master, where the release's give reaches it.
 func TestFair_inboxAfterSlotMigration(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -506,6 +510,7 @@ func releaseTo(t *testing.T, rdb redis.Cmdable, key string, holder, next *lock.L
 // it), and a second Client's fair waiter queued behind the head stays
 // asleep while the head holds the key.
 func TestFair_giveReachesHeadOnly(t *testing.T) {
+	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		key := keyFor(t)

@@ -78,6 +78,7 @@ func waitWaiters(t *testing.T, l *lock.Lock, n int) {
 // joining the queue after the one before, get the key in that order, one
 // at a time, with fences increasing; their wake-ups name them alone.
 func TestFair_arrivalOrder(t *testing.T) {
+	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -141,6 +142,7 @@ func TestFair_arrivalOrder(t *testing.T) {
 // key; a non-atomic counter in Redis and the overlap detector must see one
 // holder at a time.
 func TestFair_exclusion(t *testing.T) {
+	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -216,6 +218,7 @@ func TestFair_cancelledWaiterLeaves(t *testing.T) {
 // hands it the key (with its TTL, as any holder's), and the waiter behind
 // it gets the key once that TTL is up, with nobody releasing again.
 func TestFair_deadWaiter(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -433,6 +436,7 @@ func TestFair_badInput(t *testing.T) {
 // stops renewing; its key expires by its TTL, and the queue's head, which
 // sleeps no longer than the TTL left, takes it.
 func TestFair_holderGone(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

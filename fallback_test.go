@@ -58,6 +58,7 @@ func restart(t *testing.T, s *redistest.Server, rdb *redis.Client) {
 // key; Release frees it; once the server is back, acquisitions use Redis
 // again.
 func TestFallback_redisDown(t *testing.T) {
+	t.Parallel()
 	srv, rdb := downTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

@@ -217,6 +217,7 @@ func forcedWhileRenewalOut(t *testing.T, opts ...lock.Option) (l *lock.Lock, sta
 // messages cross the cluster bus), List finds every lock on every master,
 // and the audit stream, on its own slot, gets every key's entries.
 func TestClient_ForceRelease_cluster(t *testing.T) {
+	t.Parallel()
 	cl := sharedCluster(t)
 	ctx := context.Background()
 	stream := keyFor(t) + ":audit"

@@ -307,6 +307,7 @@ func TestOnce_cutFlightEndsAlone(t *testing.T) {
 // TestOnce_holderInfoRenewed: the watchdog's renewals keep a Once hold's
 // holder info alive with the hold, past the TTL it was written with.
 func TestOnce_holderInfoRenewed(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

@@ -511,6 +511,7 @@ func TestOnce_earlyWake(t *testing.T) {
 // stampede of 2 Clients runs fn once per key, and the result lives in the
 // lock's slot.
 func TestOnce_cluster(t *testing.T) {
+	t.Parallel()
 	cl := sharedCluster(t)
 	ctx := context.Background()
 	cs := []*lock.Client{newClient(t, cl.Client(t)), newClient(t, cl.Client(t))}

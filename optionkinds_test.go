@@ -323,6 +323,7 @@ func (o *matrixOption) sample(key string) lock.Option {
 // ignored by that kind, whose holds work as without it. One subtest per
 // pair, on a real Redis.
 func TestOptions_kindMatrix(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	c := newClient(t, tg.rdb)
 	for _, o := range matrixOptions() {

@@ -71,6 +71,7 @@ func TestLost_keyDeleted(t *testing.T) {
 // TestLost_serverKilled: with redis-server SIGKILLed, every hold is
 // reported lost before its TTL would have run out.
 func TestLost_serverKilled(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb)
@@ -105,6 +106,7 @@ func TestLost_serverKilled(t *testing.T) {
 // releases (its Client closed, as a crashed process) is replaced once its
 // TTL runs out: the waiter sleeps by the holder's PTTL, not past it.
 func TestWaiter_holderNeverReleases(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -173,6 +175,7 @@ func TestACL_noScripting(t *testing.T) {
 // locks on keys across every slot range, contention with wake-up, extend,
 // and release.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	cl := sharedCluster(t)
 	rdb := cl.Client(t)
 	ctx := context.Background()

@@ -231,6 +231,7 @@ func repliesMapToTheirHolds(t *testing.T, rdb, other redis.UniversalClient, rws 
 // same tick) keeps its holder-info hash alive: its renewals extend the
 // hash as they do in a pipeline of mutexes alone.
 func TestRenewal_mixedChunkKeepsMutexHolderInfo(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	obs := newRenewCounter()

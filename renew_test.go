@@ -224,6 +224,7 @@ func (h *lateExtend) open() { h.once.Do(func() { close(h.gate) }) }
 // gone: the renewal's confirmation must not count on the longer TTL while
 // a call with the shorter one may still land.
 func TestRenewal_doesNotOutlastFailedShorterExtend(t *testing.T) {
+	t.Parallel()
 	const short = 3 * time.Second // the lock's TTL is the default 30s
 	ctx := context.Background()
 	tg := realTarget(t)
@@ -266,6 +267,7 @@ func TestRenewal_doesNotOutlastFailedShorterExtend(t *testing.T) {
 // Redis, for several renewal periods past that. Every renewal pipeline goes
 // to one master.
 func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
+	t.Parallel()
 	const ttl = 1500 * time.Millisecond
 	ctx := context.Background()
 	// Without full coverage the healthy masters keep serving their slots
@@ -357,6 +359,7 @@ func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
 // runs out and another client takes the key, the first handle's Lost() must
 // already be closed.
 func TestRenewal_failedShorterWriteLandingLate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sha := []byte(luascripts.Extend.Hash())
 	src := []byte("extend.lua")
@@ -475,6 +478,7 @@ func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
 // from moving the hold's deadline until the hold was lost. So too with a
 // ctx that has a deadline (see eachCtx).
 func TestExtend_panickingHookKeepsRenewalWorking(t *testing.T) {
+	t.Parallel()
 	eachCtx(t, testExtendPanickingHookKeepsRenewalWorking)
 }
 

@@ -15,6 +15,7 @@ import (
 // keeps a writer out only until its own hold expires, although another
 // reader kept renewing the lock's key meanwhile.
 func TestRWLock_crashedReader(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	ttl := 800 * time.Millisecond
