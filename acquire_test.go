@@ -473,6 +473,7 @@ func TestLock_Acquire_lateUndoOfHandoffSparesLaterAttempt(t *testing.T) {
 // retries: if attempt 2 carried the same token, the late undo would delete
 // its hold.
 func TestLock_Acquire_lateAckUndoSparesLaterAttempt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	master := redistest.Start(t, redistest.Config{})
 	_, port, _ := net.SplitHostPort(master.Addr())

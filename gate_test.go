@@ -523,6 +523,7 @@ func TestFallback_waitTimeoutCountsFromStart(t *testing.T) {
 // handed from one Acquire to the next within the Client. While each hold
 // is live, a degraded acquisition of the key is refused.
 func TestGate_holdEndsUnderOtherOptions(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -202,6 +202,7 @@ func TestOnce_forgetCutsFlight(t *testing.T) {
 // fn runs, and the info goes with the hold, whether the release stores a
 // result or fn failed.
 func TestOnce_holderInfo(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		client   []lock.Option

@@ -362,6 +362,7 @@ func TestOnce_fnOutlivesHold(t *testing.T) {
 // dying process would) while fn hangs. A waiter gets the lock once its TTL
 // has run out in Redis, and runs fn itself.
 func TestOnce_holderDied(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

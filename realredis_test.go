@@ -20,6 +20,7 @@ import (
 // key: any overlap or lost update fails the test. Fences must come out
 // strictly increasing in the order holders entered.
 func TestMutualExclusion(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		const clients, workers, rounds = 4, 8, 12

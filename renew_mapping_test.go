@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
 )
 
 // renewCounter is an Observer counting each hold's renewals by token.
@@ -66,6 +67,7 @@ type mappedHold struct {
 // with read-write locks among the mutexes (EvalAll's pipelines of mixed
 // scripts) and without (ExtendAll's).
 func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
+	t.Parallel()
 	for _, rws := range []int{100, 0} { // mixed pipelines (EvalAll), then ExtendAll's
 		t.Run(fmt.Sprintf("rw=%d", rws), func(t *testing.T) {
 			tg := realTarget(t)
@@ -78,7 +80,8 @@ func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
 // TestRenewal_repliesMapToTheirHolds on a three-master Redis Cluster: each
 // master's chunk spans many slots of that master.
 func TestRenewal_clusterRepliesMapToTheirHolds(t *testing.T) {
-	cl := sharedCluster(t)
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0) // of its own: the test flushes the script cache
 	rdb := redis.NewClusterClient(cl.ClusterOptions())
 	t.Cleanup(func() { rdb.Close() })
 	other := redis.NewClusterClient(cl.ClusterOptions())

@@ -104,6 +104,7 @@ func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *hooktest.Gate) {
 // unanswered, not unreachable: no connection failed. A server that is gone
 // makes it unreachable (TestLost_serverKilled).
 func TestRenewal_unansweredLossReason(t *testing.T) {
+	t.Parallel()
 	const ttl = 600 * time.Millisecond
 	l, g := renewalHeld(t, ttl)
 	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
@@ -124,6 +125,7 @@ func TestRenewal_unansweredLossReason(t *testing.T) {
 // and go-redis retries neither the call nor the dial) is reported lost as unreachable, with that
 // error.
 func TestRenewal_refusedLossReason(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	o := srv.Options()
 	o.MaxRetries, o.DialerRetries = -1, 1
@@ -453,6 +455,7 @@ func TestRenewal_failedShorterWriteLandingLate(t *testing.T) {
 // the hold is lost at its safety deadline with an error that says the call
 // panicked.
 func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
+	t.Parallel()
 	const ttl = 600 * time.Millisecond
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	h := &kindtest.PanicWhen{Match: scriptPipeline}

@@ -48,6 +48,7 @@ func TestRWLock_crashedReader(t *testing.T) {
 // TestRWLock_crashedWriter: a writer holding the lock whose Client stops
 // renewing is reported lost, and a reader gets in once its hold expired.
 func TestRWLock_crashedWriter(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	ttl := 500 * time.Millisecond
