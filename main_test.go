@@ -1,7 +1,10 @@
 package lock_test
 
 import (
+	"flag"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -24,7 +27,19 @@ func (e exampleServer) Run() int {
 	return e.m.Run()
 }
 
+// minParallel is how many parallel tests run at once unless -test.parallel
+// says otherwise: they wait on servers, TTLs and hooks far more than they
+// use a CPU, so GOMAXPROCS (the testing default) would leave the machine
+// idle.
+const minParallel = 8
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(runtime.GOMAXPROCS(0), minParallel)))
+	}
 	s, err := miniredis.Run()
 	if err != nil {
 		panic(err)
