@@ -362,6 +362,7 @@ func (h *slowFirstAcquire) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 // deletes it: another Client acquires while the first handle's Lost() is
 // open. (redlock gives each attempt a token of its own for this reason.)
 func TestLock_Acquire_lateUndoSparesLaterAttempt(t *testing.T) {
+	t.Parallel()
 	for _, owner := range []string{"", "o"} {
 		t.Run("owner="+owner, func(t *testing.T) { lateUndo(t, owner) })
 	}
@@ -444,6 +445,7 @@ func lateUndoLands(t *testing.T, obs *redis.Client, held *heldWrite, l *lock.Loc
 // tries again at once: if that attempt carried the handed-over token, the
 // late undo would delete its hold.
 func TestLock_Acquire_lateUndoOfHandoffSparesLaterAttempt(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -471,6 +473,7 @@ func TestLock_Acquire_lateUndoOfHandoffSparesLaterAttempt(t *testing.T) {
 // retries: if attempt 2 carried the same token, the late undo would delete
 // its hold.
 func TestLock_Acquire_lateAckUndoSparesLaterAttempt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	master := redistest.Start(t, redistest.Config{})
 	_, port, _ := net.SplitHostPort(master.Addr())

@@ -47,6 +47,7 @@ func forceEntryFence(t *testing.T, tg *target, op *lock.Client, stream, key stri
 // own fence, not 0; in either release mode (a ReleaseWatch renewal is a
 // WATCH/MULTI, no script).
 func TestAudit_forceRelease_fenceOfLongHold(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
 		t.Run(mode.String(), func(t *testing.T) { longHoldFence(t, tg, mode) })

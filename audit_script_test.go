@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // xadds is a go-redis hook counting the XADD commands a client sends,
@@ -285,7 +284,8 @@ func TestAudit_inScript_atomic(t *testing.T) {
 // {tag} shares its slot and the scripts write the entries; a stream in
 // another slot gets them by the separate XADD.
 func TestAudit_cluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	t.Parallel()
+	cl := sharedCluster(t)
 	ctx := context.Background()
 	key := keyFor(t)
 	other := "audit:elsewhere"

@@ -24,6 +24,7 @@ import (
 // test ends; another client then takes each healthy master's key as soon as
 // it expires, and the first holder's Lost() must already be closed.
 func TestClient_Close_holdsLostByDeadlineWhileARenewalHangs(t *testing.T) {
+	t.Parallel()
 	const ttl = 1500 * time.Millisecond
 	ctx := context.Background()
 	cl := redistest.StartCluster(t, 3, 0, "--cluster-require-full-coverage", "no")

@@ -15,62 +15,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/hooktest"
 	"github.com/agentlock/lock/internal/kindtest"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
-// gateHook holds every single-command call at a gate until it opens and
-// records how many EVALSHA calls each pipeline carries, so a test can pile
-// calls up behind the coalescer's sends and see how they go out. (go-redis
-// sends a new connection's handshake as a pipeline; EVAL replays after
-// NOSCRIPT are not counted either.)
-type gateHook struct {
-	open    chan struct{}
-	mu      sync.Mutex
-	pipes   []int
-	keys    [][]string // by pipeline: the first key of each EVALSHA
-	waiting int        // single calls held at the gate now
-}
-
-func newGateHook() *gateHook { return &gateHook{open: make(chan struct{})} }
-
-func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.mu.Lock()
-		h.waiting++
-		h.mu.Unlock()
-		<-h.open
-		h.mu.Lock()
-		h.waiting--
-		h.mu.Unlock()
-		return next(ctx, cmd)
-	}
-}
-
-func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		var keys []string
-		for _, c := range cmds {
-			if c.Name() == "evalsha" {
-				keys = append(keys, fmt.Sprint(c.Args()[3]))
-			}
-		}
-		if len(keys) > 0 {
-			h.mu.Lock()
-			h.pipes = append(h.pipes, len(keys))
-			h.keys = append(h.keys, keys)
-			h.mu.Unlock()
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (h *gateHook) pipelines() []int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.pipes)
+// gateCalls adds to rdb a Gate that holds every command sent alone until
+// its Release, so a test can pile calls up behind the coalescer's sends,
+// and a PipeLog that records how they go out. (go-redis sends a new
+// connection's handshake as a pipeline; EVAL replays after NOSCRIPT are not
+// counted either.)
+func gateCalls(t *testing.T, rdb redis.UniversalClient) (*hooktest.Gate, *hooktest.PipeLog) {
+	t.Helper()
+	g, log := hooktest.New(t, hooktest.Config{On: hooktest.Calls, Armed: true}), &hooktest.PipeLog{}
+	rdb.AddHook(log)
+	rdb.AddHook(g)
+	return g, log
 }
 
 // waitLoad waits until the Client's coalescers have n calls out or queued,
@@ -112,15 +71,16 @@ func TestCoalescing(t *testing.T) {
 // queued calls is split by node (each new to the script after the first,
 // so replayed by EVAL) and every call gets its own reply.
 func TestClusterCoalescing(t *testing.T) {
-	rdb := redistest.StartCluster(t, 3, 0).Client(t)
+	t.Parallel()
+	rdb := sharedCluster(t).Client(t)
 	rec := &kindtest.Recorder{Renewals: true}
 	c := newClient(t, rdb, lock.WithObserver(rec))
 	warmUp(t, c, rec)
-	h, queues := pileUp(t, rdb, c, 48)
+	log, queues := pileUp(t, rdb, c, 48)
 	if len(queues) != 3 {
 		t.Fatalf("queues %v: want one per master", queues)
 	}
-	for i, keys := range h.keys {
+	for i, keys := range log.Keys() {
 		nodes := map[string]bool{}
 		for _, k := range keys {
 			node, err := rdb.MasterForKey(context.Background(), k)
@@ -137,11 +97,10 @@ func TestClusterCoalescing(t *testing.T) {
 // held at a gate, opens it once all n are out or queued, and checks that
 // the queue went out in pipelines of at most 256 and that each lock holds
 // its own token. It returns the hook and the queues' lengths.
-func pileUp(t *testing.T, rdb redis.UniversalClient, c *lock.Client, n int) (*gateHook, []int) {
+func pileUp(t *testing.T, rdb redis.UniversalClient, c *lock.Client, n int) (*hooktest.PipeLog, []int) {
 	t.Helper()
 	ctx := context.Background()
-	h := newGateHook()
-	rdb.AddHook(h)
+	g, log := gateCalls(t, rdb)
 	locks := make([]*lock.Lock, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -150,7 +109,7 @@ func pileUp(t *testing.T, rdb redis.UniversalClient, c *lock.Client, n int) (*ga
 		wg.Go(func() { errs[i] = tryOK(ctx, locks[i]) })
 	}
 	out, queues := waitLoad(t, c, n)
-	close(h.open)
+	g.Release()
 	wg.Wait()
 	for i, err := range errs {
 		must(t, fmt.Sprintf("TryAcquire(%d)", i), err)
@@ -164,7 +123,7 @@ func pileUp(t *testing.T, rdb redis.UniversalClient, c *lock.Client, n int) (*ga
 			want = append(want, min(left, 256))
 		}
 	}
-	pipes := h.pipelines()
+	pipes := log.Sizes()
 	slices.Sort(pipes)
 	slices.Sort(want)
 	if !slices.Equal(pipes, want) {
@@ -177,7 +136,7 @@ func pileUp(t *testing.T, rdb redis.UniversalClient, c *lock.Client, n int) (*ga
 		}
 		must(t, fmt.Sprintf("Release(%d)", i), l.Release(ctx))
 	}
-	return h, queues
+	return log, queues
 }
 
 // warmClient returns a new go-redis client and a lock Client over it that
@@ -233,8 +192,7 @@ func TestCoalescingOff(t *testing.T) {
 				} else {
 					rdb, c = warmClient(t, tg, lock.WithCoalescing(false))
 				}
-				h := newGateHook()
-				rdb.AddHook(h)
+				g, log := gateCalls(t, rdb)
 				const n = 16
 				var wg sync.WaitGroup
 				errs := make([]error, n)
@@ -244,9 +202,7 @@ func TestCoalescingOff(t *testing.T) {
 				}
 				deadline := time.Now().Add(10 * time.Second)
 				for {
-					h.mu.Lock()
-					waiting := h.waiting
-					h.mu.Unlock()
+					waiting := g.Waiting()
 					if waiting == n {
 						break
 					}
@@ -255,12 +211,12 @@ func TestCoalescingOff(t *testing.T) {
 					}
 					time.Sleep(time.Millisecond)
 				}
-				close(h.open)
+				g.Release()
 				wg.Wait()
 				for i, err := range errs {
 					must(t, fmt.Sprintf("TryAcquire(%d)", i), err)
 				}
-				if pipes := h.pipelines(); len(pipes) != 0 {
+				if pipes := log.Sizes(); len(pipes) != 0 {
 					t.Fatalf("pipelines %v, want none", pipes)
 				}
 			})
@@ -274,8 +230,7 @@ func TestCoalescingQueuedCancel(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rdb, c := warmClient(t, tg)
-		h := newGateHook()
-		rdb.AddHook(h)
+		g, log := gateCalls(t, rdb)
 
 		// Fill every send slot with calls held at the gate, and queue one.
 		var wg sync.WaitGroup
@@ -316,11 +271,11 @@ func TestCoalescingQueuedCancel(t *testing.T) {
 		if _, q, _ := lock.CoalescerLoad(c); q != 1 {
 			t.Fatalf("%d calls queued after the cancelled one left, want 1", q)
 		}
-		close(h.open)
+		g.Release()
 		wg.Wait()
 		// Only the other queued call went out: the cancelled one was not
 		// sent, nor was an undo of it.
-		if pipes := h.pipelines(); !slices.Equal(pipes, []int{1}) {
+		if pipes := log.Sizes(); !slices.Equal(pipes, []int{1}) {
 			t.Fatalf("pipelines %v, want [1]", pipes)
 		}
 		if n, err := rdb.Exists(ctx, lockKey(l.Key())).Result(); err != nil || n != 0 {
@@ -329,24 +284,23 @@ func TestCoalescingQueuedCancel(t *testing.T) {
 	})
 }
 
-// pipeGate holds script calls: those sent alone until single closes, those
-// in a pipeline until openPipes. It counts the pipelines it holds.
-type pipeGate struct {
-	single, pipes chan struct{}
-	once          sync.Once
-	held          atomic.Int32
+// scriptGates holds a Client's script calls: those sent alone until
+// single is released, those in a pipeline until pipes is.
+type scriptGates struct {
+	single, pipes *hooktest.Gate
 }
 
-// addPipeGate adds a pipeGate to rdb; its pipelines go at cleanup, also
+// addScriptGates adds scriptGates to rdb; its gates open at cleanup, also
 // when the test fails.
-func addPipeGate(t *testing.T, rdb *redis.Client) *pipeGate {
-	g := &pipeGate{single: make(chan struct{}), pipes: make(chan struct{})}
-	rdb.AddHook(g)
-	t.Cleanup(g.openPipes)
+func addScriptGates(t *testing.T, rdb *redis.Client) scriptGates {
+	g := scriptGates{
+		single: hooktest.New(t, hooktest.Config{On: hooktest.Calls, Match: hooktest.AnyScript, Armed: true}),
+		pipes:  hooktest.New(t, hooktest.Config{On: hooktest.Pipelines, Match: hooktest.AnyScript, Armed: true}),
+	}
+	rdb.AddHook(g.single)
+	rdb.AddHook(g.pipes)
 	return g
 }
-
-func (g *pipeGate) openPipes() { g.once.Do(func() { close(g.pipes) }) }
 
 // eventually fails the test unless cond holds within 10s.
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -360,34 +314,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func isScriptCall(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" || cmd.Name() == "eval" }
-
-func (g *pipeGate) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (g *pipeGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if isScriptCall(cmd) {
-			<-g.single
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (g *pipeGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if slices.ContainsFunc(cmds, isScriptCall) {
-			g.held.Add(1)
-			<-g.pipes
-		}
-		return next(ctx, cmds)
-	}
-}
+func isScriptCall(cmd redis.Cmder) bool { return hooktest.AnyScript(cmd) }
 
 // ridePipeline starts calls while every send slot of c is held at g's
 // single gate, so that they queue up; then it lets the slots go, and
 // returns once the queued calls are out in one pipeline, held at g's
 // pipeline gate. The fillers' locks are released at cleanup.
-func ridePipeline(t *testing.T, c *lock.Client, g *pipeGate, calls ...func()) {
+func ridePipeline(t *testing.T, c *lock.Client, g scriptGates, calls ...func()) {
 	t.Helper()
 	ctx := context.Background()
 	var fillers []*lock.Lock
@@ -402,9 +335,9 @@ func ridePipeline(t *testing.T, c *lock.Client, g *pipeGate, calls ...func()) {
 		go call()
 	}
 	waitLoad(t, c, len(fillers)+len(calls))
-	close(g.single)
+	g.single.Release()
 	wg.Wait()
-	eventually(t, "the queued calls go out as a pipeline", func() bool { return g.held.Load() > 0 })
+	eventually(t, "the queued calls go out as a pipeline", func() bool { return g.pipes.Matched() > 0 })
 	t.Cleanup(func() {
 		for _, l := range fillers {
 			_ = l.Release(ctx)
@@ -424,7 +357,7 @@ func TestCoalescing_sentCallLeavesAtItsCtxEnd(t *testing.T) {
 		must(t, "Acquire()", held.Acquire(ctx))
 		released := c.NewLock(keyFor(t) + ":release")
 		must(t, "Acquire()", released.Acquire(ctx))
-		g := addPipeGate(t, rdb)
+		g := addScriptGates(t, rdb)
 		ttlCtx, endTTL := context.WithCancel(ctx)
 		relCtx, endRel := context.WithCancel(ctx)
 		ttlErr, relErr := make(chan error, 1), make(chan error, 1)
@@ -441,10 +374,10 @@ func TestCoalescing_sentCallLeavesAtItsCtxEnd(t *testing.T) {
 				t.Fatalf("%s did not return within 5s of its ctx's end while its pipeline was held", name)
 			}
 		}
-		if n := g.held.Load(); n != 1 {
+		if n := g.pipes.Matched(); n != 1 {
 			t.Fatalf("%d pipelines held, want the one the calls rode", n)
 		}
-		g.openPipes()
+		g.pipes.Release()
 		eventually(t, "the release that left its pipeline takes effect once the pipeline goes through",
 			func() bool { return tg.rdb.Exists(ctx, lockKey(released.Key())).Val() == 0 })
 		d, err := held.TTL(ctx)
@@ -463,7 +396,7 @@ func TestCoalescing_undoWaitsForAnUnansweredAcquire(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rdb, c := warmClient(t, tg)
-		g := addPipeGate(t, rdb)
+		g := addScriptGates(t, rdb)
 		l := c.NewLock(keyFor(t))
 		acqCtx, endAcq := context.WithCancel(ctx)
 		type result struct {
@@ -478,7 +411,7 @@ func TestCoalescing_undoWaitsForAnUnansweredAcquire(t *testing.T) {
 		endAcq()
 		eventually(t, "the acquire leaves its held pipeline at its ctx's end",
 			func() bool { return lock.UnansweredAcquires(c) > 0 })
-		g.openPipes() // the acquire lands now, after its caller left
+		g.pipes.Release() // the acquire lands now, after its caller left
 		var r result
 		select {
 		case r = <-done:
@@ -573,8 +506,8 @@ func TestCoalescing_panickingClient(t *testing.T) {
 		// in the background, and those undos, still going out through c's
 		// coalescer, would count in its load.
 		c = newClient(t, rdb)
-		g := addPipeGate(t, rdb)
-		g.openPipes()
+		g := addScriptGates(t, rdb)
+		g.pipes.Release()
 		errs := make(chan error, 2)
 		var fillers []*lock.Lock
 		var wg sync.WaitGroup
@@ -590,7 +523,7 @@ func TestCoalescing_panickingClient(t *testing.T) {
 		}
 		waitLoad(t, c, len(fillers)+2)
 		h.armed.Store(true)
-		close(g.single)
+		g.single.Release()
 		var panicked, failed int
 		for range 2 {
 			select {
@@ -632,8 +565,8 @@ func TestCoalescing_panickingPipelineLedFromBackground(t *testing.T) {
 	warm := c.NewLock(keyFor(t) + ":warm")
 	must(t, "warm-up TryAcquire()", tryOK(ctx, warm))
 	must(t, "warm-up Release()", warm.Release(ctx))
-	g := addPipeGate(t, rdb)
-	g.openPipes()
+	g := addScriptGates(t, rdb)
+	g.pipes.Release()
 	h := &kindtest.PanicWhen{Match: func(cmds []redis.Cmder) bool { return len(cmds) > 1 && slices.ContainsFunc(cmds, isAcquire) }}
 	rdb.AddHook(h)
 	h.Armed.Store(true)

@@ -278,6 +278,7 @@ func (r *deadlineRun) run(ctx context.Context) (took, sleeper time.Duration, err
 // ContextTimeoutEnabled on and off. The cases of one combination run at
 // once, on a server of their own.
 func TestDeadline_everyVerbOfEveryKind(t *testing.T) {
+	t.Parallel()
 	for _, cte := range []bool{false, true} {
 		for _, co := range []bool{false, true} {
 			t.Run(fmt.Sprintf("cte=%v/coalesce=%v", cte, co), func(t *testing.T) {

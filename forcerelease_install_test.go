@@ -359,7 +359,7 @@ func TestClient_ForceRelease_whilePubSubDown(t *testing.T) {
 			cutPubSub(t, tg, g)
 			must(t, "ForceRelease()", op.ForceRelease(ctx, key))
 			must(t, "another Client's Acquire()", op.NewLock(key).Acquire(ctx))
-			g.let()
+			g.Release()
 			waitClosed(t, l.Lost(), 5*time.Second, "Lost() of the hold force-released while its Client's pub/sub was down")
 			var le *lock.LostError
 			if err := l.LostErr(); !errors.As(err, &le) || le.Reason != lock.LossStolen {

@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/hooktest"
 	"github.com/agentlock/lock/internal/kindtest"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // wantForced fails unless l's hold was reported lost as force-released.
@@ -163,7 +161,7 @@ func TestClient_ForceRelease_racesRelease(t *testing.T) {
 func TestClient_ForceRelease_racesRenewal(t *testing.T) {
 	rec := &kindtest.Recorder{}
 	l, stall := forcedWhileRenewalOut(t, lock.WithTTL(600*time.Millisecond), lock.WithObserver(rec))
-	close(stall.hold)
+	stall.Release()
 	waitClosed(t, l.Lost(), 10*time.Second, "Lost()")
 	wantForced(t, l)
 	n := 0
@@ -183,7 +181,7 @@ func TestClient_ForceRelease_racesRenewal(t *testing.T) {
 // Lost() closes, force-released, before the renewal could say anything.
 func TestClient_ForceRelease_reachesHoldWhileRenewalOut(t *testing.T) {
 	l, stall := forcedWhileRenewalOut(t, lock.WithTTL(3*time.Second))
-	defer close(stall.hold)
+	defer stall.Release()
 	select {
 	case <-l.Lost():
 	case <-time.After(2 * time.Second): // the safety deadline is 3s less its margin
@@ -194,12 +192,13 @@ func TestClient_ForceRelease_reachesHoldWhileRenewalOut(t *testing.T) {
 
 // forcedWhileRenewalOut acquires a lock on real Redis with a Client made
 // with opts, and force-releases it from another Client while its first
-// renewal is held back, not yet sent; closing stall.hold lets it go.
-func forcedWhileRenewalOut(t *testing.T, opts ...lock.Option) (l *lock.Lock, stall *stallPipelines) {
+// renewal is held back, not yet sent; stall.Release lets it go.
+func forcedWhileRenewalOut(t *testing.T, opts ...lock.Option) (l *lock.Lock, stall *hooktest.Gate) {
 	t.Helper()
 	ctx := context.Background()
 	tg := realTarget(t)
-	stall = &stallPipelines{hold: make(chan struct{}), held: make(chan struct{}, 1)}
+	// The first script pipeline: the renewal's.
+	stall = hooktest.New(t, hooktest.Config{On: hooktest.Pipelines, Match: hooktest.AnyScript, Nth: 1, Armed: true})
 	rdb := tg.newRDB(t)
 	rdb.AddHook(stall)
 	holder := newClient(t, rdb, opts...)
@@ -208,35 +207,9 @@ func forcedWhileRenewalOut(t *testing.T, opts ...lock.Option) (l *lock.Lock, sta
 	l = holder.NewLock(key)
 	must(t, "Acquire()", l.Acquire(ctx))
 	waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
-	<-stall.held // the renewal pipeline is out, not yet sent
+	<-stall.Held() // the renewal pipeline is out, not yet sent
 	must(t, "ForceRelease()", op.ForceRelease(ctx, key))
 	return l, stall
-}
-
-// stallPipelines holds back the first pipeline (the renewal's) until hold
-// is closed, saying so on held.
-type stallPipelines struct {
-	once sync.Once
-	hold chan struct{}
-	held chan struct{}
-}
-
-func (s *stallPipelines) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (s *stallPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-func (s *stallPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 0 && cmds[0].Name() == "evalsha" {
-			first := false
-			s.once.Do(func() { first = true })
-			if first {
-				s.held <- struct{}{}
-				<-s.hold
-			}
-		}
-		return next(ctx, cmds)
-	}
 }
 
 // TestClient_ForceRelease_cluster: on a 3-master cluster, a force-release
@@ -244,7 +217,8 @@ func (s *stallPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // messages cross the cluster bus), List finds every lock on every master,
 // and the audit stream, on its own slot, gets every key's entries.
 func TestClient_ForceRelease_cluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	t.Parallel()
+	cl := sharedCluster(t)
 	ctx := context.Background()
 	stream := keyFor(t) + ":audit"
 	holder := newClient(t, cl.Client(t), lock.WithTTL(time.Minute), lock.WithMetadata("pod-a"), lock.WithAudit(stream, 1000))

@@ -316,6 +316,7 @@ func degradeProbe(t *testing.T, c *lock.Client, sw *switchedRedis, key string, w
 // released, it does. The gate keeps nothing afterwards. For a MultiLock the
 // degraded hold is of its second member.
 func TestGate_degradedHoldExcludesEveryKind(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	for _, mode := range gateModes {
 		for _, k := range gateKinds() {
@@ -360,6 +361,7 @@ func TestGate_degradedHoldExcludesEveryKind(t *testing.T) {
 // — or when an attempt fails or its outcome is unknown, the gate keeps
 // nothing of it.
 func TestGate_everyKindsHoldEnds(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	admin := srv.Client(t)
 	for _, mode := range gateModes {
@@ -473,6 +475,7 @@ func gateAttemptUnknown(t *testing.T, c *lock.Client, drop *dropNext, k gateKind
 // one: it returns ErrNotAcquired by the wait timeout (plus slack) while a
 // Redis hold of its Client keeps the key.
 func TestFallback_waitTimeoutCountsFromStart(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	const wait, readTimeout, slack = 1500 * time.Millisecond, time.Second, 300 * time.Millisecond
 	o := srv.Options()
@@ -520,6 +523,7 @@ func TestFallback_waitTimeoutCountsFromStart(t *testing.T) {
 // handed from one Acquire to the next within the Client. While each hold
 // is live, a degraded acquisition of the key is refused.
 func TestGate_holdEndsUnderOtherOptions(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -49,6 +49,7 @@ func TestLock_Acquire_wokenByPublish(t *testing.T) {
 // token and a larger fence, nobody is woken by a publish, and after
 // maxHandoffs (16) handoffs in a row one release frees the key for all.
 func TestLock_handoff(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)

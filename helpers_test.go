@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,9 +83,35 @@ func (tg *target) expire(t *testing.T, key string) {
 	}
 }
 
-// keyFor derives a key from the test's name so parallel tests never share one.
+// keyFor derives a key from the test's name so parallel tests never share
+// one. A test run again in the same process (-count) gets the name with a
+// run number, so it meets no key of its earlier run on the shared cluster.
 func keyFor(t *testing.T) string {
-	return strings.ReplaceAll(t.Name(), "/", ":")
+	key := strings.ReplaceAll(t.Name(), "/", ":")
+	keyRuns.Lock()
+	defer keyRuns.Unlock()
+	if k, ok := keyRuns.byTest[t]; ok {
+		return k
+	}
+	if keyRuns.byTest == nil {
+		keyRuns.byTest, keyRuns.runs = map[*testing.T]string{}, map[string]int{}
+	}
+	if n := keyRuns.runs[key]; n > 0 {
+		keyRuns.runs[key]++
+		key = fmt.Sprintf("%s:run%d", key, n+1)
+	} else {
+		keyRuns.runs[key] = 1
+	}
+	keyRuns.byTest[t] = key
+	return key
+}
+
+// keyRuns is keyFor's memory: each test's key, and how many tests of each
+// name have asked for one.
+var keyRuns struct {
+	sync.Mutex
+	byTest map[*testing.T]string
+	runs   map[string]int
 }
 
 // lockKey is the Redis key of a lock with the default prefix.

@@ -30,7 +30,7 @@ func eachShardedDeployment(t *testing.T, fn func(t *testing.T, d deployment)) {
 		}})
 	})
 	t.Run("cluster", func(t *testing.T) {
-		cl := redistest.StartCluster(t, 3, 0)
+		cl := sharedCluster(t)
 		fn(t, deployment{name: "cluster", admin: cl.Client(t), newRDB: func(t *testing.T) redis.UniversalClient {
 			return cl.Client(t)
 		}})
@@ -183,6 +183,7 @@ func eventuallyNoMember(t *testing.T, admin redis.UniversalClient, keys []string
 // release of the first group fails too, it is sent again in the
 // background. Once the group mends, the Acquire takes every member.
 func TestMultiLock_Acquire_holdsNoMemberBetweenAttempts(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		first   bool  // the first slot group fails, not the last
@@ -249,6 +250,7 @@ func TestMultiLock_Acquire_holdsNoMemberBetweenAttempts(t *testing.T) {
 // first group fails as well, that release is sent again in the
 // background.
 func TestMultiLock_TryAcquire_backsOut(t *testing.T) {
+	t.Parallel()
 	eachShardedDeployment(t, func(t *testing.T, d deployment) {
 		for _, releaseFails := range []bool{false, true} {
 			t.Run(fmt.Sprint("releaseFails=", releaseFails), func(t *testing.T) {
@@ -284,6 +286,7 @@ func TestMultiLock_TryAcquire_backsOut(t *testing.T) {
 // left held (with the 10m TTL the Extend gave its slot group), whichever
 // member was gone.
 func TestMultiLock_Extend_lostReleasesEveryMember(t *testing.T) {
+	t.Parallel()
 	eachShardedDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		c := newClient(t, d.newRDB(t), lock.WithTTL(time.Minute))
@@ -306,6 +309,7 @@ func TestMultiLock_Extend_lostReleasesEveryMember(t *testing.T) {
 // the renewal that finds it gone releases the other members (which that
 // same renewal extended) before Lost() closes.
 func TestMultiLock_renewal_lostReleasesEveryMember(t *testing.T) {
+	t.Parallel()
 	eachShardedDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		ttl := 3 * time.Second
@@ -385,6 +389,7 @@ func waitPaused(t *testing.T, ctx context.Context, between <-chan struct{}, done
 // while the test looks): another client takes that member. Once the wait
 // ends, nothing is held either.
 func TestMultiLock_Acquire_deadMaster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0, "--cluster-require-full-coverage", "no")
 	admin := cl.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -435,9 +440,12 @@ func TestMultiLock_Acquire_deadMaster(t *testing.T) {
 // by the next renewal) and the other members are released, not left held
 // until their TTL runs out.
 func TestMultiLock_forceReleasedMember(t *testing.T) {
+	t.Parallel()
 	eachShardedDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
-		ttl := 30 * time.Second
+		// The hold is lost by the force message or, where it does not
+		// come, by the next renewal (TTL/3), within ttl/2 either way.
+		ttl := 6 * time.Second
 		m := newClient(t, d.newRDB(t), lock.WithTTL(ttl)).NewMultiLock(multiKeys(t, 3))
 		ops := newClient(t, d.newRDB(t))
 		for _, k := range m.Keys() {
@@ -454,6 +462,7 @@ func TestMultiLock_forceReleasedMember(t *testing.T) {
 // (its last slot group refused, the next attempt held by a hook) ends the
 // Acquire with ErrClosed, holding no member.
 func TestMultiLock_closeDuringWait(t *testing.T) {
+	t.Parallel()
 	eachShardedDeployment(t, func(t *testing.T, d deployment) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -488,6 +497,7 @@ func TestMultiLock_closeDuringWait(t *testing.T) {
 // slot group fails returns that error, and the group is released again in
 // the background rather than left held until its TTL.
 func TestMultiLock_Release_failedGroupSentAgain(t *testing.T) {
+	t.Parallel()
 	eachShardedDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		rdb := d.newRDB(t)
@@ -534,6 +544,7 @@ func (h landsAfterDeadline) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 // all the same. Acquire returns ErrNotAcquired by its deadline (plus
 // slack), and every member, the last group's too, is released.
 func TestMultiLock_Acquire_deadlineDuringAttempt(t *testing.T) {
+	t.Parallel()
 	eachShardedDeployment(t, func(t *testing.T, d deployment) {
 		rdb := d.newRDB(t)
 		m := newClient(t, rdb, lock.WithTTL(time.Minute)).NewMultiLock(multiKeys(t, 3))
@@ -559,6 +570,7 @@ func TestMultiLock_Acquire_deadlineDuringAttempt(t *testing.T) {
 // does when a force-release lands before its hold is installed; the first
 // renewal finds the member gone, and then no member is left held.
 func TestMultiLock_forceReleasedMidAttempt(t *testing.T) {
+	t.Parallel()
 	eachShardedDeployment(t, func(t *testing.T, d deployment) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -588,6 +600,7 @@ func TestMultiLock_forceReleasedMidAttempt(t *testing.T) {
 // extended by the last renewal. That loss sends the release of every
 // member, rather than leaving the first held for up to another TTL.
 func TestMultiLock_deadlineLossReleasesMembers(t *testing.T) {
+	t.Parallel()
 	eachShardedDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		rdb := d.newRDB(t)

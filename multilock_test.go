@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // multiKeys returns n keys derived from t's name that land, on a cluster,
@@ -32,6 +31,7 @@ func multiKeys(t *testing.T, n int) []string {
 // (each round finishes within its ctx), and no key ever has two holders
 // (a per-key overlap detector and a non-atomic counter per key).
 func TestMultiLock_overlapNoDeadlock(t *testing.T) {
+	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d deployment) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -104,6 +104,7 @@ func TestMultiLock_overlapNoDeadlock(t *testing.T) {
 // waiting Acquire gets all of them once that Lock is released; members are
 // plain mutex holds a Lock on the key is excluded by.
 func TestMultiLock_allOrNone(t *testing.T) {
+	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		c := newClient(t, d.newRDB(t), lock.WithBackoff(time.Millisecond, 20*time.Millisecond))
@@ -160,6 +161,7 @@ func TestMultiLock_allOrNone(t *testing.T) {
 // before the TTL, and Release then reports ErrNotHeld while still freeing
 // the other members.
 func TestMultiLock_lostWhenAnyMemberLost(t *testing.T) {
+	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		c := newClient(t, d.newRDB(t))
@@ -183,7 +185,8 @@ func TestMultiLock_lostWhenAnyMemberLost(t *testing.T) {
 // then key, and each slot group costs one script call: keys sharing a hash
 // tag go in one.
 func TestMultiLock_slotGroups(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	t.Parallel()
+	cl := sharedCluster(t)
 	rdb := cl.Client(t)
 	ctx := context.Background()
 	var calls atomic.Int32
@@ -290,6 +293,7 @@ func TestMultiLock_badInput(t *testing.T) {
 // Redis stops renewing; its members expire by the TTL and a waiting
 // MultiLock over overlapping keys takes them.
 func TestMultiLock_holderGone(t *testing.T) {
+	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d deployment) {
 		ctx := context.Background()
 		keys := multiKeys(t, 4)

@@ -25,6 +25,7 @@ var slowWaiters = []lock.Option{lock.WithTTL(time.Minute), lock.WithBackoff(time
 // key's slot), re-entrant owners, a holder's Client that does not listen,
 // a fair waiter behind a plain holder.
 func TestRelease_wakesWaiterAcrossModes(t *testing.T) {
+	t.Parallel()
 	watch := lock.WithReleaseMode(lock.ReleaseWatch)
 	cases := []struct {
 		name           string

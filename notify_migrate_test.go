@@ -61,6 +61,7 @@ func tryTaken(t *testing.T, c *lock.Client, key string) {
 // (the marking release's mark) fails instead: "Script attempted to access
 // a non local key".
 func TestTryAcquire_heldKeyInMigratingSlot(t *testing.T) {
+	t.Parallel()
 	others, key := heldInMigratingSlot(t, nil, nil)
 	tryTaken(t, others, key)
 }
@@ -70,6 +71,7 @@ func TestTryAcquire_heldKeyInMigratingSlot(t *testing.T) {
 // on, so the attempt carries the holder-info hash too): it must wait, not
 // fail.
 func TestAcquire_waitsOnHeldKeyInMigratingSlot(t *testing.T) {
+	t.Parallel()
 	info := []lock.Option{lock.WithHolderInfo(true)}
 	others, key := heldInMigratingSlot(t, info, append(info, lock.WithBackoff(time.Minute, time.Minute)))
 	actx, cancel := context.WithCancel(context.Background())
@@ -98,6 +100,7 @@ func TestAcquire_waitsOnHeldKeyInMigratingSlot(t *testing.T) {
 // exist where the lock does: one more (the marking release's mark) makes
 // the slot's old master refuse it with TRYAGAIN.
 func TestTryAcquire_watchHeldKeyInMigratingSlot(t *testing.T) {
+	t.Parallel()
 	others, key := heldInMigratingSlot(t, nil, []lock.Option{lock.WithReleaseMode(lock.ReleaseWatch)})
 	tryTaken(t, others, key)
 }

@@ -202,6 +202,7 @@ func TestOnce_forgetCutsFlight(t *testing.T) {
 // fn runs, and the info goes with the hold, whether the release stores a
 // result or fn failed.
 func TestOnce_holderInfo(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		client   []lock.Option
@@ -307,6 +308,7 @@ func TestOnce_cutFlightEndsAlone(t *testing.T) {
 // TestOnce_holderInfoRenewed: the watchdog's renewals keep a Once hold's
 // holder info alive with the hold, past the TTL it was written with.
 func TestOnce_holderInfoRenewed(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // resultKey is the Redis key of a Once result with the default prefix.
@@ -363,6 +362,7 @@ func TestOnce_fnOutlivesHold(t *testing.T) {
 // dying process would) while fn hangs. A waiter gets the lock once its TTL
 // has run out in Redis, and runs fn itself.
 func TestOnce_holderDied(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -512,7 +512,8 @@ func TestOnce_earlyWake(t *testing.T) {
 // stampede of 2 Clients runs fn once per key, and the result lives in the
 // lock's slot.
 func TestOnce_cluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	t.Parallel()
+	cl := sharedCluster(t)
 	ctx := context.Background()
 	cs := []*lock.Client{newClient(t, cl.Client(t)), newClient(t, cl.Client(t))}
 	rdb := cl.Client(t)

@@ -20,6 +20,7 @@ import (
 // key: any overlap or lost update fails the test. Fences must come out
 // strictly increasing in the order holders entered.
 func TestMutualExclusion(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		const clients, workers, rounds = 4, 8, 12
@@ -71,6 +72,7 @@ func TestLost_keyDeleted(t *testing.T) {
 // TestLost_serverKilled: with redis-server SIGKILLed, every hold is
 // reported lost before its TTL would have run out.
 func TestLost_serverKilled(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb)
@@ -105,6 +107,7 @@ func TestLost_serverKilled(t *testing.T) {
 // releases (its Client closed, as a crashed process) is replaced once its
 // TTL runs out: the waiter sleeps by the holder's PTTL, not past it.
 func TestWaiter_holderNeverReleases(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -173,7 +176,8 @@ func TestACL_noScripting(t *testing.T) {
 // locks on keys across every slot range, contention with wake-up, extend,
 // and release.
 func TestCluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	t.Parallel()
+	cl := sharedCluster(t)
 	rdb := cl.Client(t)
 	ctx := context.Background()
 	c := newClient(t, rdb)

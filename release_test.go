@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/hooktest"
 	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
@@ -188,47 +189,6 @@ func TestRelease_endedHoldHandsNothingOver(t *testing.T) {
 	must(t, "waiter Release()", w.Release(ctx))
 }
 
-// gate is a go-redis hook that holds single-command calls while it is
-// closed, so a test can keep the coalescer's sends out and queue calls
-// behind them. Pipelines pass.
-type gate struct {
-	mu sync.Mutex
-	ch chan struct{} // nil while open
-}
-
-func (g *gate) close() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.ch = make(chan struct{})
-}
-
-func (g *gate) open() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.ch != nil {
-		close(g.ch)
-		g.ch = nil
-	}
-}
-
-func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		g.mu.Lock()
-		ch := g.ch
-		g.mu.Unlock()
-		if ch != nil {
-			<-ch
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // TestRelease_cutReplyIsNotResent cuts the connection in the middle of a
 // release's reply, after Redis has run it: alone, and inside a coalesced
 // pipeline where the next call's reply is the one cut. go-redis would resend
@@ -256,7 +216,9 @@ func cutRelease(t *testing.T, kind string, shared bool) {
 	ctx := context.Background()
 	tg := realTarget(t)
 	rdb := tg.newRDB(t)
-	cut, g := &cutReplies{}, &gate{}
+	// g holds every command sent alone once armed, so a test can keep the
+	// coalescer's sends out and queue calls behind them.
+	cut, g := &cutReplies{}, hooktest.New(t, hooktest.Config{On: hooktest.Calls})
 	rdb.AddHook(cut)
 	rdb.AddHook(g)
 	rec := &kindtest.Recorder{Renewals: true}
@@ -322,8 +284,8 @@ func cutRelease(t *testing.T, kind string, shared bool) {
 		must(t, "other Acquire()", other.Acquire(ctx))
 		filler := c.NewLock(key + ":filler")
 		must(t, "filler Acquire()", filler.Acquire(ctx))
-		g.close()
-		defer g.open() // also when the test fails: calls at the gate must end
+		g.Arm()
+		defer g.Release() // also when the test fails: calls at the gate must end
 		limit := lock.CoalescerLimit()
 		fillers := make(chan error, limit)
 		for range limit {
@@ -355,7 +317,7 @@ func cutRelease(t *testing.T, kind string, shared bool) {
 			otherDone <- err
 		}()
 		waitLoad(t, c, lock.CoalescerLimit()+2)
-		g.open()
+		g.Release()
 	}
 	err := <-released
 	settle()

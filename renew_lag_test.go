@@ -92,6 +92,7 @@ func (b *laggyBackend) extend(ctx context.Context, k *keys, token string, ttl ti
 // succeeds well within the TTLs, no hold may be lost: one renewed late (a
 // stale renewal-heap entry) would be.
 func TestRenewal_laggyExtendsKeepDeadlinesSafe(t *testing.T) {
+	t.Parallel()
 	laggyHolds(t, false)
 }
 
@@ -101,6 +102,7 @@ func TestRenewal_laggyExtendsKeepDeadlinesSafe(t *testing.T) {
 // again meanwhile: holds may now be lost, but no deadline may pass the
 // key's expiry, and a hold not lost must have its key.
 func TestRenewal_flakyExtendsKeepDeadlinesSafe(t *testing.T) {
+	t.Parallel()
 	laggyHolds(t, true)
 }
 

@@ -67,6 +67,7 @@ type mappedHold struct {
 // with read-write locks among the mutexes (EvalAll's pipelines of mixed
 // scripts) and without (ExtendAll's).
 func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
+	t.Parallel()
 	for _, rws := range []int{100, 0} { // mixed pipelines (EvalAll), then ExtendAll's
 		t.Run(fmt.Sprintf("rw=%d", rws), func(t *testing.T) {
 			tg := realTarget(t)
@@ -79,7 +80,8 @@ func TestRenewal_repliesMapToTheirHolds(t *testing.T) {
 // TestRenewal_repliesMapToTheirHolds on a three-master Redis Cluster: each
 // master's chunk spans many slots of that master.
 func TestRenewal_clusterRepliesMapToTheirHolds(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0) // of its own: the test flushes the script cache
 	rdb := redis.NewClusterClient(cl.ClusterOptions())
 	t.Cleanup(func() { rdb.Close() })
 	other := redis.NewClusterClient(cl.ClusterOptions())
@@ -232,6 +234,7 @@ func repliesMapToTheirHolds(t *testing.T, rdb, other redis.UniversalClient, rws 
 // same tick) keeps its holder-info hash alive: its renewals extend the
 // hash as they do in a pipeline of mutexes alone.
 func TestRenewal_mixedChunkKeepsMutexHolderInfo(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	obs := newRenewCounter()

@@ -17,56 +17,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/hooktest"
 	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 )
-
-// replyGate is a go-redis hook that, once armed, holds back the reply of the
-// next script pipeline (a renewal: one-shot calls go alone) until the test
-// opens the gate. The commands reach Redis at once; only the reply waits.
-type replyGate struct {
-	mu    sync.Mutex
-	armed bool
-	held  chan struct{} // closed when a reply is held
-	open  chan struct{}
-	once  sync.Once
-}
-
-func newReplyGate() *replyGate {
-	return &replyGate{held: make(chan struct{}), open: make(chan struct{})}
-}
-
-func (g *replyGate) arm() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.armed = true
-}
-
-// release lets the held reply, if any, through; it is idempotent.
-func (g *replyGate) release() { g.once.Do(func() { close(g.open) }) }
-
-func (g *replyGate) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (g *replyGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-func (g *replyGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		if !scriptPipeline(cmds) {
-			return err
-		}
-		g.mu.Lock()
-		hold := g.armed
-		g.armed = false
-		g.mu.Unlock()
-		if hold {
-			close(g.held)
-			<-g.open
-		}
-		return err
-	}
-}
 
 // scriptPipeline reports whether cmds carry a script call (go-redis also
 // pipelines a new connection's handshake).
@@ -101,12 +56,12 @@ func TestExtend_shorterDuringRenewalLowersDeadline(t *testing.T) {
 		if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnanswered {
 			t.Fatalf("LostErr() = %v, want unanswered", l.LostErr())
 		}
-		g.release()
+		g.Release()
 	})
 	t.Run("renewal answered late", func(t *testing.T) {
 		l, g := renewalHeld(t, ttl)
 		must(t, "Extend()", l.Extend(ctx, short))
-		g.release()
+		g.Release()
 		// Renewed at once with the short TTL, the hold lives on: watch it
 		// for several of those TTLs.
 		select {
@@ -125,17 +80,19 @@ func TestExtend_shorterDuringRenewalLowersDeadline(t *testing.T) {
 // renewalHeld acquires a lock with ttl on a real server and returns once its
 // first renewal has reached Redis with its reply held at the gate, which
 // t.Cleanup opens before the Client closes.
-func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *replyGate) {
+func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *hooktest.Gate) {
 	t.Helper()
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
-	g := newReplyGate()
+	// The first script pipeline after Acquire is a renewal: one-shot calls
+	// go alone.
+	g := hooktest.New(t, hooktest.Config{On: hooktest.Pipelines, After: true, Match: hooktest.AnyScript, Nth: 1})
 	rdb.AddHook(g)
 	l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(ttl))
-	t.Cleanup(g.release)
+	t.Cleanup(g.Release) // before the Client closes: it waits for the renewal held
 	must(t, "Acquire()", l.Acquire(context.Background()))
-	g.arm()
+	g.Arm()
 	select {
-	case <-g.held:
+	case <-g.Held():
 	case <-time.After(ttl):
 		t.Fatalf("no renewal within the TTL %v", ttl)
 	}
@@ -147,6 +104,7 @@ func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *replyGate) {
 // unanswered, not unreachable: no connection failed. A server that is gone
 // makes it unreachable (TestLost_serverKilled).
 func TestRenewal_unansweredLossReason(t *testing.T) {
+	t.Parallel()
 	const ttl = 600 * time.Millisecond
 	l, g := renewalHeld(t, ttl)
 	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
@@ -160,13 +118,14 @@ func TestRenewal_unansweredLossReason(t *testing.T) {
 	if !strings.Contains(l.LostErr().Error(), "(unanswered)") {
 		t.Fatalf("LostErr() = %q, want it to say unanswered", l.LostErr())
 	}
-	g.release()
+	g.Release()
 }
 
 // A renewal that comes back with a connection error (the server is gone,
 // and go-redis retries neither the call nor the dial) is reported lost as unreachable, with that
 // error.
 func TestRenewal_refusedLossReason(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	o := srv.Options()
 	o.MaxRetries, o.DialerRetries = -1, 1
@@ -267,6 +226,7 @@ func (h *lateExtend) open() { h.once.Do(func() { close(h.gate) }) }
 // gone: the renewal's confirmation must not count on the longer TTL while
 // a call with the shorter one may still land.
 func TestRenewal_doesNotOutlastFailedShorterExtend(t *testing.T) {
+	t.Parallel()
 	const short = 3 * time.Second // the lock's TTL is the default 30s
 	ctx := context.Background()
 	tg := realTarget(t)
@@ -309,6 +269,7 @@ func TestRenewal_doesNotOutlastFailedShorterExtend(t *testing.T) {
 // Redis, for several renewal periods past that. Every renewal pipeline goes
 // to one master.
 func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
+	t.Parallel()
 	const ttl = 1500 * time.Millisecond
 	ctx := context.Background()
 	// Without full coverage the healthy masters keep serving their slots
@@ -321,8 +282,7 @@ func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
 	opt.ReadTimeout, opt.MaxRedirects = time.Minute, -1
 	rdb := redis.NewClusterClient(opt)
 	t.Cleanup(func() { rdb.Close() })
-	pipes := newGateHook() // records the keys of each renewal pipeline
-	close(pipes.open)
+	pipes := &hooktest.PipeLog{} // records the keys of each renewal pipeline
 	rdb.AddHook(pipes)
 	c := newClient(t, rdb)
 
@@ -379,9 +339,7 @@ func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
 			}
 		}
 	}
-	pipes.mu.Lock()
-	defer pipes.mu.Unlock()
-	for i, keys := range pipes.keys {
+	for i, keys := range pipes.Keys() {
 		to := map[*redistest.Server]bool{}
 		for _, k := range keys {
 			to[master[k]] = true
@@ -403,6 +361,7 @@ func TestRenewal_clusterStalledMasterSparesOthers(t *testing.T) {
 // runs out and another client takes the key, the first handle's Lost() must
 // already be closed.
 func TestRenewal_failedShorterWriteLandingLate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sha := []byte(luascripts.Extend.Hash())
 	src := []byte("extend.lua")
@@ -496,6 +455,7 @@ func TestRenewal_failedShorterWriteLandingLate(t *testing.T) {
 // the hold is lost at its safety deadline with an error that says the call
 // panicked.
 func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
+	t.Parallel()
 	const ttl = 600 * time.Millisecond
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	h := &kindtest.PanicWhen{Match: scriptPipeline}
@@ -521,6 +481,7 @@ func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
 // from moving the hold's deadline until the hold was lost. So too with a
 // ctx that has a deadline (see eachCtx).
 func TestExtend_panickingHookKeepsRenewalWorking(t *testing.T) {
+	t.Parallel()
 	eachCtx(t, testExtendPanickingHookKeepsRenewalWorking)
 }
 

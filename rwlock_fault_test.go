@@ -15,6 +15,7 @@ import (
 // keeps a writer out only until its own hold expires, although another
 // reader kept renewing the lock's key meanwhile.
 func TestRWLock_crashedReader(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	ttl := 800 * time.Millisecond
@@ -47,6 +48,7 @@ func TestRWLock_crashedReader(t *testing.T) {
 // TestRWLock_crashedWriter: a writer holding the lock whose Client stops
 // renewing is reported lost, and a reader gets in once its hold expired.
 func TestRWLock_crashedWriter(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	ttl := 500 * time.Millisecond

@@ -14,7 +14,6 @@ import (
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/kindtest"
 	"github.com/agentlock/lock/internal/luascripts"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // rwExclusion runs, on each Client of cs (each over its own connection
@@ -142,7 +141,8 @@ func TestRWLock_exclusion(t *testing.T) {
 // TestRWLock_cluster: the same on a 3-master Redis Cluster, with keys on
 // every master; holds of both kinds renew through it.
 func TestRWLock_cluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	t.Parallel()
+	cl := sharedCluster(t)
 	rdb := cl.Client(t)
 	var cs []*lock.Client
 	for range 3 {
@@ -222,6 +222,7 @@ func (h *scriptsInPipelines) both(a, b string) bool {
 // Client, acquired together, are renewed in the same pipeline, each by its
 // own script, and outlive their TTL.
 func TestRWLock_renewedWithMutexes(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	rdb := tg.newRDB(t)

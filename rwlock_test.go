@@ -169,6 +169,7 @@ func TestRWLock_verbs(t *testing.T) {
 // key deleted, is reported lost by renewal; the other reader's hold is
 // untouched.
 func TestRWLock_lost(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		ttl := 600 * time.Millisecond
@@ -291,6 +292,7 @@ func TestRWLock_observer(t *testing.T) {
 // with the loss, and WithReadLock/WithWriteLock return an error matching
 // ErrLockLost.
 func TestRWLock_withLockLost(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb, lock.WithTTL(600*time.Millisecond))
@@ -366,6 +368,7 @@ func TestRWLock_wakeups(t *testing.T) {
 // the lock when no writer holds it, a writer when nobody does, a Release
 // succeeds exactly when its handle holds the lock.
 func TestRWLock_model(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)

@@ -23,6 +23,7 @@ import (
 // it once the permit's TTL has run out on the server, and by then the first
 // holder's Lost() has closed.
 func TestSemaphore_holderStopsRenewing(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -95,6 +96,7 @@ func TestSemaphore_lostBeforeTTL(t *testing.T) {
 // TestSemaphore_renewed: a permit held past several TTLs is renewed by the
 // Client's loop: its expiry on the server moves on, and it still counts.
 func TestSemaphore_renewed(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // permitCheck runs permit holders of one semaphore from many goroutines and
@@ -96,6 +95,7 @@ func (pc *permitCheck) check(t *testing.T) {
 // processes would have) with 6 goroutines each take permits of one
 // semaphore of 3: never more than 3 inside, fences unique and increasing.
 func TestSemaphore_maxConcurrency(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		semMaxConcurrency(t, func() redis.UniversalClient { return tg.newRDB(t) })
 	})
@@ -104,7 +104,8 @@ func TestSemaphore_maxConcurrency(t *testing.T) {
 // TestSemaphore_cluster: the same on a real 3-master Redis Cluster, on keys
 // served by every master.
 func TestSemaphore_cluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	t.Parallel()
+	cl := sharedCluster(t)
 	semMaxConcurrency(t, func() redis.UniversalClient { return cl.Client(t) })
 	ctx := context.Background()
 	c := newClient(t, cl.Client(t))

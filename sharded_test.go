@@ -146,7 +146,7 @@ func wantSharded(t *testing.T, before, after map[string]pubStats, master, what s
 // every kind of lock whose release publishes, well before its one-minute
 // backoff; no node runs a classic PUBLISH.
 func TestShardedPubSub_wakesEveryKind(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	holders := newClient(t, cl.Client(t))
 	others := newClient(t, cl.Client(t))
 	waitShardedPubSub(t, holders, others)
@@ -212,7 +212,7 @@ func TestShardedPubSub_idleSlotsClosed(t *testing.T) {
 // SPUBLISH; a caller of another Client waiting on the same key gets it
 // without running fn, on a key of each master.
 func TestShardedPubSub_wakesOnceWaiter(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := sharedCluster(t)
 	holders := newClient(t, cl.Client(t))
 	others := newClient(t, cl.Client(t), slow)
 	rdb := cl.Client(t)
@@ -262,6 +262,7 @@ func TestShardedPubSub_wakesOnceWaiter(t *testing.T) {
 // logs the figures quoted in docs/benchmarks.md and fails when sharded releases
 // still cross the bus or classic ones do not.
 func TestShardedPubSub_messagesPerRelease(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
 	const releases = 30
@@ -416,6 +417,7 @@ func slotMove(t *testing.T, cl *redistest.Cluster, key string) (from, to *redist
 // waiter's Client subscribes afresh on the new master, and the release
 // there wakes it by SPUBLISH, well before its one-minute backoff.
 func TestShardedPubSub_slotMigration(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
 	holders := newClient(t, cl.Client(t))
@@ -512,6 +514,7 @@ func waitRoutes(t *testing.T, rdb *redis.ClusterClient, key string, node *redist
 // one-minute backoff. The holder's acquire was acknowledged by the replica
 // (WithReplicaAck), so the key survives the failover.
 func TestShardedPubSub_failover(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 1)
 	ctx := context.Background()
 	hrdb := cl.Client(t)
@@ -541,6 +544,7 @@ func TestShardedPubSub_failover(t *testing.T) {
 // classic pub/sub (a release script would fail on SPUBLISH), and its
 // waiters are still woken, by PUBLISH.
 func TestShardedPubSub_deniedByACL(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
 	for _, n := range cl.Nodes() {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/luascripts"
-	"github.com/agentlock/lock/internal/redistest"
 )
 
 // scriptHolder holds the first call of one script until open closes:
@@ -104,6 +103,7 @@ func (s *scriptHolder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // waiter's end. Both return by their deadlines; once the handoff goes
 // through, the key the waiter left behind is freed, not left to its TTL.
 func TestWithLock_deadlineDuringHandoff(t *testing.T) {
+	t.Parallel()
 	for _, before := range []bool{false, true} {
 		t.Run(map[bool]string{false: "reply held", true: "send held"}[before], func(t *testing.T) {
 			tg := realTarget(t)
@@ -161,6 +161,7 @@ func TestWithLock_deadlineDuringHandoff(t *testing.T) {
 // holder's release does not hand the key to the departed waiter: a third
 // lock takes it at once.
 func TestFair_deadlineDuringQueueJoin(t *testing.T) {
+	t.Parallel()
 	for _, before := range []bool{false, true} {
 		t.Run(map[bool]string{false: "reply held", true: "send held"}[before], func(t *testing.T) {
 			tg := realTarget(t)
@@ -197,7 +198,8 @@ func TestFair_deadlineDuringQueueJoin(t *testing.T) {
 // by its deadline, and once the call goes through every member is freed:
 // the group taken first is not left to its TTL.
 func TestMultiLock_deadlineDuringSecondGroup(t *testing.T) {
-	cl := redistest.StartCluster(t, 3, 0)
+	t.Parallel()
+	cl := sharedCluster(t)
 	for _, before := range []bool{false, true} {
 		t.Run(map[bool]string{false: "reply held", true: "send held"}[before], func(t *testing.T) {
 			ctx := context.Background()

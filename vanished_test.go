@@ -100,6 +100,7 @@ func TestLoss_keysDeleted_vanished(t *testing.T) {
 // renewal from the record the release leaves: force-released, not
 // vanished.
 func TestLoss_forceReleaseMissed_everyKind(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		holder := newClient(t, tg.newRDB(t), lock.WithNotify(false), lock.WithTTL(900*time.Millisecond))
 		op := newClient(t, tg.newRDB(t))

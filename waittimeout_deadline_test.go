@@ -16,6 +16,7 @@ import (
 // (and the helpers that acquire) whose ctx has no deadline, against a
 // SIGSTOPped server, with coalescing and ContextTimeoutEnabled on and off.
 func TestDeadline_waitTimeoutBoundsAcquire(t *testing.T) {
+	t.Parallel()
 	const wait = 300 * time.Millisecond
 	w := lock.WithWaitTimeout(wait)
 	calls := map[string]func(ctx context.Context, c *lock.Client, key string) error{

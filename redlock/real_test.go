@@ -16,6 +16,7 @@ import (
 // they skip without the binary unless LOCK_REQUIRE_REDIS=1.
 
 func TestReal_killAndRestart(t *testing.T) {
+	t.Parallel()
 	ss, nodes := realNodes(t, 5)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -116,6 +117,7 @@ func TestReal_mutualExclusion(t *testing.T) {
 var loadTolerant = redlock.WithNodeTimeout(400 * time.Millisecond)
 
 func TestReal_fences500(t *testing.T) {
+	t.Parallel()
 	ss, nodes := realNodes(t, 5)
 	ctx := context.Background()
 	key := keyFor(t)

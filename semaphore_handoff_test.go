@@ -2,64 +2,13 @@ package lock_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/hooktest"
 	"github.com/agentlock/lock/internal/luascripts"
 )
-
-// holdReply is a go-redis hook that, once armed, holds back the reply of
-// the next call of one script (by its source or SHA), after Redis ran it:
-// held is closed when it is held, and the caller gets it when let is
-// closed.
-type holdReply struct {
-	src, sha string
-	armed    atomic.Bool
-	held     chan struct{}
-	let      chan struct{}
-}
-
-func newHoldReply(src, sha string) *holdReply {
-	return &holdReply{src: src, sha: sha, held: make(chan struct{}), let: make(chan struct{})}
-}
-
-func (h *holdReply) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *holdReply) match(cmds []redis.Cmder) bool {
-	for _, c := range cmds {
-		if a := c.Args(); len(a) > 1 && (a[1] == h.src || a[1] == h.sha) {
-			return true
-		}
-	}
-	return false
-}
-
-func (h *holdReply) hold(cmds []redis.Cmder) {
-	if h.match(cmds) && h.armed.CompareAndSwap(true, false) {
-		close(h.held)
-		<-h.let
-	}
-}
-
-func (h *holdReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.hold([]redis.Cmder{cmd})
-		return err
-	}
-}
-
-func (h *holdReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		h.hold(cmds)
-		return err
-	}
-}
 
 // TestSemaphore_twoReleasesWakeTwo: two permits released one after the
 // other must wake two waiters of a process, not one twice. The window: the
@@ -85,7 +34,7 @@ func TestSemaphore_twoReleasesWakeTwo(t *testing.T) {
 	must(t, "Acquire() of the other key", m2.Acquire(ctx))
 
 	rdb := tg.newRDB(t)
-	hook := newHoldReply(luascripts.SemSources[0], luascripts.SemAcquire.Hash())
+	hook := hooktest.New(t, hooktest.Config{After: true, Match: hooktest.Script(luascripts.SemSources[0], luascripts.SemAcquire.Hash()), Nth: 1})
 	rdb.AddHook(hook)
 	c := newClient(t, rdb, lock.WithTTL(long), lock.WithBackoff(long, long))
 	sem := c.NewSemaphore(key, 2)
@@ -100,9 +49,9 @@ func TestSemaphore_twoReleasesWakeTwo(t *testing.T) {
 	waitUntil(t, "the other key's waiter idle", func() bool { return lock.IdleWaiters(c, key2) == 1 })
 
 	// Wake W1 alone, and hold back its attempt's refusal.
-	hook.armed.Store(true)
+	hook.Arm()
 	must(t, "PUBLISH", tg.rdb.Publish(ctx, lockKey(key)+":notify", "released").Err())
-	waitClosed(t, hook.held, 10*time.Second, "W1's attempt held")
+	waitClosed(t, hook.Held(), 10*time.Second, "W1's attempt held")
 
 	must(t, "Release() of permit A", a.Release(ctx))
 	must(t, "Release() of permit B", b.Release(ctx))
@@ -114,7 +63,7 @@ func TestSemaphore_twoReleasesWakeTwo(t *testing.T) {
 		t.Fatal("the other key's waiter was not woken")
 	}
 	defer func() { _ = v.Release(ctx) }()
-	close(hook.let)
+	hook.Release()
 
 	for i, got := range []chan error{got1, got2} {
 		select {
@@ -139,7 +88,7 @@ func TestSemaphore_handoffToWaiterThatLeft(t *testing.T) {
 	ctx := context.Background()
 	key := keyFor(t)
 	rdb := tg.newRDB(t)
-	hook := newHoldReply(luascripts.SemSources[4], luascripts.SemHandoff.Hash())
+	hook := hooktest.New(t, hooktest.Config{After: true, Match: hooktest.Script(luascripts.SemSources[4], luascripts.SemHandoff.Hash()), Nth: 1})
 	rdb.AddHook(hook)
 	c := newClient(t, rdb, lock.WithTTL(time.Hour), lock.WithBackoff(time.Hour, time.Hour))
 	sem := c.NewSemaphore(key, 1)
@@ -151,10 +100,10 @@ func TestSemaphore_handoffToWaiterThatLeft(t *testing.T) {
 	go func() { got <- w.Acquire(wctx) }()
 	waitUntil(t, "an idle waiter", func() bool { return lock.IdleWaiters(c, key) == 1 })
 
-	hook.armed.Store(true)
+	hook.Arm()
 	released := make(chan error, 1)
 	go func() { released <- holder.Release(ctx) }()
-	waitClosed(t, hook.held, 10*time.Second, "the handoff's reply held")
+	waitClosed(t, hook.Held(), 10*time.Second, "the handoff's reply held")
 	if m := tg.rdb.ZRange(ctx, lockKey(key), 0, -1).Val(); len(m) != 1 || m[0] == holder.Token() {
 		t.Fatalf("members during the handoff %v, want one: the waiter's (the holder's was %q)", m, holder.Token())
 	}
@@ -165,7 +114,7 @@ func TestSemaphore_handoffToWaiterThatLeft(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter's Acquire did not end with its ctx")
 	}
-	close(hook.let)
+	hook.Release()
 	must(t, "holder Release()", <-released)
 	waitUntil(t, "the handed-over permit undone", func() bool { return tg.rdb.Exists(ctx, lockKey(key)).Val() == 0 })
 	if n, err := sem.Available(ctx); err != nil || n != 1 {
