@@ -63,6 +63,7 @@ func within(t *testing.T, what string, want time.Duration, call func() error) er
 // left unanswered is undone in the background. The error says why the wait
 // ended, and carries the last Redis error when an attempt came back.
 func TestLock_Acquire_returnsByDeadlineWhenUnreachable(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"closed port", "stopped server"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
@@ -109,6 +110,7 @@ func TestLock_Acquire_returnsByDeadlineWhenUnreachable(t *testing.T) {
 // when the server resumes, and the undo that follows runs before Close
 // returns, leaving the key free.
 func TestClient_Close_waitsForUndoOfUnansweredAttempt(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redistest.Config{})
 	rdb := s.Client(t)
 	ctx := context.Background()
@@ -173,6 +175,7 @@ func (h *logRecorder) levels(msg string) []slog.Level {
 // caller's context and the attempt's number and error, and logs it: at
 // debug level, then as a warning at the third failure in a row.
 func TestLock_Acquire_reportsEachFailedAttempt(t *testing.T) {
+	t.Parallel()
 	// No retries inside go-redis: each attempt is one refused dial. A pool
 	// larger than the attempts never starts go-redis's background dialer.
 	rdb := redis.NewClient(&redis.Options{Addr: kindtest.ClosedAddr(t), MaxRetries: -1, DialerRetries: 1, PoolSize: 100000})
@@ -526,6 +529,7 @@ func (h *failFirstWait) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // is released and Redis time passes the inner TTL, another owner gets the
 // key only if the outer hold's Lost() has closed.
 func TestLock_Acquire_reentrantShorterTTLKeepsOuter(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb)
@@ -547,6 +551,7 @@ func TestLock_Acquire_reentrantShorterTTLKeepsOuter(t *testing.T) {
 // a custom cause returns ErrNotAcquired wrapping both context.Cause(ctx) and
 // ctx.Err().
 func TestLock_Acquire_ctxCauseAndErr(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	c := newClient(t, tg.rdb)
 	key := keyFor(t)
@@ -563,6 +568,7 @@ func TestLock_Acquire_ctxCauseAndErr(t *testing.T) {
 // TestLock_Acquire_waitTimeoutVersusCtx: of the ctx deadline and the wait
 // timeout, whichever ends first names the error.
 func TestLock_Acquire_waitTimeoutVersusCtx(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb)
@@ -615,6 +621,7 @@ func (h dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // ctx that has a deadline: the call then runs on a goroutine of the
 // engine's, which hands the panic back to the caller.
 func TestTryAcquire_panickingAfterSendIsUndone(t *testing.T) {
+	t.Parallel()
 	eachCtx(t, testTryAcquirePanickingAfterSendIsUndone)
 }
 
@@ -682,6 +689,7 @@ func (h panicAfter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // TryAcquire returns the attempt's error, the undo's panic is logged at
 // Error level as its failure, and the key is left to expire with its TTL.
 func TestTryAcquire_panickingUndoIsLoggedInsteadOfCrashing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	rdb.AddHook(dropReply{match: isAcquire})
@@ -710,6 +718,7 @@ func TestTryAcquire_panickingUndoIsLoggedInsteadOfCrashing(t *testing.T) {
 // panic goes on to the caller, and what the attempt took is undone, as
 // when the wait ends, rather than held by nobody for its TTL (a minute).
 func TestAcquire_panickingObserverAfterUnknownAttemptUndoesIt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	var dropped atomic.Bool
@@ -735,6 +744,7 @@ func TestAcquire_panickingObserverAfterUnknownAttemptUndoesIt(t *testing.T) {
 // as an attempt of unknown outcome is, rather than renewed until Close;
 // the Lock can acquire again.
 func TestAcquire_panickingObserverOnAcquireUndoesTheHold(t *testing.T) {
+	t.Parallel()
 	for _, verb := range []string{"Acquire", "TryAcquire"} {
 		t.Run(verb, func(t *testing.T) {
 			ctx := context.Background()
@@ -766,6 +776,7 @@ func TestAcquire_panickingObserverOnAcquireUndoesTheHold(t *testing.T) {
 // Client's Notifier, and the Lock, not left busy, can wait again and be
 // woken by the next release.
 func TestAcquire_panickingAttemptAfterWakeUpLeavesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := redistest.Start(t, redistest.Config{})
 	key := keyFor(t)

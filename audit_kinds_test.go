@@ -15,6 +15,7 @@ import (
 // helpers and the mutex.
 
 func TestAudit_inScript_reentrant(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	key, stream := keyFor(t), keyFor(t)+":audit"
@@ -32,6 +33,7 @@ func TestAudit_inScript_reentrant(t *testing.T) {
 }
 
 func TestAudit_inScript_forceRelease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	stream := keyFor(t) + ":audit"
@@ -72,6 +74,7 @@ func TestAudit_inScript_forceRelease(t *testing.T) {
 }
 
 func TestAudit_inScript_forceReleaseSemaphore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	key, stream := keyFor(t), keyFor(t)+":audit"
@@ -91,6 +94,7 @@ func TestAudit_inScript_forceReleaseSemaphore(t *testing.T) {
 }
 
 func TestAudit_inScript_once(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key, stream := keyFor(t), keyFor(t)+":audit"
@@ -111,6 +115,7 @@ func TestAudit_inScript_once(t *testing.T) {
 }
 
 func TestAudit_inScript_semaphore(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key, stream := keyFor(t), keyFor(t)+":audit"
@@ -133,6 +138,7 @@ func TestAudit_inScript_semaphore(t *testing.T) {
 }
 
 func TestAudit_inScript_rwlock(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key, stream := keyFor(t), keyFor(t)+":audit"

@@ -112,6 +112,7 @@ func wantEntry(t *testing.T, x redis.XMessage, event, key, token string, fence i
 // one each, with the hold's token and fence; a failed acquire and the
 // release of a lost hold write none.
 func TestAudit_inScript(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key, stream := keyFor(t), keyFor(t)+":audit"
@@ -148,6 +149,7 @@ func TestAudit_inScript(t *testing.T) {
 // the same Client writes, in its one script, the releaser's "released" and
 // the waiter's "acquired" with its new fence.
 func TestAudit_inScript_handoff(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key, stream := keyFor(t), keyFor(t)+":audit"
@@ -230,6 +232,7 @@ func (h *cutOff) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // after), the operation took effect and its entry is there; when it is cut
 // off just before, neither.
 func TestAudit_inScript_atomic(t *testing.T) {
+	t.Parallel()
 	for _, op := range []string{"acquired", "released"} {
 		for _, before := range []bool{false, true} {
 			t.Run(op+"/before="+strconv.FormatBool(before), func(t *testing.T) {
@@ -322,6 +325,7 @@ func TestAudit_cluster(t *testing.T) {
 // not at all) is not handed the hold by an audited release: it takes the
 // key itself, so each side's entries follow its own settings.
 func TestAudit_handoffOtherAudit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	key, stream := keyFor(t), keyFor(t)+":audit"
@@ -340,6 +344,7 @@ func TestAudit_handoffOtherAudit(t *testing.T) {
 // TestAudit_ring: on a Ring, whose scripts cannot know the stream's shard,
 // the process writes the entries by separate XADDs.
 func TestAudit_ring(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := miniTarget(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": tg.mr.Addr()}})

@@ -14,6 +14,7 @@ import (
 // events reach the stream with the hold's key, token, fence, owner, host,
 // pid and metadata; one process's entries of one hold are in order.
 func TestWithAudit(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		stream := keyFor(t) + ":audit"
@@ -62,6 +63,7 @@ func TestWithAudit(t *testing.T) {
 // TestWithAudit_offAndInvalid: without WithAudit no stream is written;
 // an empty stream name or a cap below 1 is ErrInvalid.
 func TestWithAudit_offAndInvalid(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := miniTarget(t)
 	c := newClient(t, tg.rdb)

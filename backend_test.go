@@ -32,6 +32,7 @@ var fenceKinds = []struct {
 // luascripts.FenceTTL) in every mode, including a counter left without one
 // by an older version, so keys used once leave nothing in Redis for good.
 func TestFence_counterExpires(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -60,6 +61,7 @@ func TestFence_counterExpires(t *testing.T) {
 // hold still shares its outer hold's fence; a handoff still gives the waiter
 // a larger fence than the releaser's.
 func TestFence_increasesAcrossCounterExpiry(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -103,6 +105,7 @@ func TestFence_increasesAcrossCounterExpiry(t *testing.T) {
 // re-entrant hold gets its outer hold's fence from the lock itself, also
 // when the counter is gone.
 func TestFence_nestedHoldSharesOuterFenceAfterCounterExpiry(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -124,6 +127,7 @@ func TestFence_nestedHoldSharesOuterFenceAfterCounterExpiry(t *testing.T) {
 // waiter of the same Client gives it a larger fence than the releaser's,
 // also when the counter expired while the releaser held the lock.
 func TestFence_handoffAfterCounterExpiry(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -168,6 +172,7 @@ func expireFence(t *testing.T, tg *target, key string) {
 // is a re-entrant hash: it does not take it, and its stale calls leave the
 // hash alone.
 func TestReleaseWatch_besideReentrantHash(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)

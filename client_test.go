@@ -119,6 +119,7 @@ func (h *hangPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // Close, Extend and the acquiring verbs say ErrClosed, and an unrenewed
 // hold's Lost() closes no later than its deadline.
 func TestClient_Close_verbsAfterClose(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := lock.NewClient(tg.rdb)
@@ -151,6 +152,7 @@ func TestClient_Close_verbsAfterClose(t *testing.T) {
 // and waiters run: each returns nil, ErrClosed or ErrNotAcquired, nothing
 // panics or races, and (by goleak in TestMain) nothing is left running.
 func TestClient_Close_racingAcquirers(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	for round := range 5 {
@@ -203,6 +205,7 @@ func TestClient_Close_racingAcquirers(t *testing.T) {
 // hold, which starts the renewal loop, neither races (run with -race) nor
 // panics.
 func TestClient_Close_racingFirstAcquire(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

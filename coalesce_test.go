@@ -179,6 +179,7 @@ func tryOK(ctx context.Context, l *lock.Lock) error {
 // TestCoalescingOff: with WithCoalescing(false), on the Client or on one
 // lock, every call goes out on its own at once, however many are out.
 func TestCoalescingOff(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		for _, perLock := range []bool{false, true} {
 			t.Run(fmt.Sprintf("perLock=%v", perLock), func(t *testing.T) {
@@ -350,6 +351,7 @@ func ridePipeline(t *testing.T, c *lock.Client, g scriptGates, calls ...func()) 
 // ctx's error, not when the pipeline does; the pipeline still finishes in
 // the background (the release takes effect once it goes through).
 func TestCoalescing_sentCallLeavesAtItsCtxEnd(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rdb, c := warmClient(t, tg)
@@ -393,6 +395,7 @@ func TestCoalescing_sentCallLeavesAtItsCtxEnd(t *testing.T) {
 // waits for that pipeline: when the acquire lands late, the undo still
 // comes after it and the key is left free.
 func TestCoalescing_undoWaitsForAnUnansweredAcquire(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rdb, c := warmClient(t, tg)
@@ -481,6 +484,7 @@ func tryRecover(ctx context.Context, l *lock.Lock) (err error) {
 // and a call riding a pipeline whose client panicked gets an error instead
 // of waiting forever or reading an empty reply as an answer.
 func TestCoalescing_panickingClient(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rdb, c := warmClient(t, tg)
@@ -558,6 +562,7 @@ func TestCoalescing_panickingClient(t *testing.T) {
 // matching ErrPanicked, logs the panic once at Error level, and passes the
 // send slot on; the process goes on.
 func TestCoalescing_panickingPipelineLedFromBackground(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := realTarget(t).newRDB(t)
 	logs := &logRecorder{}

@@ -15,6 +15,7 @@ import (
 // Client's coalescer held (slotFiller), each kind still acquires and
 // releases, and nothing of it queues behind the slots.
 func TestOptions_coalescingOffPerLock(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	rdb := tg.newRDB(t)
 	f := &slotFiller{open: make(chan struct{})}

@@ -15,6 +15,7 @@ import (
 // the verb and the key once ("lock: release \"k\": not held"), whatever it
 // wraps: no "lock: " twice.
 func TestErrors_prefixSaidOnce(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb, lock.WithBackoff(time.Millisecond, 5*time.Millisecond))

@@ -132,6 +132,7 @@ func wantPending(t *testing.T, done <-chan error, what string) {
 // whose attempt finds the key its own and holds it, with a fence above the
 // last holder's.
 func TestFair_giveBeforeInboxConfirmed(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -169,6 +170,7 @@ func giveLostThenHeld(t *testing.T, tg *target, holder, head *lock.Lock, g *hook
 // key; once the redial goes through, go-redis subscribes the inbox again
 // and its confirmation wakes the head, which holds the key.
 func TestFair_inboxResubscribedAfterRedial(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	holder, c, g, head := gatedHead(t, tg, keyFor(t))
 	done := startAcquire(t, c, head, 1)
@@ -182,6 +184,7 @@ func TestFair_inboxResubscribedAfterRedial(t *testing.T) {
 // next in line, another Client's waiter, which its give wakes; the key is
 // not left with the closed Client's token for its TTL.
 func TestFair_closeWithGiveInFlight(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -267,6 +270,7 @@ func TestFair_plainWaiterBesideFair(t *testing.T) {
 // cluster the force message is classic, so waiters wake by their backoff:
 // see luascripts.publishing.)
 func TestFair_forceReleaseWakesQueued(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -412,6 +416,7 @@ func TestFair_inboxAfterSlotMigration(t *testing.T) {
 // key on each shard, the head's Client listens on its inbox on the shard
 // of the key's hash tag, where the release's give is published.
 func TestFair_ringGiveOnKeyShard(t *testing.T) {
+	t.Parallel()
 	s1, s2 := redistest.Start(t, redistest.Config{}), redistest.Start(t, redistest.Config{})
 	ring := newRing(t, s1, s2)
 	ctx := context.Background()
@@ -436,6 +441,7 @@ func TestFair_ringGiveOnKeyShard(t *testing.T) {
 // even woke, and its undo failed on the closed redis client in about one
 // run of three, leaving the key to a closed Client for its TTL.
 func TestFair_closeThenRedisCloseLeavesQueue(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	for i := range 20 {
@@ -538,6 +544,7 @@ func TestFair_giveReachesHeadOnly(t *testing.T) {
 // on every inbox of the key hears the give once, naming the head, and
 // the key's channel none.
 func TestFair_giveToInboxOnly(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -566,6 +573,7 @@ func TestFair_giveToInboxOnly(t *testing.T) {
 // the head's token all the same, and the head's next attempt finds it so
 // and holds the lock.
 func TestFair_lostGiveTakenByNextAttempt(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

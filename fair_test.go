@@ -186,6 +186,7 @@ func TestFair_exclusion(t *testing.T) {
 // TestFair_cancelledWaiterLeaves: a waiter whose ctx ends leaves the
 // queue, and the release goes to the one behind it.
 func TestFair_cancelledWaiterLeaves(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -258,6 +259,7 @@ func TestFair_deadWaiter(t *testing.T) {
 // carry the same token: the waiter is queued once and gets the key at the
 // release; the acquire whose reply was lost is confirmed by its retry.
 func TestFair_lostReplies(t *testing.T) {
+	t.Parallel()
 	tg, key, holder := heldFairKey(t)
 	ctx := context.Background()
 
@@ -356,6 +358,7 @@ func (*dropFairReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // TestFair_lostBeforeTTL: a fair hold deleted behind its back is reported
 // lost, as a mutex's is.
 func TestFair_lostBeforeTTL(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -370,6 +373,7 @@ func TestFair_lostBeforeTTL(t *testing.T) {
 // TestFair_tryAcquire: TryAcquire takes a free key with nobody queued,
 // and neither takes a key others wait for nor joins the queue.
 func TestFair_tryAcquire(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -392,6 +396,7 @@ func TestFair_tryAcquire(t *testing.T) {
 // TestFair_badInput: options a fair lock cannot take, and a key holding
 // another kind, give errors wrapping ErrInvalid, never WRONGTYPE.
 func TestFair_badInput(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb)
@@ -462,6 +467,7 @@ func TestFair_holderGone(t *testing.T) {
 // queues, gives up (its leave marks its token departed), hands over and
 // releases.
 func TestFair_leastPrivilege(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	ctx := context.Background()
 	rules := strings.Fields("resetkeys ~lock:* resetchannels &lock:* -@all +evalsha +eval +set +get +exists +type " +
@@ -504,6 +510,7 @@ func TestFair_leastPrivilege(t *testing.T) {
 // to the caller, and its token leaves the queue, as when a wait ends,
 // rather than keeping its place (for minutes here) ahead of later waiters.
 func TestFair_panickingObserverTakesWaiterOutOfQueue(t *testing.T) {
+	t.Parallel()
 	tg, key, holder := heldFairKey(t)
 	ctx := context.Background()
 
@@ -586,6 +593,7 @@ func slowWaiter(t *testing.T, tg *target, key string, hook redis.Hook) *lock.Loc
 // to stay, the release would hand the key to it, and the key would stay
 // held by nobody for its TTL.
 func TestFair_cutAttemptLeaves(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	key := keyFor(t)
 	holder, b, bErr := fairQueuedBehind(t, tg, key)
@@ -611,6 +619,7 @@ func TestFair_cutAttemptLeaves(t *testing.T) {
 // queue the departed token nor, sent again with the key free, take the
 // key.
 func TestFair_lateAttemptAfterLeave(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -650,6 +659,7 @@ func TestFair_lateAttemptAfterLeave(t *testing.T) {
 // leave, finding the key holding its token, hands it on to the next in
 // line.
 func TestFair_giveToDepartedWaiter(t *testing.T) {
+	t.Parallel()
 	tg, key, holder := heldFairKey(t)
 	ctx := context.Background()
 	// The first fair release, before it is sent.

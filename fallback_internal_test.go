@@ -50,6 +50,7 @@ func (errTimeout) Temporary() bool { return true }
 // TestFallbackOptions: unknown fallbacks and negative caps are ErrInvalid;
 // the names print.
 func TestFallbackOptions(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	c := NewClient(rdb)

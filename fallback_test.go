@@ -163,6 +163,7 @@ func TestFallback_redisDown(t *testing.T) {
 // the key held while the degraded hold is live (no attempt sent) and gets
 // it, from Redis, only after its Release.
 func TestFallback_degradedExcludesRedisPath(t *testing.T) {
+	t.Parallel()
 	srv, rdb := downTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -203,6 +204,7 @@ func TestFallback_degradedExcludesRedisPath(t *testing.T) {
 // hold of this Client is live when the server dies; a degraded acquire of
 // the key must not get in until that hold ends.
 func TestFallback_redisHoldExcludesDegraded(t *testing.T) {
+	t.Parallel()
 	srv, rdb := downTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -226,6 +228,7 @@ func TestFallback_redisHoldExcludesDegraded(t *testing.T) {
 // TestFallback_offFailsClosed: without the option, Redis down fails the
 // acquisition (the default).
 func TestFallback_offFailsClosed(t *testing.T) {
+	t.Parallel()
 	srv, rdb := downTarget(t)
 	ctx := context.Background()
 	c := newClient(t, rdb)
@@ -241,6 +244,7 @@ func TestFallback_offFailsClosed(t *testing.T) {
 // TestFallback_withLock: WithLock runs fn under a degraded hold when Redis
 // is down, and frees it afterwards.
 func TestFallback_withLock(t *testing.T) {
+	t.Parallel()
 	srv, rdb := downTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -283,6 +287,7 @@ func heldThenDown(t *testing.T, opt lock.Option) (*lock.Client, *switchedRedis, 
 // does: it does not take a degraded hold after Close once the Redis hold
 // ends.
 func TestFallback_closeEndsDegradedWait(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, sw, holder, key := heldThenDown(t, lock.WithFallback(lock.FallbackLocal))
 	// The trap holds l's Acquire at its wait's first look at ctx.Done:
@@ -341,6 +346,7 @@ func TestFallback_closeEndsDegradedWait(t *testing.T) {
 // learnt it held the key, and a degraded hold never expires, so it would
 // keep every lock of the Client out of the key for good.
 func TestFallback_panickingObserverOnDegradedHold(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	for _, verb := range []string{"Acquire", "TryAcquire", "WithLock"} {
 		t.Run(verb, func(t *testing.T) {
@@ -414,6 +420,7 @@ func (c *trapCtx) Deadline() (time.Time, bool) {
 // under way, a further Acquire of the key is refused with ErrContended,
 // and the Acquire that was admitted is never refused halfway.
 func TestMaxWaiters_fallbackStaysCounted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, sw, holder, key := heldThenDown(t, lock.WithMaxWaiters(1))
 
@@ -462,6 +469,7 @@ func TestMaxWaiters_fallbackStaysCounted(t *testing.T) {
 // way fails with ErrInvalid, also while the first waits for the key in the
 // Client's gate after falling back.
 func TestFallback_handleBusyDuringDegradedWait(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, sw, holder, key := heldThenDown(t, lock.WithFallback(lock.FallbackLocal))
 

@@ -15,6 +15,7 @@ import (
 // both on one key keep its fences increasing when the counter is lost
 // between them, in either order.
 func TestFence_restartAgreesAcrossReleaseModes(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		for _, modes := range [][2]lock.ReleaseMode{{lock.ReleaseScript, lock.ReleaseWatch}, {lock.ReleaseWatch, lock.ReleaseScript}} {
@@ -43,6 +44,7 @@ func TestFence_restartAgreesAcrossReleaseModes(t *testing.T) {
 // much as a later one: the counter holds the hold's fence as long as the
 // hold lasts, renewed or not.
 func TestFence_counterOutlivesLongHold(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	ttl := 2 * luascripts.FenceTTL

@@ -253,6 +253,7 @@ var installCases = []installCase{
 // (redlock's holds listen on no force channel: their renewal finds a
 // force-release on a node.)
 func TestClient_ForceRelease_beforeInstall(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	for _, watchdog := range []bool{true, false} {
 		for _, tc := range installCases {
@@ -303,6 +304,7 @@ func TestClient_ForceRelease_beforeInstall(t *testing.T) {
 // release that hands over has), for every kind, with the watchdog on and
 // off.
 func TestClient_ForceRelease_beforeSubscribed(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	for _, watchdog := range []bool{true, false} {
 		for _, tc := range installCases {
@@ -346,6 +348,7 @@ func TestClient_ForceRelease_beforeSubscribed(t *testing.T) {
 // stolen, long before its first renewal (the TTL is a minute), with the
 // watchdog on and off.
 func TestClient_ForceRelease_whilePubSubDown(t *testing.T) {
+	t.Parallel()
 	for _, watchdog := range []bool{true, false} {
 		t.Run(fmt.Sprintf("watchdog=%v", watchdog), func(t *testing.T) {
 			ctx := context.Background()

@@ -93,6 +93,7 @@ func (h *retryWithToken) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // gone before the retry landed, so the new hold, which Redis has, is not
 // reported lost, with coalescing on and off.
 func TestClient_ForceRelease_ofAnEarlierAttempt(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	for _, coalesce := range []bool{true, false} {
 		name := "coalesced"
@@ -136,6 +137,7 @@ func TestClient_ForceRelease_ofAnEarlierAttempt(t *testing.T) {
 // once, is reported lost, force-released, long before its first renewal
 // (the TTL is a minute), with the watchdog on and off.
 func TestClient_ForceRelease_ofARetry(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	for _, watchdog := range []bool{true, false} {
 		t.Run(fmt.Sprintf("watchdog=%v", watchdog), func(t *testing.T) {
@@ -242,6 +244,7 @@ func (c *gatedConn) Read(p []byte) (int, error) {
 // first attempt's hold is heard only after the retry's hold is installed
 // (the holder's pub/sub reads held back): it does not kill that hold either.
 func TestClient_ForceRelease_ofAnEarlierAttemptHeardLate(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -280,6 +283,7 @@ func TestClient_ForceRelease_ofAnEarlierAttemptHeardLate(t *testing.T) {
 // once more, at once, with the Extend's TTL, so the key keeps it, for a
 // mutex and a multi-lock.
 func TestLock_owedCheckLandsAfterExtend(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	type holder interface {
 		Acquire(context.Context) error

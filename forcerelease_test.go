@@ -27,6 +27,7 @@ func wantForced(t *testing.T, l *lock.Lock) {
 // once (well before any renewal: the TTL is a minute) with a force-released
 // cause; WithLock returns ErrLockLost.
 func TestClient_ForceRelease_withLock(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		holder := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute))
@@ -69,6 +70,7 @@ func TestClient_ForceRelease_withLock(t *testing.T) {
 // re-entrant mutex goes by its owner id or one hold's id, with every
 // nested hold told.
 func TestClient_ForceReleaseToken(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -103,6 +105,7 @@ func TestClient_ForceReleaseToken(t *testing.T) {
 // (its Client listens on no inbox: WithNotify(false)) learns of the
 // force-release at its next renewal, with the same reason.
 func TestClient_ForceRelease_missedMessage(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		holder := newClient(t, tg.newRDB(t), lock.WithNotify(false), lock.WithTTL(300*time.Millisecond))
@@ -122,6 +125,7 @@ func TestClient_ForceRelease_missedMessage(t *testing.T) {
 // own Release race; exactly one of them removes the hold, and Lost()
 // closes exactly when the force-release won.
 func TestClient_ForceRelease_racesRelease(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		holder := newClient(t, tg.newRDB(t))
@@ -159,6 +163,7 @@ func TestClient_ForceRelease_racesRelease(t *testing.T) {
 // the hold is reported lost once, force-released, whichever of the
 // message and the renewal's reply comes first.
 func TestClient_ForceRelease_racesRenewal(t *testing.T) {
+	t.Parallel()
 	rec := &kindtest.Recorder{}
 	l, stall := forcedWhileRenewalOut(t, lock.WithTTL(600*time.Millisecond), lock.WithObserver(rec))
 	stall.Release()
@@ -180,6 +185,7 @@ func TestClient_ForceRelease_racesRenewal(t *testing.T) {
 // as long as the test runs), which the renewal loop has taken off its heap:
 // Lost() closes, force-released, before the renewal could say anything.
 func TestClient_ForceRelease_reachesHoldWhileRenewalOut(t *testing.T) {
+	t.Parallel()
 	l, stall := forcedWhileRenewalOut(t, lock.WithTTL(3*time.Second))
 	defer stall.Release()
 	select {
@@ -277,6 +283,7 @@ func TestClient_ForceRelease_cluster(t *testing.T) {
 // call does: a force-release of its token reports it lost at once (the TTL
 // is a minute: no renewal could).
 func TestClient_ForceRelease_reachesHandedOverHold(t *testing.T) {
+	t.Parallel()
 	for name, newLock := range map[string]func(c *lock.Client, key string, opts ...lock.Option) *lock.Lock{
 		"mutex": func(c *lock.Client, key string, opts ...lock.Option) *lock.Lock {
 			return c.NewLock(key, opts...)
@@ -315,6 +322,7 @@ func TestClient_ForceRelease_reachesHandedOverHold(t *testing.T) {
 // with the same prefix both hear every force-release on it; only the one
 // whose hold it names reports a loss, and only of that hold.
 func TestClient_ForceRelease_twoClientsOnePrefix(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	c1 := newClient(t, tg.newRDB(t), lock.WithTTL(time.Minute))
@@ -344,6 +352,7 @@ func TestClient_ForceRelease_twoClientsOnePrefix(t *testing.T) {
 // TTL on its force-released hold gets ErrNotHeld, and the hold is reported
 // lost as force-released, from the key's force record, not as vanished.
 func TestClient_ForceRelease_missedMessageVerbs(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	op := newClient(t, tg.rdb)

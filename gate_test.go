@@ -587,6 +587,7 @@ func TestGate_holdEndsUnderOtherOptions(t *testing.T) {
 // never learnt it held the lock): the gate lets go of it, so a degraded
 // acquisition of the key is not kept out by a hold nobody has.
 func TestGate_panickingObserverOnAcquire(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	for _, verb := range []string{"Acquire", "TryAcquire"} {
 		t.Run(verb, func(t *testing.T) {
@@ -620,6 +621,7 @@ func TestGate_panickingObserverOnAcquire(t *testing.T) {
 // any member key fails with ErrContended while it waits; TryAcquire is
 // never refused; the gate keeps nothing once all is released.
 func TestMaxWaiters_multiLockCountsEveryMember(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	ctx := context.Background()
 	key := keyFor(t)

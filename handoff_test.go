@@ -21,6 +21,7 @@ import (
 // TestLock_Acquire_wokenByPublish: a waiter in another Client (as in another
 // process) is woken by the release's publish, long before its backoff.
 func TestLock_Acquire_wokenByPublish(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -92,6 +93,7 @@ func TestLock_handoff(t *testing.T) {
 // releases hand the lock over. Every hold is exclusive, and when all is done
 // no key is left behind.
 func TestLock_handoffChurn(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -245,6 +247,7 @@ func wantHeldBy(t *testing.T, rdb redis.Cmdable, l *lock.Lock, when string) {
 // second, arriving while the waiter installs it, must leave it alone: Redis
 // keeps the waiter's token and its Lost() stays open.
 func TestRelease_secondReleaseKeepsHandedOverHold(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -272,6 +275,7 @@ func TestRelease_secondReleaseKeepsHandedOverHold(t *testing.T) {
 // holder's hold is being handed to a waiter of the same Client, must not
 // undo that hold nor let the next waiter in beside it.
 func TestRelease_staleHandleLetsNoWaiterInBesideHolder(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -437,6 +441,7 @@ func (c *probeCtx) Value(key any) any {
 // failed Acquire must not leave the handed-over hold behind: Redis must not
 // keep the key with the waiter's token for its whole TTL.
 func TestAcquire_givingUpAfterUnknownHandoffLeavesNoHold(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -514,6 +519,7 @@ func TestAcquire_givingUpAfterUnknownHandoffLeavesNoHold(t *testing.T) {
 // it gets the lock, rather than waiting, claimed, for a gift that never
 // comes while its token holds the key for nobody.
 func TestRelease_panickingHandoffLetsTheWaiterOn(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		script *redis.Script

@@ -116,6 +116,7 @@ var holdKinds = []struct {
 // longest, an Extend that lengthens or shortens one, a ForceReleaseToken —
 // and goes with the last release and with ForceRelease.
 func TestHolderInfo_kinds(t *testing.T) {
+	t.Parallel()
 	eachRealTarget(t, func(t *testing.T, newRDB func(t *testing.T) redis.UniversalClient) {
 		ctx := context.Background()
 		rdb := newRDB(t)
@@ -162,6 +163,7 @@ func TestHolderInfo_kinds(t *testing.T) {
 // TestHolderInfo_writer: a writer's holder info is written and shown, and
 // goes with its release.
 func TestHolderInfo_writer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	c := newClient(t, tg.rdb, lock.WithTTL(time.Minute))
@@ -179,6 +181,7 @@ func TestHolderInfo_writer(t *testing.T) {
 // TestHolderInfo_off: by default a reader, a writer and a permit write no
 // holder info; Inspect still shows their tokens, fences and TTLs.
 func TestHolderInfo_off(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	c := newClient(t, tg.rdb)
@@ -204,6 +207,7 @@ func TestHolderInfo_off(t *testing.T) {
 // it expires; its field goes when a script that walks the holds finds it
 // expired, and a hash whose only hold expired goes with it.
 func TestHolderInfo_crashed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	crashed := newClient(t, tg.rdb, lock.WithTTL(lock.MinTTL), lock.WithWatchdog(false), lock.WithHolderInfo(true))
@@ -242,6 +246,7 @@ func TestHolderInfo_crashed(t *testing.T) {
 // TestHolderInfo_renewed: renewal keeps a reader's and a permit's holder
 // info alive past the TTL it was written with.
 func TestHolderInfo_renewed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	ttl := time.Second
@@ -265,6 +270,7 @@ func TestHolderInfo_renewed(t *testing.T) {
 // TestHolderInfo_permitHandoff: a permit handed to a waiter of the same
 // Semaphore carries the waiter's holder info, not the releaser's.
 func TestHolderInfo_permitHandoff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	c := newClient(t, tg.rdb, lock.WithTTL(time.Minute))
@@ -286,6 +292,7 @@ func TestHolderInfo_permitHandoff(t *testing.T) {
 // hash), the field it leaves is swept out by the next release that writes
 // holder info.
 func TestHolderInfo_mixedSettings(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	crashed := newClient(t, tg.rdb, lock.WithTTL(lock.MinTTL), lock.WithWatchdog(false), lock.WithHolderInfo(true))

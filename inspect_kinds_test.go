@@ -52,6 +52,7 @@ func inspectHolders(t *testing.T, c *lock.Client, key, kind string, ttl time.Dur
 // force-released) and leaves the other held; ForceRelease drops the rest;
 // a free key gives ErrNotHeld.
 func TestClient_ForceRelease_rwlock(t *testing.T) {
+	t.Parallel()
 	eachRealTarget(t, func(t *testing.T, newRDB func(t *testing.T) redis.UniversalClient) {
 		ctx := context.Background()
 		holder := newClient(t, newRDB(t), lock.WithTTL(time.Minute))
@@ -87,6 +88,7 @@ func TestClient_ForceRelease_rwlock(t *testing.T) {
 // force-released) and leaves the other held, freeing a place;
 // ForceRelease drops the rest; a free key gives ErrNotHeld.
 func TestClient_ForceRelease_semaphore(t *testing.T) {
+	t.Parallel()
 	eachRealTarget(t, func(t *testing.T, newRDB func(t *testing.T) redis.UniversalClient) {
 		ctx := context.Background()
 		holder := newClient(t, newRDB(t), lock.WithTTL(time.Minute))
@@ -115,6 +117,7 @@ func TestClient_ForceRelease_semaphore(t *testing.T) {
 // TestClient_Inspect_perHolderTTL: a reader's and a permit's TTL left is
 // its own, not the key's (which lives as long as its longest hold).
 func TestClient_Inspect_perHolderTTL(t *testing.T) {
+	t.Parallel()
 	eachRealTarget(t, func(t *testing.T, newRDB func(t *testing.T) redis.UniversalClient) {
 		ctx := context.Background()
 		long := newClient(t, newRDB(t), lock.WithTTL(time.Hour))
@@ -147,6 +150,7 @@ func TestClient_Inspect_perHolderTTL(t *testing.T) {
 // ForceRelease frees the key and keeps the queue, so its head takes the
 // key next.
 func TestClient_ForceRelease_fair(t *testing.T) {
+	t.Parallel()
 	eachRealTarget(t, func(t *testing.T, newRDB func(t *testing.T) redis.UniversalClient) {
 		ctx := context.Background()
 		holder := newClient(t, newRDB(t), lock.WithTTL(time.Minute), lock.WithFair(true))
@@ -182,6 +186,7 @@ func TestClient_ForceRelease_fair(t *testing.T) {
 // the companions beside them (fence counter, fair queue and its times, a
 // waiting writer's mark).
 func TestClient_List_kinds(t *testing.T) {
+	t.Parallel()
 	eachRealTarget(t, func(t *testing.T, newRDB func(t *testing.T) redis.UniversalClient) {
 		ctx := context.Background()
 		rdb := newRDB(t)

@@ -16,6 +16,7 @@ import (
 // the key's fence is the hold's; a released key inspects as free and
 // leaves no holder info behind.
 func TestClient_Inspect_mutex(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -61,6 +62,7 @@ func TestClient_Inspect_mutex(t *testing.T) {
 // TestClient_Inspect_reentrant: each nested hold of one owner is a holder
 // of its own, with the owner id; releasing one drops its holder info only.
 func TestClient_Inspect_reentrant(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb, lock.WithOwner("agent-7"), lock.WithHolderInfo(true))
@@ -95,6 +97,7 @@ func TestClient_Inspect_reentrant(t *testing.T) {
 // WithHolderInfo(false) even beside WithMetadata, nothing but the lock is
 // written; Inspect still shows the token, fence and TTL.
 func TestClient_Inspect_noHolderInfo(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -124,6 +127,7 @@ func TestClient_Inspect_noHolderInfo(t *testing.T) {
 // TestClient_Inspect_handoff: a hold handed to a waiter of the same Client
 // carries the waiter's holder info, not the releaser's.
 func TestClient_Inspect_handoff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := realTarget(t)
 	c := newClient(t, tg.rdb)
@@ -147,6 +151,7 @@ func TestClient_Inspect_handoff(t *testing.T) {
 
 // TestClient_Inspect_invalid: bad input and foreign values are ErrInvalid.
 func TestClient_Inspect_invalid(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tg := miniTarget(t)
 	c := newClient(t, tg.rdb)

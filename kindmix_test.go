@@ -19,6 +19,7 @@ import (
 // ErrInvalid (the key is a mutex) or hold a real permit (the key was free
 // again when it looked): never return with a mutex hold for a permit.
 func TestKindMix_mutexReleaseSkipsSemaphoreWaiter(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

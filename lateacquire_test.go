@@ -86,6 +86,7 @@ func wantNotTaken(t *testing.T, other *lock.Lock) {
 }
 
 func TestLock_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	for _, tc := range []struct {
 		name string
@@ -106,6 +107,7 @@ func TestLock_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
 }
 
 func TestSemaphore_lateDuplicateAcquireDoesNotShortenExtendedPermit(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	for _, info := range []bool{false, true} {
 		t.Run(fmt.Sprintf("holderinfo=%v", info), func(t *testing.T) {
@@ -118,6 +120,7 @@ func TestSemaphore_lateDuplicateAcquireDoesNotShortenExtendedPermit(t *testing.T
 }
 
 func TestRWLock_lateDuplicateAcquireDoesNotShortenExtendedHold(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	for _, side := range []string{"read", "write"} {
 		t.Run(side, func(t *testing.T) {
@@ -134,6 +137,7 @@ func TestRWLock_lateDuplicateAcquireDoesNotShortenExtendedHold(t *testing.T) {
 }
 
 func TestMultiLock_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	keys := []string{keyFor(t) + ":a", keyFor(t) + ":b"}
@@ -154,6 +158,7 @@ func TestMultiLock_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
 }
 
 func TestFair_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	key := keyFor(t)
 	lateDuplicateAfterExtend(t, tg, key, func(c *lock.Client) *lock.Lock { return c.NewLock(key) }, lock.WithFair(true))
@@ -165,6 +170,7 @@ func TestFair_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
 // GET read our token) and then sets the TTL in a transaction of its own.
 // Run after the holder's Extend, that step must not cut the hold back.
 func TestLock_ReleaseWatch_lateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

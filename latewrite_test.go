@@ -26,6 +26,7 @@ import (
 // departed token: nobody releases it, and it is held until its TTL runs
 // out, never longer.
 func TestLock_lateAttemptAfterUndo(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

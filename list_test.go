@@ -14,6 +14,7 @@ import (
 // hold shape, and none of their companions (fence counters, holder info)
 // nor other keys; a prefix with glob characters matches itself only.
 func TestClient_List(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		for _, prefix := range []string{lock.DefaultPrefix, "l*ck?:"} {

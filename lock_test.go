@@ -15,6 +15,7 @@ import (
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 func TestLock_Acquire_holdsAndStores(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -56,6 +57,7 @@ func TestLock_Acquire_holdsAndStores(t *testing.T) {
 }
 
 func TestLock_TryAcquire_heldByOther(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -85,6 +87,7 @@ func TestLock_TryAcquire_heldByOther(t *testing.T) {
 }
 
 func TestLock_Acquire_waitTimeout(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -105,6 +108,7 @@ func TestLock_Acquire_waitTimeout(t *testing.T) {
 }
 
 func TestLock_Acquire_ctxDone(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		c := newClient(t, tg.rdb)
 		key := keyFor(t)
@@ -121,6 +125,7 @@ func TestLock_Acquire_ctxDone(t *testing.T) {
 }
 
 func TestLock_Acquire_notifyOff(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb, lock.WithNotify(false))
@@ -143,6 +148,7 @@ func TestLock_Acquire_notifyOff(t *testing.T) {
 }
 
 func TestLock_Release_notHeld(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -167,6 +173,7 @@ func TestLock_Release_notHeld(t *testing.T) {
 }
 
 func TestLock_Release_afterExpiry(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb, lock.WithWatchdog(false))
@@ -183,6 +190,7 @@ func TestLock_Release_afterExpiry(t *testing.T) {
 }
 
 func TestLock_reacquire(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -201,6 +209,7 @@ func TestLock_reacquire(t *testing.T) {
 }
 
 func TestLock_Extend(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -226,6 +235,7 @@ func TestLock_Extend(t *testing.T) {
 }
 
 func TestLock_keys(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -255,6 +265,7 @@ func TestLock_keys(t *testing.T) {
 // taking another (the key holds that token, and a fence). A re-entrant hold
 // counts once, so its Release frees the key.
 func TestLock_Acquire_lostReplyIsRetried(t *testing.T) {
+	t.Parallel()
 	for _, owner := range []string{"", "o"} {
 		t.Run("owner="+owner, func(t *testing.T) {
 			eachTarget(t, func(t *testing.T, tg *target) {
@@ -289,6 +300,7 @@ func TestLock_Acquire_lostReplyIsRetried(t *testing.T) {
 }
 
 func TestLock_TryAcquire_failureLeavesNothing(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rdb := tg.newRDB(t)
@@ -310,6 +322,7 @@ func TestLock_TryAcquire_failureLeavesNothing(t *testing.T) {
 // to repeat), and the resend counts the hold once: after the Releases the
 // key is free.
 func TestLock_Acquire_reentrantResentCountsOnce(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	rdb := tg.newRDB(t)
@@ -335,6 +348,7 @@ func TestLock_Acquire_reentrantResentCountsOnce(t *testing.T) {
 // TryAcquire whose reply is lost undoes its level, and only its own: the
 // owner's outer hold stays, and its Release frees the key.
 func TestLock_TryAcquire_reentrantFailureLeavesNothing(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rdb := tg.newRDB(t)
@@ -354,6 +368,7 @@ func TestLock_TryAcquire_reentrantFailureLeavesNothing(t *testing.T) {
 }
 
 func TestClient_Close(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := lock.NewClient(tg.rdb)
@@ -375,6 +390,7 @@ func TestClient_Close(t *testing.T) {
 }
 
 func TestClient_Close_wakesWaiters(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := lock.NewClient(tg.rdb)
@@ -400,6 +416,7 @@ func TestClient_Close_wakesWaiters(t *testing.T) {
 // or a harmless zero result, never a panic; Close of a zero Client returns
 // nil, and a nil Option is ignored.
 func TestZeroValues_returnErrInvalid(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fn := func(context.Context) error { return nil }
 	// lockVerbs are the verbs of *Lock that report an error.
@@ -511,6 +528,7 @@ func TestZeroValues_returnErrInvalid(t *testing.T) {
 // TestClient_NewLock_keyBytes: braces, NUL bytes and near-collisions of the
 // key layout are distinct locks, in both release modes.
 func TestClient_NewLock_keyBytes(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
 		t.Run(mode.String(), func(t *testing.T) {
 			eachTarget(t, func(t *testing.T, tg *target) {
@@ -541,6 +559,7 @@ func TestClient_NewLock_keyBytes(t *testing.T) {
 // after a failed attempt; a normal Release leaves Lost() open; a re-acquire
 // gets a new token, fence and Lost channel; a stale Release touches nothing.
 func TestLock_handleLifecycle(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)

@@ -13,6 +13,7 @@ import (
 // Once of a Client runs fn, one more Once of it on the key may wait and a
 // further one fails at once with ErrContended, as WithLock's callers do.
 func TestMaxWaiters_onceFollowersCount(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	key := keyFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

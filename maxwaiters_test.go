@@ -16,6 +16,7 @@ import (
 // once: it does not wait for the key), and the n get the key in turn once
 // it does. The gate counts no waiter afterwards.
 func TestMaxWaiters_storm(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		tg   func(*testing.T) *target
@@ -72,6 +73,7 @@ func TestMaxWaiters_storm(t *testing.T) {
 // TestMaxWaiters_tryAndOff: TryAcquire is never refused; without the
 // option any number waits.
 func TestMaxWaiters_tryAndOff(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

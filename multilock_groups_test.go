@@ -633,6 +633,7 @@ func TestMultiLock_deadlineLossReleasesMembers(t *testing.T) {
 // the member gone reports the hold lost as force-released, from the
 // member's force record, not as vanished.
 func TestMultiLock_forceReleasedMember_missedMessage(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	ops := newClient(t, tg.rdb)

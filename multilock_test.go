@@ -248,6 +248,7 @@ func (countEvals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // twice, options a multi-lock cannot take, and a member key holding
 // another kind all give errors wrapping ErrInvalid.
 func TestMultiLock_badInput(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb)
@@ -321,6 +322,7 @@ func TestMultiLock_holderGone(t *testing.T) {
 // lost (a go-redis hook); the attempt releases what it may have taken, and
 // the retry, with a token of its own, takes every key, with a fence each.
 func TestMultiLock_lostReply(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	rdb := tg.newRDB(t)
@@ -346,6 +348,7 @@ func TestMultiLock_lostReply(t *testing.T) {
 // with the watchdog off, when no renewal would find the member gone, and
 // the other member is released.
 func TestMultiLock_forceReleaseOfMemberHeardAtOnce(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	keys := []string{keyFor(t) + ":a", keyFor(t) + ":b"}

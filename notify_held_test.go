@@ -71,6 +71,7 @@ func TestRelease_wakesWaiterAcrossModes(t *testing.T) {
 // is released without a result; a Once of another Client waiting on the
 // key is woken to run fn itself.
 func TestOnce_failedCallWakesOnceWaiter(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -118,6 +119,7 @@ func TestOnce_failedCallWakesOnceWaiter(t *testing.T) {
 // Client's waiter gets its turn (or, if a waiter of the first Client wins
 // that race, at the next release).
 func TestRelease_afterHandoffBoundWakesOtherClient(t *testing.T) {
+	t.Parallel()
 	for _, chain := range []int{16, 18} {
 		t.Run(fmt.Sprint(chain), func(t *testing.T) {
 			tg := realTarget(t)

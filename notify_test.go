@@ -64,6 +64,7 @@ func keysOnEachShard(t *testing.T, ring *redis.Ring) map[string]string {
 // publish (its backoff is a minute), a waiter of the same Client is handed
 // the hold, and Close returns: no panic, no hang.
 func TestNotify_ringWakesWaiters(t *testing.T) {
+	t.Parallel()
 	s1, s2 := redistest.Start(t, redistest.Config{}), redistest.Start(t, redistest.Config{})
 	ring := newRing(t, s1, s2)
 	ctx := context.Background()
@@ -107,6 +108,7 @@ func (panicSubscribe) Subscribe(context.Context, ...string) *redis.PubSub {
 // waiter gets the lock by its backoff once another Client frees it, and
 // Close does not hang on a lock the panic left held.
 func TestNotify_subscribePanicLeavesBackoff(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -246,6 +248,7 @@ func newStoppingShard(t *testing.T) *stoppingShard {
 // go-redis holds the subscription's mutex while it greets the server, and
 // with ReadTimeout -1 it holds it until the server resumes.
 func TestClose_promptWhileSubscribingToStoppedShard(t *testing.T) {
+	t.Parallel()
 	st := newStoppingShard(t)
 	c := lock.NewClient(st.ring, lock.WithBackoff(time.Minute, time.Minute))
 	st.hook.armed.Store(true) // the next connection to the shard is the subscription's
@@ -277,6 +280,7 @@ func TestClose_promptWhileSubscribingToStoppedShard(t *testing.T) {
 // subscription's greeting waits for the server (with ReadTimeout -1, until
 // it resumes), and Acquire must not wait with it.
 func TestAcquire_ctxEndsWaitWhileSubscribingToStoppedShard(t *testing.T) {
+	t.Parallel()
 	st := newStoppingShard(t)
 	c := newClient(t, st.ring, lock.WithBackoff(time.Minute, time.Minute))
 	st.hook.armed.Store(true) // the next connection to the shard is the subscription's
@@ -300,6 +304,7 @@ func TestAcquire_ctxEndsWaitWhileSubscribingToStoppedShard(t *testing.T) {
 // newcomer that queues behind another) fall back to the backoff timer and
 // the holder's TTL and still get the lock.
 func TestNotify_pubsubDenied(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	must(t, "ACL SETUSER", tg.srv.ACLSetUser(ctx, "nosub", "pw", "~*", "&*", "+@all", "-subscribe", "-psubscribe", "-ssubscribe"))
@@ -389,6 +394,7 @@ func (d *dialPanic) handOver(t *testing.T, waiter *lock.Lock, done <-chan error)
 // counts as failed and is tried again, and the waiter gets the lock once
 // its holder frees it.
 func TestNotify_panickingSubscribeIsRetriedInsteadOfCrashing(t *testing.T) {
+	t.Parallel()
 	d := newDialPanic(t)
 	d.h.Armed.Store(true)
 	waiter, done := d.wait(t)
@@ -546,6 +552,7 @@ func holdElsewhere(t *testing.T, rdb redis.UniversalClient, key string) (release
 // undone by a release of a's token. That undo frees the key: it must wake
 // b, the Client's other waiter.
 func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -583,6 +590,7 @@ func TestUndo_ofWokenWaitersCutAttemptWakesTheNext(t *testing.T) {
 // (handoff.lua), but b's ctx ends while the handoff's reply is out; the
 // handoff is then undone with b's token, freeing the key. c must be woken.
 func TestHandoff_toWaiterThatLeftWakesTheNext(t *testing.T) {
+	t.Parallel()
 	leftDuringRelease(t, scriptGate(t, luascripts.Handoff, false), nil)
 }
 
@@ -595,6 +603,7 @@ func TestHandoff_toWaiterThatLeftWakesTheNext(t *testing.T) {
 // Notifier's signalHead skips only waiters owed one already. Not tested
 // here: the order is not under the test's control.)
 func TestHandoff_auditedWaiterThatLeftWakesTheNext(t *testing.T) {
+	t.Parallel()
 	gate := scriptGate(t, luascripts.Release, true)
 	leftDuringRelease(t, gate, func(key string) []lock.Option {
 		return []lock.Option{lock.WithAudit("{"+key+"}:audit", 100)}
@@ -656,6 +665,7 @@ func leftDuringRelease(t *testing.T, gate *hooktest.Gate, bOpts func(key string)
 // though no attempt of a's has reached Redis since and c's Client has no
 // other waiter.
 func TestRelease_wakesWaiterWhoseWokenAttemptFailed(t *testing.T) {
+	t.Parallel()
 	wokenNeverReached(t, false)
 }
 
@@ -666,6 +676,7 @@ func TestRelease_wakesWaiterWhoseWokenAttemptFailed(t *testing.T) {
 // Redis and the wake-up it used is not passed on to b; c takes the key.
 // c's release must wake b.
 func TestRelease_wakesWaitersAfterWokenOneGaveUp(t *testing.T) {
+	t.Parallel()
 	wokenNeverReached(t, true)
 }
 
@@ -738,6 +749,7 @@ func wokenNeverReached(t *testing.T, giveUp bool) {
 // copy of the acquire's SET in the TTL call's MULTI once wrote), so the
 // hold's release is not told of a waiter that never was.
 func TestLock_TTL_watchWritesNoKey(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -761,6 +773,7 @@ func TestLock_TTL_watchWritesNoKey(t *testing.T) {
 // failing. That undo frees the key: b must be woken to try (and fail the
 // same way) rather than sleep through its minute's backoff.
 func TestReplicaAck_undoWakesOwnWaiters(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

@@ -42,6 +42,7 @@ func nextEvent(t *testing.T, ch <-chan lock.Event, d time.Duration) lock.Event {
 // TTL it set and the validity the hold had left, which is more than the
 // safety margin and less than the TTL.
 func TestObserver_renewed(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		const ttl = time.Second
 		obs, renewed := eventsOf(lock.EventRenewed)
@@ -68,6 +69,7 @@ func TestObserver_renewed(t *testing.T) {
 // the hold lasted: for Release at least the time from Acquire's return to
 // Release's call, and for both at most the time since Acquire was called.
 func TestObserver_heldOnReleaseAndLoss(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rec := &kindtest.Recorder{}
@@ -111,6 +113,7 @@ func TestObserver_heldOnReleaseAndLoss(t *testing.T) {
 // with its whole duration, the hold's fence, and what it returned; also
 // when fn panics, and when the lock was never acquired.
 func TestObserver_withLock(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	rec := &kindtest.Recorder{}
@@ -169,6 +172,7 @@ func TestObserver_withLock(t *testing.T) {
 // TestObserver_releaseAllocs: an Observer costs no allocation on the
 // release path, on a real redis-server (miniredis would count its own).
 func TestObserver_releaseAllocs(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	var sum atomic.Int64
 	obs := lock.ObserverFunc(func(e lock.Event) { sum.Add(int64(e.Held) + e.Fence) })

@@ -12,6 +12,7 @@ import (
 )
 
 func TestObserver(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rec := &kindtest.Recorder{}
@@ -62,6 +63,7 @@ func TestObserver(t *testing.T) {
 // Observer can join its trace; background events (a loss found by renewal)
 // carry none.
 func TestObserver_eventsCarryCallerCtx(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	rec := &kindtest.Recorder{}
 	c := newClient(t, tg.rdb, lock.WithObserver(rec))
@@ -79,6 +81,7 @@ func TestObserver_eventsCarryCallerCtx(t *testing.T) {
 // reports the extend's error and one loss; a stale Release reports its
 // error.
 func TestObserver_failedExtendAndRelease(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	var mu sync.Mutex

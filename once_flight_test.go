@@ -53,6 +53,7 @@ func storedFailure(t *testing.T, c *lock.Client, key string) error {
 // stored for this key, so the calls that followed the leader in this
 // process do not get it; they go to Redis and one of them runs fn.
 func TestOnce_fnReturnsStoredFailure(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -148,6 +149,7 @@ func (h *holdOnceRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // after Forget returned: such a call goes to Redis, finds nothing stored,
 // and runs fn. The early reader itself returns what it read.
 func TestOnce_forgetCutsFlight(t *testing.T) {
+	t.Parallel()
 	for _, co := range []bool{true, false} {
 		t.Run(map[bool]string{true: "coalescing", false: "direct"}[co], func(t *testing.T) {
 			eachTarget(t, func(t *testing.T, tg *target) {
@@ -259,6 +261,7 @@ func TestOnce_holderInfo(t *testing.T) {
 // leaves alone the call that took its place: a third call still shares the
 // latter's call to Redis.
 func TestOnce_cutFlightEndsAlone(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)

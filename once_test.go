@@ -97,6 +97,7 @@ func numSub(ctx context.Context, rdb redis.UniversalClient, channel string) int6
 // while every Client has a waiter subscribed, and the 19 others get its
 // result, shared, woken by the store's publish.
 func TestOnce_stampede(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -161,6 +162,7 @@ func TestOnce_stampede(t *testing.T) {
 // TestOnce_storedResult: a stored result comes back in one call to Redis,
 // without fn, shared.
 func TestOnce_storedResult(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -193,6 +195,7 @@ func TestOnce_storedResult(t *testing.T) {
 
 // TestOnce_forget: Forget drops the result, and fn runs again.
 func TestOnce_forget(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -218,6 +221,7 @@ func TestOnce_forget(t *testing.T) {
 // TestOnce_fnError: a failing fn stores nothing; the lock is free and the
 // next caller runs fn.
 func TestOnce_fnError(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -240,6 +244,7 @@ func TestOnce_fnError(t *testing.T) {
 // TestOnce_fnErrorWaiterRuns: when fn fails, a caller already waiting runs
 // fn next (woken by the release), instead of getting the failure.
 func TestOnce_fnErrorWaiterRuns(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -269,6 +274,7 @@ func TestOnce_fnErrorWaiterRuns(t *testing.T) {
 // ErrOnceFailed with fn's text, shared, without running fn; after Forget fn
 // runs again.
 func TestOnce_errorTTL(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -299,6 +305,7 @@ func TestOnce_errorTTL(t *testing.T) {
 // TestOnce_lostMidFn: the lock is deleted while fn runs (blocked on a
 // channel); its result is not stored, and Once returns ErrLockLost.
 func TestOnce_lostMidFn(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -328,6 +335,7 @@ func TestOnce_lostMidFn(t *testing.T) {
 // lost and another caller took it. It stores nothing and gets ErrLockLost;
 // the other caller's result stays.
 func TestOnce_fnOutlivesHold(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -425,6 +433,7 @@ func (s *storeDropper) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // its own stored result — so fn's result is stored once, the lock is
 // freed, and the caller gets its value.
 func TestOnce_storeReplyLost(t *testing.T) {
+	t.Parallel()
 	for _, before := range []bool{false, true} {
 		t.Run(fmt.Sprintf("before=%v", before), func(t *testing.T) {
 			tg := realTarget(t)
@@ -464,6 +473,7 @@ func TestOnce_storeReplyLost(t *testing.T) {
 // runs (nothing stored yet): the waiters look, find the lock held, and wait
 // on; fn still runs once, and they get its result.
 func TestOnce_earlyWake(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -562,6 +572,7 @@ func TestOnce_cluster(t *testing.T) {
 // TestOnce_invalid: bad input is an error wrapping ErrInvalid, never a
 // panic, and runs nothing.
 func TestOnce_invalid(t *testing.T) {
+	t.Parallel()
 	m := miniTarget(t)
 	ctx := context.Background()
 	c := newClient(t, m.rdb)
@@ -606,6 +617,7 @@ func TestOnce_invalid(t *testing.T) {
 // returns ErrInvalid and the next caller runs fn, whose result of
 // MaxResultSize bytes is stored.
 func TestOnce_tooLarge(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -633,6 +645,7 @@ func TestOnce_tooLarge(t *testing.T) {
 // to Redis themselves, and one of them runs fn; a follower whose ctx ends
 // gives up with ErrNotAcquired.
 func TestOnce_followers(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -706,6 +719,7 @@ func TestOnce_followers(t *testing.T) {
 // TestOnce_panic: fn's panic continues; the lock is released and nothing is
 // stored.
 func TestOnce_panic(t *testing.T) {
+	t.Parallel()
 	m := miniTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -726,6 +740,7 @@ func TestOnce_panic(t *testing.T) {
 // TestOnce_waitEnds: a waiter whose ctx ends gets ErrNotAcquired and the
 // cause, and no result.
 func TestOnce_waitEnds(t *testing.T) {
+	t.Parallel()
 	m := miniTarget(t)
 	key := keyFor(t)
 	c := newClient(t, m.rdb)
@@ -742,6 +757,7 @@ func TestOnce_waitEnds(t *testing.T) {
 // TestOnceValue: JSON round trip, the holder included; a stored value of
 // another shape is a decode error; OnceFence gives fn its hold's fence.
 func TestOnceValue(t *testing.T) {
+	t.Parallel()
 	m := miniTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -802,6 +818,7 @@ func FuzzOnce_result(f *testing.F) {
 // script signals it with a "KIND " error reply) is an error wrapping
 // ErrInvalid that names the kind; fn does not run.
 func TestOnce_otherKind(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -848,6 +865,7 @@ func (kindErr) RedisError()     {}
 // TestOnce_watchdog: fn runs past the lock's TTL; the watchdog renews the
 // lock meanwhile, so the result is stored and nobody else ran fn.
 func TestOnce_watchdog(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -881,6 +899,7 @@ func TestOnce_watchdog(t *testing.T) {
 // TestOnce_closed: after Close, Once returns ErrClosed without running fn;
 // Forget still works.
 func TestOnce_closed(t *testing.T) {
+	t.Parallel()
 	m := miniTarget(t)
 	ctx := context.Background()
 	c := lock.NewClient(m.rdb)

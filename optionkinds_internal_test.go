@@ -11,6 +11,7 @@ import (
 // value that asks for the option is seen asking; and every row with kinds
 // it does not apply to can drop a Client's default.
 func TestOptionRules(t *testing.T) {
+	t.Parallel()
 	samples := map[string]Option{
 		"WithTTL":         WithTTL(time.Second),
 		"WithWatchdog":    WithWatchdog(false),
@@ -74,6 +75,7 @@ func TestOptionRules(t *testing.T) {
 // not take is dropped for that kind, and kept for the kinds that take it;
 // the option given to the lock is refused.
 func TestConfig_forKind_clientDefaults(t *testing.T) {
+	t.Parallel()
 	client := defaultConfig().with([]Option{WithFair(true), WithResultTTL(time.Minute), WithHolderInfo(true)})
 	client.given = 0
 

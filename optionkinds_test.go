@@ -355,6 +355,7 @@ func TestOptions_kindMatrix(t *testing.T) {
 // table, each with a cell for every column; and a column for every kind
 // that table tells apart.
 func TestOptions_kindMatrix_complete(t *testing.T) {
+	t.Parallel()
 	var rows []string
 	for _, o := range matrixOptions() {
 		if len(o.want) != len(matrixKinds) {
@@ -585,6 +586,7 @@ func wantRefused(t *testing.T, call string, err error, option, kind string) {
 // TestOptions_fair_refusedPerLock: WithFair(true) on a semaphore, a
 // read-write lock, a multi-lock or Once is refused, naming both.
 func TestOptions_fair_refusedPerLock(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb)
@@ -619,6 +621,7 @@ func TestOptions_fair_refusedPerLock(t *testing.T) {
 // permits of a semaphore are both held, and neither is lost; a multi-lock,
 // a read-write lock and Once work as they do without it.
 func TestOptions_fair_clientDefault(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -666,6 +669,7 @@ func TestOptions_fair_clientDefault(t *testing.T) {
 // nothing (WithFair(false), ReleaseScript, no replica acks, no holder
 // info, no metadata, no listening) is accepted by every kind.
 func TestOptions_offValues(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -684,6 +688,7 @@ func TestOptions_offValues(t *testing.T) {
 // is refused with an error naming both; with one of them on the Client,
 // the lock's own decides.
 func TestOptions_fairAndOwner(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 )
 
 func TestOptions_invalid(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		opts []lock.Option
@@ -65,6 +66,7 @@ func checkInvalid(t *testing.T, ctx context.Context, l *lock.Lock) {
 }
 
 func TestOptions_nilClient(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for name, rdb := range map[string]redis.UniversalClient{
 		"nil interface":      nil,
@@ -81,10 +83,12 @@ func TestOptions_nilClient(t *testing.T) {
 }
 
 func TestOptions_emptyKey(t *testing.T) {
+	t.Parallel()
 	checkInvalid(t, context.Background(), newClient(t, miniTarget(t).rdb).NewLock(""))
 }
 
 func TestOptions_nilOptionIgnored(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, miniTarget(t).rdb, nil)
 	l := c.NewLock("k", nil)
 	must(t, "Acquire()", l.Acquire(context.Background()))
@@ -92,6 +96,7 @@ func TestOptions_nilOptionIgnored(t *testing.T) {
 }
 
 func TestOptions_prefix(t *testing.T) {
+	t.Parallel()
 	m := miniTarget(t)
 	ctx := context.Background()
 	c := newClient(t, m.rdb, lock.WithPrefix("app:"))
@@ -109,6 +114,7 @@ func TestOptions_prefix(t *testing.T) {
 }
 
 func TestOptions_fencingOff(t *testing.T) {
+	t.Parallel()
 	m := miniTarget(t)
 	ctx := context.Background()
 	l := newClient(t, m.rdb, lock.WithFencing(false)).NewLock("k")
@@ -122,6 +128,7 @@ func TestOptions_fencingOff(t *testing.T) {
 // (renewal cannot confirm it in time), so WithTTL and Extend refuse it with
 // ErrInvalid on a real server, and write nothing; MinTTL itself is held.
 func TestTTL_belowMinTTLIsInvalid(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		for _, ttl := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, lock.MinTTL - time.Millisecond} {
@@ -142,6 +149,7 @@ func TestTTL_belowMinTTLIsInvalid(t *testing.T) {
 // TestOptions_hugeDurations: the largest durations overflow nothing: the
 // hold, its TTL and Extend work, and a waiter on it ends with its ctx.
 func TestOptions_hugeDurations(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -171,6 +179,7 @@ func TestOptions_hugeDurations(t *testing.T) {
 // option returns ErrInvalid, also after Close, and so does WithLock with a
 // nil fn or an empty key.
 func TestOptions_invalidFailsEveryVerb(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	c := lock.NewClient(tg.rdb)

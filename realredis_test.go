@@ -48,6 +48,7 @@ func TestMutualExclusion(t *testing.T) {
 // TestLost_keyDeleted: a hold deleted behind its holder's back is reported
 // lost within one renewal interval (TTL/3).
 func TestLost_keyDeleted(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb)
@@ -137,6 +138,7 @@ func TestWaiter_holderNeverReleases(t *testing.T) {
 // ReleaseWatch mode, and gets a clear NOPERM error (not a hang) in the
 // default mode.
 func TestACL_noScripting(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Config{})
 	ctx := context.Background()
 	must(t, "ACL SETUSER", srv.ACLSetUser(ctx, "locker", "pw", "~*", "&*", "+@all", "-@scripting"))

@@ -13,6 +13,7 @@ import (
 // Release deletes the key finds it gone and returns ErrNotHeld, yet the
 // normal Release leaves Lost() open.
 func TestLock_Release_racingExtendKeepsLostOpen(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		b := &hookBackend{fakeBackend: f}

@@ -21,6 +21,7 @@ import (
 // TestReleaseModes runs the lock's life cycle in both release modes, on both
 // targets: one table, both modes.
 func TestReleaseModes(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
 		t.Run(mode.String(), func(t *testing.T) {
 			eachTarget(t, func(t *testing.T, tg *target) {
@@ -77,6 +78,7 @@ func TestReleaseModes(t *testing.T) {
 }
 
 func TestLock_reentrant(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -121,6 +123,7 @@ func TestLock_reentrant(t *testing.T) {
 // TestLock_TTL_keyGone: TTL on a hold whose key is gone asks Redis, returns
 // an error matching ErrNotHeld, and reports the hold lost, in both modes.
 func TestLock_TTL_keyGone(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
 		t.Run(mode.String(), func(t *testing.T) {
 			eachTarget(t, func(t *testing.T, tg *target) {
@@ -164,6 +167,7 @@ func (h *scriptCalls) count(cmd redis.Cmder) {
 // waiter of the same Client that now waits on the key (someone else's hold),
 // and that waiter gets the lock when the real holder lets go.
 func TestRelease_endedHoldHandsNothingOver(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -198,6 +202,7 @@ func TestRelease_endedHoldHandsNothingOver(t *testing.T) {
 // unknown (the Redis error), no loss reported, and a second Release must say
 // ErrNotHeld without reporting one either.
 func TestRelease_cutReplyIsNotResent(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"plain", "reentrant", "handoff", "watch"} {
 		for _, shared := range []bool{false, true} {
 			if kind == "watch" && shared {
@@ -370,6 +375,7 @@ func cutRelease(t *testing.T, kind string, shared bool) {
 // applies it at once, and a hook holds its reply until the Release has
 // returned.
 func TestExtend_afterFailedReleaseNeverOutlivesKey(t *testing.T) {
+	t.Parallel()
 	for _, inFlight := range []bool{false, true} {
 		t.Run(fmt.Sprintf("inFlight=%v", inFlight), func(t *testing.T) {
 			ctx := context.Background()
@@ -454,6 +460,7 @@ func (h *slowExtendReply) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 // level: Extend and TTL on the released handle say ErrNotHeld, and the key
 // stays held by the other handle.
 func TestLock_Release_reentrantSecondRelease(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -481,6 +488,7 @@ func TestLock_Release_reentrantSecondRelease(t *testing.T) {
 // TestLock_TTL_stolenReason: TTL() that finds another holder's token
 // reports the loss with reason LossStolen, in both release modes.
 func TestLock_TTL_stolenReason(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
@@ -505,6 +513,7 @@ func TestLock_TTL_stolenReason(t *testing.T) {
 // attempt of b's in between. The waiters' backoff is a minute, so only a
 // message wakes b in time.
 func TestRelease_wakesOwnClientsNextReentrantWaiter(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -545,6 +554,7 @@ func TestRelease_wakesOwnClientsNextReentrantWaiter(t *testing.T) {
 // Lock can acquire again, rather than being refused as still holding. So
 // too with a ctx that has a deadline (see eachCtx).
 func TestRelease_panickingAfterSendEndsTheHold(t *testing.T) {
+	t.Parallel()
 	eachCtx(t, testReleasePanickingAfterSendEndsTheHold)
 }
 

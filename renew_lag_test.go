@@ -189,6 +189,7 @@ func (b *hangingExtend) extend(ctx context.Context, k *keys, token string, ttl t
 // safety deadline (300ms less the margin), not at the renewal time the
 // loop had for it before.
 func TestExtend_shorterUnansweredLostAtItsDeadline(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		b := &hangingExtend{fakeBackend: newFake(), stall: 2 * time.Second}
 		c := newClientWithBackend(b)
@@ -244,6 +245,7 @@ func (b *slowRenewals) renew(ctx context.Context, items []renewItem, st []extend
 // round trip up to (TTL - margin)/2 is sustainable), keeps every hold, and
 // each goes on renewing.
 func TestRenewal_lateRepliesKeepHolds(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		reply     time.Duration
 		firstOnly bool

@@ -527,6 +527,7 @@ func testExtendPanickingHookKeepsRenewalWorking(t *testing.T, ctx context.Contex
 // caller could recover it) does not take the process down, nor keep the
 // loss from Lost(): the panic is logged at Error level with its stack.
 func TestRenewal_panickingObserverStillReportsLoss(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	logs := &logRecorder{}

@@ -15,6 +15,7 @@ import (
 // *redis.ClusterClient; over a Ring every verb of the lock, also before its
 // first acquire, returns ErrInvalid ("configuration errors win").
 func TestWithReplicaAck_ringInvalid(t *testing.T) {
+	t.Parallel()
 	m := miniredis.RunT(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}})
 	t.Cleanup(func() { ring.Close() })
@@ -33,6 +34,7 @@ func TestWithReplicaAck_ringInvalid(t *testing.T) {
 // lacks WAIT; a lone redis-server has no replica) fails the acquisition with
 // an error, not a panic, and leaves no key, token or fence behind.
 func TestWithReplicaAck_noReplicas(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb, lock.WithReplicaAck(1, 10*time.Millisecond))

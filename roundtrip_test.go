@@ -17,6 +17,7 @@ import (
 // renewal (a force-release before then went unheard): round trips in the
 // background, for that hold alone, which the test lets pass first.
 func TestRoundTrips(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rdb := tg.newRDB(t)

@@ -75,6 +75,7 @@ func TestRWLock_crashedWriter(t *testing.T) {
 // mark behind for at most its own expiry (twice the backoff cap, at least
 // 200ms): then readers get in again.
 func TestRWLock_writerGivesUp(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb, lock.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
@@ -100,6 +101,7 @@ func TestRWLock_writerGivesUp(t *testing.T) {
 // confirmed by the retry that carries the same token: one hold in Redis,
 // which one Release frees.
 func TestRWLock_readerReplyLost(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		rdb := tg.newRDB(t)
@@ -161,6 +163,7 @@ func TestRWLock_releaseResent(t *testing.T) {
 // TestRWLock_twoWriters: writers racing for a free lock: exactly one gets
 // it, and the other's attempt changes nothing of the holder's.
 func TestRWLock_twoWriters(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c1, c2 := newClient(t, tg.newRDB(t)), newClient(t, tg.newRDB(t))

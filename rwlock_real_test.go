@@ -130,6 +130,7 @@ func rwExclusion(t *testing.T, key string, rdb redis.UniversalClient, cs []*lock
 // TestRWLock_exclusion: 3 Clients, each with its own connection pool (as
 // 3 processes), on a real redis-server.
 func TestRWLock_exclusion(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	var cs []*lock.Client
 	for range 3 {

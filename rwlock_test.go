@@ -27,6 +27,7 @@ func tryAcquire(t *testing.T, what string, l *lock.Lock, want bool) {
 // TestRWLock_share: readers share the lock, a writer needs it empty, and
 // no reader gets in beside a writer.
 func TestRWLock_share(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -55,6 +56,7 @@ func TestRWLock_share(t *testing.T) {
 // waiting, which keeps new readers out (a reader already in stays); the
 // writer gets the lock when the last reader leaves.
 func TestRWLock_waitingWriter(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -90,6 +92,7 @@ func TestRWLock_waitingWriter(t *testing.T) {
 // TestRWLock_fence: each write hold takes a new fence; a read hold
 // carries the current one, which the next writer's exceeds.
 func TestRWLock_fence(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -133,6 +136,7 @@ func TestRWLock_fence(t *testing.T) {
 // TestRWLock_verbs: Extend, TTL, Lost and the ErrNotHeld answers of a
 // released hold, for both sides.
 func TestRWLock_verbs(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb, lock.WithTTL(5*time.Second))
@@ -200,6 +204,7 @@ func TestRWLock_lost(t *testing.T) {
 // TestRWLock_invalid: configurations a read-write lock cannot serve, and
 // zero values, give ErrInvalid from every verb, never a panic.
 func TestRWLock_invalid(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	c := newClient(t, tg.rdb)
@@ -235,6 +240,7 @@ func TestRWLock_invalid(t *testing.T) {
 // fails at once with ErrInvalid naming both kinds, and leaves the holder
 // alone.
 func TestRWLock_otherKind(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -273,6 +279,7 @@ func TestRWLock_otherKind(t *testing.T) {
 // TestRWLock_observer: a read-write lock's holds report the same events
 // as a mutex's, with the caller's context.
 func TestRWLock_observer(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	for _, side := range []string{"read", "write"} {
 		rec := &kindtest.Recorder{}
@@ -318,6 +325,7 @@ func TestRWLock_withLockLost(t *testing.T) {
 // waiting writer, and a writer's release wakes every waiting reader of a
 // process (not only the longest-waiting one).
 func TestRWLock_wakeups(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -422,6 +430,7 @@ func TestRWLock_model(t *testing.T) {
 // one of its holds: it fails with ErrInvalid naming the read-write lock,
 // and the hash is left as it was.
 func TestRWLock_ownerNamedMode(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)

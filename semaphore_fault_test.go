@@ -55,6 +55,7 @@ func TestSemaphore_holderStopsRenewing(t *testing.T) {
 // reported lost within about a renewal interval, long before its TTL, and
 // WithPermit's fn sees its context end with ErrLockLost.
 func TestSemaphore_lostBeforeTTL(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -135,6 +136,7 @@ func TestSemaphore_renewed(t *testing.T) {
 // retry carries the same token and confirms it (one member), and a
 // TryAcquire that gives up undoes it (no member).
 func TestSemaphore_lostAcquireReply(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -193,6 +195,7 @@ func (h *resendReleases) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // is what Release reports, as for a mutex (which is why the library sends
 // a release once: see luascripts.OnceCmd).
 func TestSemaphore_resentRelease(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		key := keyFor(t)
@@ -228,6 +231,7 @@ func TestSemaphore_resentRelease(t *testing.T) {
 // longer than the test, so only a wake-up makes them try), a release in
 // another Client leads to one acquire attempt there, which takes it.
 func TestSemaphore_wakesOneWaiter(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -339,6 +343,7 @@ func (h *pipelineSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // Client, taken together, are renewed together, in the Client's one loop:
 // one pipeline carries all of them.
 func TestSemaphore_renewalBatched(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	rdb := tg.newRDB(t)
@@ -380,6 +385,7 @@ func TestSemaphore_renewalBatched(t *testing.T) {
 // Acquire returns with no acquire call of its own after the release. One
 // made with options of its own is woken to try for itself instead.
 func TestSemaphore_handoffAcrossValues(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		for _, tc := range []struct {

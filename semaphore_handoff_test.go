@@ -21,6 +21,7 @@ import (
 // order). W2's backoff and the permits' TTL are long, so W2 can only get
 // in by a wake-up.
 func TestSemaphore_twoReleasesWakeTwo(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key, key2 := keyFor(t), keyFor(t)+":other"
@@ -84,6 +85,7 @@ func TestSemaphore_twoReleasesWakeTwo(t *testing.T) {
 // waiter's Acquire fails, and the permit it never took must not stay out:
 // the release undoes it, so the semaphore is free again.
 func TestSemaphore_handoffToWaiterThatLeft(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

@@ -169,6 +169,7 @@ func semMaxConcurrency(t *testing.T, newRDB func() redis.UniversalClient) {
 // TestSemaphore_full: with n permits out, TryAcquire reports (false, nil)
 // and Available 0; a release frees one place.
 func TestSemaphore_full(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		sem := newClient(t, tg.rdb).NewSemaphore(keyFor(t), 2)
@@ -224,6 +225,7 @@ func wantAvailable(t *testing.T, sem *lock.Semaphore, want int) {
 // no permit (they stay renewable) and lets nobody in until the live
 // permits drop below the new n; raising it lets more in at once.
 func TestSemaphore_changeN(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -266,6 +268,7 @@ func TestSemaphore_changeN(t *testing.T) {
 // empty key and zero values give errors wrapping ErrInvalid from every
 // verb, never a panic.
 func TestSemaphore_badInput(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := newClient(t, miniTarget(t).rdb)
 	for name, sem := range map[string]*lock.Semaphore{
@@ -306,6 +309,7 @@ func TestSemaphore_badInput(t *testing.T) {
 // other with an error wrapping ErrInvalid that names both kinds, both ways,
 // never WRONGTYPE noise; so does a read-write lock's hash.
 func TestSemaphore_mixedKinds(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)

@@ -146,6 +146,7 @@ func wantSharded(t *testing.T, before, after map[string]pubStats, master, what s
 // every kind of lock whose release publishes, well before its one-minute
 // backoff; no node runs a classic PUBLISH.
 func TestShardedPubSub_wakesEveryKind(t *testing.T) {
+	t.Parallel()
 	cl := sharedCluster(t)
 	holders := newClient(t, cl.Client(t))
 	others := newClient(t, cl.Client(t))
@@ -212,6 +213,7 @@ func TestShardedPubSub_idleSlotsClosed(t *testing.T) {
 // SPUBLISH; a caller of another Client waiting on the same key gets it
 // without running fn, on a key of each master.
 func TestShardedPubSub_wakesOnceWaiter(t *testing.T) {
+	t.Parallel()
 	cl := sharedCluster(t)
 	holders := newClient(t, cl.Client(t))
 	others := newClient(t, cl.Client(t), slow)
@@ -307,6 +309,7 @@ func TestShardedPubSub_messagesPerRelease(t *testing.T) {
 // ClusterClient) keeps classic pub/sub; the version check reads INFO
 // server's text and counts what it cannot read as older.
 func TestShardedPubSub_classicElsewhere(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	if lock.ShardedPubSub(newClient(t, tg.rdb)) {
 		t.Fatal("a single node uses sharded pub/sub")

@@ -12,6 +12,7 @@ import (
 // TestNewLock_sameOptionsShareSettings: locks made with equal options share
 // one settings, and locks with other options do not.
 func TestNewLock_sameOptionsShareSettings(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := newClientWithBackend(newFake())
 		defer c.Close()
@@ -39,6 +40,7 @@ func TestNewLock_sameOptionsShareSettings(t *testing.T) {
 // func, which == cannot compare) gets settings of its own, and its
 // Observer hears its events.
 func TestNewLock_ownObserverNotShared(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := newClientWithBackend(newFake())
 		defer c.Close()
@@ -64,6 +66,7 @@ func TestNewLock_ownObserverNotShared(t *testing.T) {
 // Observer of its own reports to the Client's; WithObserver(nil) silences
 // it.
 func TestNewLock_sharedSettingsKeepClientObserver(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var n atomic.Int32
 		c := newClientWithBackend(newFake(), WithObserver(ObserverFunc(func(e Event) {
@@ -86,6 +89,7 @@ func TestNewLock_sharedSettingsKeepClientObserver(t *testing.T) {
 // TestNewLock_sharedSettingsBounded: options that differ on every call
 // (a metadata per request) keep at most maxShared settings.
 func TestNewLock_sharedSettingsBounded(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := newClientWithBackend(newFake())
 		defer c.Close()

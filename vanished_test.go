@@ -73,6 +73,7 @@ func wantLostLogged(t *testing.T, logs *logRecorder, ls []*lock.Lock) {
 // kind reports its hold vanished (the reason a deleted key gives), not
 // force-released, and the log line names the loss.
 func TestLoss_redisRestart_vanished(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	logs := &logRecorder{}
 	c := newClient(t, tg.rdb, lock.WithTTL(3*time.Second), lock.WithLogger(slog.New(logs)))
@@ -116,6 +117,7 @@ func TestLoss_forceReleaseMissed_everyKind(t *testing.T) {
 // and without the message, the holder's TTL, Extend or Release finds the
 // key gone and reads the force release's record: force-released.
 func TestLoss_forceReleaseMissed_verbs(t *testing.T) {
+	t.Parallel()
 	tg := realTarget(t)
 	ctx := context.Background()
 	holder := newClient(t, tg.newRDB(t), lock.WithNotify(false), lock.WithWatchdog(false), lock.WithTTL(time.Minute))

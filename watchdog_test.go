@@ -186,6 +186,7 @@ func lossOf(l *Lock) LossReason {
 }
 
 func TestRenewal_everyThirdOfTTL(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f, l, start := acquiredFake(t, WithTTL(3*time.Second))
 		time.Sleep(10*time.Second + time.Millisecond)
@@ -212,6 +213,7 @@ func TestRenewal_everyThirdOfTTL(t *testing.T) {
 }
 
 func TestRenewal_unreachableLostBeforeTTL(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ttl := 3 * time.Second
 		f, l, start := acquiredFake(t, WithTTL(ttl))
@@ -231,6 +233,7 @@ func TestRenewal_unreachableLostBeforeTTL(t *testing.T) {
 }
 
 func TestRenewal_hangingServerLostBeforeTTL(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ttl := 3 * time.Second
 		f, l, start := acquiredFake(t, WithTTL(ttl))
@@ -251,6 +254,7 @@ func TestRenewal_hangingServerLostBeforeTTL(t *testing.T) {
 // ContextTimeoutEnabled is set, so a renewal call may outlive its deadline;
 // the hold is declared lost at the deadline all the same.
 func TestRenewal_callIgnoresDeadline(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ttl := time.Second
 		f, l, start := acquiredFake(t, WithTTL(ttl))
@@ -268,6 +272,7 @@ func TestRenewal_callIgnoresDeadline(t *testing.T) {
 // TestAcquire_lateReply: a success confirmed only after the lease's safety
 // deadline is not a hold: it is undone and reported as not acquired.
 func TestAcquire_lateReply(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		c := fakeClient(f)
@@ -289,6 +294,7 @@ func TestAcquire_lateReply(t *testing.T) {
 }
 
 func TestRenewal_keyGoneOrStolen(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		token string // "" deletes the key
@@ -326,6 +332,7 @@ func TestRenewal_keyGoneOrStolen(t *testing.T) {
 }
 
 func TestRenewal_batches(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		c := fakeClient(f)
@@ -353,6 +360,7 @@ func TestRenewal_batches(t *testing.T) {
 }
 
 func TestRenewal_extendKeepsNewTTL(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		c := fakeClient(f)
@@ -371,6 +379,7 @@ func TestRenewal_extendKeepsNewTTL(t *testing.T) {
 }
 
 func TestRenewal_watchdogOff(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		c := fakeClient(f, WithWatchdog(false))
@@ -390,6 +399,7 @@ func TestRenewal_watchdogOff(t *testing.T) {
 }
 
 func TestRenewal_maxHold(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f, l, start := acquiredFake(t, WithTTL(3*time.Second), WithMaxHold(2500*time.Millisecond))
 		at := lostAt(t, l, time.Minute).Sub(start)
@@ -403,6 +413,7 @@ func TestRenewal_maxHold(t *testing.T) {
 }
 
 func TestRenewal_closeLeavesDeadlineTimers(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		c := fakeClient(f)
@@ -518,6 +529,7 @@ func (f *fakeBackend) ours(k *keys, token string) bool {
 // ours in Redis: the hold is lost before it could expire, never after. Holds
 // that can be kept must be kept.
 func TestRenewal_extendDuringRenewal(t *testing.T) {
+	t.Parallel()
 	// Times in milliseconds from the acquire; never: not before the test ends.
 	const never = -1
 	ms := func(n int) time.Duration {
@@ -620,6 +632,7 @@ func checkExtendDuringRenewal(t *testing.T, renewal, ext plannedCall, ttl time.D
 // TTL. The hold does not trust the Extend alone: by the time the key expires
 // in Redis, Lost() has closed.
 func TestLock_Extend_outstandingDuringRenewal(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		gate := make(chan struct{})
@@ -651,6 +664,7 @@ func TestLock_Extend_outstandingDuringRenewal(t *testing.T) {
 // off and the safety deadline passed while the key still lives in Redis),
 // Extend returns an error instead of reviving the hold.
 func TestLock_Extend_onLostHold(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		c := hookClient(f, WithWatchdog(false))
@@ -672,6 +686,7 @@ func TestLock_Extend_onLostHold(t *testing.T) {
 // cutting the TTL back. The hold keeps the earlier deadline and renews at
 // once with the new TTL.
 func TestLock_Extend_answeredDuringRenewal(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		gate := make(chan struct{})

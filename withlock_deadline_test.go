@@ -60,6 +60,7 @@ func withHelpers() []withHelper {
 // background; Close waits for that release, which frees the key once Redis
 // answers again.
 func TestDeadline_withHelpersReturnByDeadline(t *testing.T) {
+	t.Parallel()
 	for _, wh := range withHelpers() {
 		t.Run(wh.name, func(t *testing.T) {
 			t.Parallel()
@@ -96,6 +97,7 @@ func TestDeadline_withHelpersReturnByDeadline(t *testing.T) {
 // WithLock's error says so once, with fn's own error when it has one, and
 // nothing of the release, which a loss makes moot.
 func TestClient_WithLock_errorAfterLoss(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		for _, tc := range []struct {
 			name        string
@@ -137,6 +139,7 @@ func TestClient_WithLock_errorAfterLoss(t *testing.T) {
 // cancelled while fn runs, its deadline still ahead, has WithLock wait for
 // a release Redis answers: the key is free when WithLock returns.
 func TestClient_WithLock_cancelledBeforeDeadlineWaitsForRelease(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		c := newClient(t, tg.rdb)
 		key := keyFor(t)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestClient_WithLock(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)
@@ -37,6 +38,7 @@ func TestClient_WithLock(t *testing.T) {
 }
 
 func TestClient_WithLock_fnError(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		c := newClient(t, tg.rdb)
 		boom := errors.New("boom")
@@ -48,6 +50,7 @@ func TestClient_WithLock_fnError(t *testing.T) {
 }
 
 func TestClient_WithLock_panic(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		c := newClient(t, tg.rdb)
 		key := keyFor(t)
@@ -66,6 +69,7 @@ func TestClient_WithLock_panic(t *testing.T) {
 }
 
 func TestClient_WithLock_releasesWithCancelledCtx(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		c := newClient(t, tg.rdb)
 		key := keyFor(t)
@@ -82,6 +86,7 @@ func TestClient_WithLock_releasesWithCancelledCtx(t *testing.T) {
 }
 
 func TestClient_WithLock_lost(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		c := newClient(t, tg.rdb)
 		key := keyFor(t)
@@ -104,6 +109,7 @@ func TestClient_WithLock_lost(t *testing.T) {
 }
 
 func TestClient_WithLock_lostFoundAtRelease(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		c := newClient(t, tg.rdb, lock.WithWatchdog(false))
 		key := keyFor(t)
@@ -116,6 +122,7 @@ func TestClient_WithLock_lostFoundAtRelease(t *testing.T) {
 }
 
 func TestClient_WithLock_badInput(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, miniTarget(t).rdb)
 	wantErr(t, "WithLock(nil fn)", c.WithLock(context.Background(), "k", nil), lock.ErrInvalid)
 	wantErr(t, "WithLock(\"\")", c.WithLock(context.Background(), "", func(context.Context) error { return nil }), lock.ErrInvalid)
@@ -127,6 +134,7 @@ func TestClient_WithLock_badInput(t *testing.T) {
 // before fn runs. The hold, on a Lock nobody else can reach, is undone in
 // the background, rather than renewed until Close.
 func TestClient_WithLock_panickingObserverOnAcquireUndoesTheHold(t *testing.T) {
+	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	obs := lock.ObserverFunc(func(e lock.Event) {
@@ -153,6 +161,7 @@ func TestClient_WithLock_panickingObserverOnAcquireUndoesTheHold(t *testing.T) {
 // logged, and the hold has ended (the Lock's key is free once the release
 // ran in Redis).
 func TestClient_WithLock_panickingReleaseAfterPanickingFn(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	rdb.AddHook(panicAfter{match: func(cmd redis.Cmder) bool { return isScriptCall(cmd) && !isAcquire(cmd) }})

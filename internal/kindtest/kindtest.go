@@ -5,7 +5,6 @@ package kindtest
 import (
 	"context"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -16,16 +15,17 @@ import (
 	"github.com/agentlock/lock"
 )
 
-// ClosedAddr returns a loopback address nothing listens on: a dial is
-// refused at once.
+// ClosedAddr returns a loopback address nothing listens on, for as long
+// as the test runs: a dial is refused at once. The port stays reserved
+// until the test's cleanup (reserveClosed), so a server that a parallel
+// test starts cannot take it meanwhile.
 func ClosedAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, release, err := reserveClosed()
 	if err != nil {
-		t.Fatalf("Listen() error = %v", err)
+		t.Fatalf("ClosedAddr: %v", err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	t.Cleanup(release)
 	return addr
 }
 
