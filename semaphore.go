@@ -97,8 +97,8 @@ func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
 	sb := c.backend(backendKind{mode: ReleaseScript, fencing: cfg.fencing, coalesce: cfg.coalesce,
 		info: set.info != nil}).(*scriptBackend)
 	set.be = semBackend{sb: sb, rdb: c.rdb, n: n, info: set.info}
-	set.pol.Handoff = true // to waiters of the same settings only: see semHandoff
-	set.pol.Tag = semTag{} // so a mutex's release hands it nothing (handoff)
+	set.strategy = lease.HandOff // to waiters of the same settings only: see semHandoff
+	set.pol.Tag = semTag{}       // so a mutex's release hands it nothing (handoff)
 	// The renewal group of its permits (settings.group): one per script
 	// backend, shared by the permits of every semaphore of the Client
 	// that uses it, whatever their n.
@@ -163,8 +163,7 @@ func (s *Semaphore) Permit() *Lock {
 		l.hd.Fail(s.Key(), err)
 		return l
 	}
-	l.cfg = s.set
-	l.hd.Init(&s.set.pol, s.keys)
+	l.initMutex(s.set, s.keys)
 	return l
 }
 
