@@ -7,20 +7,13 @@ import (
 	"github.com/agentlock/lock/internal/lease"
 )
 
-// handoff tries to pass h straight to a waiter of this Client on the same
-// key (the engine's Notifier picks the longest-waiting one that can take
-// it), in the release's one round trip. It reports whether it claimed
-// one; then o is the outcome of the release. Another kind's waiter is
-// only woken, after the release.
+// handoff tries to pass h, a mutex's hold, straight to a waiter of this
+// Client on the same key (the engine's Notifier picks the longest-waiting
+// one that can take it), in the release's one round trip. It reports
+// whether it claimed one; then o is the outcome of the release. Another
+// kind's waiter is only woken, after the release. A permit's is
+// permitHandoff.
 func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, found bool) {
-	if b, ok := l.cfg.be.(semBackend); ok {
-		if l.cfg.aud != nil {
-			if ab, ok := l.cfg.audited(&l.hd.Keys, h.Token(), h.Fence()).(semBackend); ok {
-				b = ab // its release or handoff writes the entries
-			}
-		}
-		return l.semHandoff(ctx, h, b)
-	}
 	sb, ok := l.cfg.be.(*scriptBackend)
 	n := &l.cfg.c.eng.Notifier
 	if !ok || sb.reentrant || l.cfg.c.eng.Closed() {

@@ -24,6 +24,9 @@ type settings struct {
 	// strategy is how its locks' Acquire waits (lease.Strategy): a fair
 	// lock's queue, a release's handoff, or contending attempts.
 	strategy lease.Strategy
+	// sem is a semaphore's backend, its be too (semaphore.go); zero for
+	// the settings of other kinds.
+	sem semBackend
 	// grp is the renewal group of its holds (with no master named), boxed
 	// once: the renewal loop asks for every hold's group at every renewal.
 	grp lease.Group
@@ -134,3 +137,6 @@ func mutexStrategy(cfg *config) lease.Strategy {
 	}
 	return lease.Contend
 }
+
+// permits reports whether s is a semaphore's.
+func (s *settings) permits() bool { return s.sem.sb != nil }

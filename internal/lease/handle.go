@@ -28,10 +28,16 @@ type Handle struct {
 // Init makes hd a handle on keys under pol, whose Acquire waits by s
 // (Contend when nil).
 func (hd *Handle) Init(pol *Policy, keys luascripts.Keys, s Strategy) {
-	if s == nil {
-		s = Contend
-	}
 	hd.pol, hd.Keys, hd.strat = pol, keys, s
+}
+
+// strategy returns how hd's Acquire waits: Contend unless Init said
+// otherwise.
+func (hd *Handle) strategy() Strategy {
+	if hd.strat == nil {
+		return Contend
+	}
+	return hd.strat
 }
 
 // Fail makes hd the handle of a lock on key that cannot be used: every
@@ -297,7 +303,7 @@ func (hd *Handle) try(ctx context.Context, k Kind, token string) (a Attempt, cut
 		// Only now is the call's outcome known: an undo sent before
 		// it could run in Redis ahead of the attempt it undoes. One
 		// that panicked may have been sent.
-		if hd.strat.undoCut(a, panicked) {
+		if hd.strategy().undoCut(a, panicked) {
 			hd.undoLater(k, token)
 		}
 	})

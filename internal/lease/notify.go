@@ -194,7 +194,7 @@ func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAg
 	}
 	w = &Waiter{n: n, cs: cs, ch: make(chan struct{}, 1), token: token}
 	cs.waiters = append(cs.waiters, w)
-	hd.strat.enlist(n, w, hd, k)
+	hd.strategy().enlist(n, w, hd, k)
 	ready = cs.listening()
 	w.owed = ready && lookAgain
 	n.subscribeOnce(cs)

@@ -25,10 +25,11 @@ func (hd *Handle) Acquire(ctx context.Context, k Kind) error {
 	}
 	defer hd.done()
 	p := hd.pol
-	if !hd.strat.enter(p.Engine) {
+	s := hd.strategy()
+	if !s.enter(p.Engine) {
 		return hd.Err("acquire", ErrClosed)
 	}
-	defer hd.strat.leave(p.Engine)
+	defer s.leave(p.Engine)
 	start := time.Now()
 	p.observe(hd.Keys.User, Event{Kind: EventAcquireStart, Ctx: ctx})
 	var pass GatePass
@@ -53,7 +54,7 @@ func (hd *Handle) Acquire(ctx context.Context, k Kind) error {
 // wait is Acquire's loop. It returns the attempts made, the hold, and the
 // token of the last attempt.
 func (hd *Handle) wait(ctx context.Context, k Kind, pass GatePass) (attempts int, h *Hold, token string, err error) {
-	r := waitRun{hd: hd, k: k, s: hd.strat, ctx: ctx, wctx: ctx, pass: pass}
+	r := waitRun{hd: hd, k: k, s: hd.strategy(), ctx: ctx, wctx: ctx, pass: pass}
 	if p := hd.pol; p.Wait > 0 {
 		var cancel context.CancelFunc
 		r.wctx, cancel = context.WithTimeoutCause(ctx, p.Wait, errWaitTimeout)
