@@ -24,7 +24,10 @@ func (contend) token(k Kind, cur string, first bool) (string, error) {
 	return cur, nil
 }
 
-// undoCut: only a cut call that took the lock, or may have, needs an undo.
-func (contend) shares() bool                      { return true }
-func (contend) undoOnExit(unknown, _ bool) bool   { return unknown }
+func (contend) shares() bool { return true }
+
+// undoOnExit: only a token an attempt of unknown outcome may have set.
+func (contend) undoOnExit(unknown, _ bool) bool { return unknown }
+
+// undoCut: only a cut call that took the lock, may have, or panicked.
 func (contend) undoCut(a Attempt, pan error) bool { return a.OK || a.Unknown || pan != nil }
