@@ -277,7 +277,7 @@ func (k *multiKind) Token() (string, error) { return lease.NewToken() }
 func (k *multiKind) CheckTTL(ttl time.Duration) error { return (*kind)(nil).CheckTTL(ttl) }
 
 // Try takes the slot groups in order with token, which no other attempt
-// carries (Policy.FreshTokens). When a group is held by someone else, or
+// carries (lease.Fresh). When a group is held by someone else, or
 // its call fails, the attempt backs out before it reports: it releases the
 // groups it took and undoes the group whose call failed (see backOut), so
 // a waiting MultiLock holds no member between attempts.

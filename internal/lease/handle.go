@@ -265,9 +265,10 @@ func (hd *Handle) undoPanicked() {
 // attempt makes one attempt with token and installs the hold it takes. An
 // attempt whose outcome is unknown is returned as such (Unknown); one the
 // caller's deadline cut short is settled in the background, undone once
-// its call returns if it may have taken the lock or, for a queued kind,
-// joined the queue (Strategy.undoCut). held is the new hold. An attempt that pass, when not
-// nil, does not let through is not sent: it finds the lock held. reused is
+// its call returns if it may have taken the lock or, for the FIFO
+// strategy, joined the queue (Strategy.undoCut). held is the new hold. An
+// attempt that pass, when not nil, does not let through is not sent: it
+// finds the lock held. reused is
 // as for install.
 func (hd *Handle) attempt(ctx context.Context, k Kind, token string, pass GatePass, reused bool) (a Attempt, held *Hold, cut bool) {
 	if pass != nil && !pass.Open() {

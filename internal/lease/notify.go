@@ -57,7 +57,7 @@ type Sources func(channel string) []Source
 // them, so each process sends one attempt per release instead of a herd.
 // A waiter that gives up passes an unused wake-up on. A release in this
 // process may also hand its hold straight to that waiter (handoff.go). A
-// queued kind's waiters also listen on the Client's inbox on the key
+// FIFO strategy's waiters also listen on the Client's inbox on the key
 // (inbox.go), where a release in any process hands them the key by name.
 //
 // Subscribing happens on a goroutine of its own, and on one per source
