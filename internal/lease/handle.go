@@ -268,8 +268,7 @@ func (hd *Handle) undoPanicked() {
 // its call returns if it may have taken the lock or, for the FIFO
 // strategy, joined the queue (Strategy.undoCut). held is the new hold. An
 // attempt that pass, when not nil, does not let through is not sent: it
-// finds the lock held. reused is
-// as for install.
+// finds the lock held. reused is as for install.
 func (hd *Handle) attempt(ctx context.Context, k Kind, token string, pass GatePass, reused bool) (a Attempt, held *Hold, cut bool) {
 	if pass != nil && !pass.Open() {
 		return Attempt{}, nil, false
