@@ -149,7 +149,8 @@ func (s *settings) audited(k *keys, token string, fence int64) backend {
 		return nil
 	}
 	au := a.call(k, token, fence)
-	if b, ok := s.be.(semBackend); ok {
+	if s.permits() {
+		b := s.sem
 		b.au = au
 		return b
 	}

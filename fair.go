@@ -88,9 +88,6 @@ func (cfg *config) validateFair() error {
 	return nil
 }
 
-// fair reports whether l is a usable fair lock.
-func (l *Lock) fair() bool { return l != nil && l.cfg != nil && l.cfg.fair }
-
 // Waiters returns how many Acquires wait in the queue of l's key now, in
 // every process: the fair queue's live entries ([WithFair]). It is 0 for a
 // key no fair lock waits on. It asks Redis; it returns an error wrapping

@@ -272,11 +272,7 @@ func (l *Lock) claimHandle() (done func(), err error) {
 
 // degradable reports whether l falls back to a local lock.
 func (l *Lock) degradable() bool {
-	if l == nil || l.cfg == nil || l.rw != nil || l.cfg.fallback != FallbackLocal {
-		return false
-	}
-	_, sem := l.cfg.be.(semBackend)
-	return !sem
+	return l != nil && l.cfg != nil && l.rw == nil && l.cfg.fallback == FallbackLocal && !l.cfg.permits()
 }
 
 // unreachable reports whether err says Redis could not be reached: a

@@ -7,20 +7,13 @@ import (
 	"github.com/agentlock/lock/internal/lease"
 )
 
-// handoff tries to pass h straight to a waiter of this Client on the same
-// key (the engine's Notifier picks the longest-waiting one that can take
-// it), in the release's one round trip. It reports whether it claimed
-// one; then o is the outcome of the release. Another kind's waiter is
-// only woken, after the release.
+// handoff tries to pass h, a mutex's hold, straight to a waiter of this
+// Client on the same key (the engine's Notifier picks the longest-waiting
+// one that can take it), in the release's one round trip. It reports
+// whether it claimed one; then o is the outcome of the release. Another
+// kind's waiter is only woken, after the release. A permit's is
+// permitHandoff.
 func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, found bool) {
-	if b, ok := l.cfg.be.(semBackend); ok {
-		if l.cfg.aud != nil {
-			if ab, ok := l.cfg.audited(&l.hd.Keys, h.Token(), h.Fence()).(semBackend); ok {
-				b = ab // its release or handoff writes the entries
-			}
-		}
-		return l.semHandoff(ctx, h, b)
-	}
 	sb, ok := l.cfg.be.(*scriptBackend)
 	n := &l.cfg.c.eng.Notifier
 	if !ok || sb.reentrant || l.cfg.c.eng.Closed() {
@@ -32,13 +25,8 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 	}
 	ifPanic := lease.Gift{Retry: true, Unknown: true}
 	defer settlePanicked(n, w, &ifPanic)
-	wp := w.Handle().Policy()
-	wk, _ := w.Kind().(*kind)
-	ours, theirs := l.cfg.auditIn(&l.hd.Keys), (*auditor)(nil)
-	if wk != nil {
-		theirs = wk.cfg.auditIn(&l.hd.Keys)
-	}
-	if wp.Tag != nil || (ours != nil || theirs != nil) && (ours == nil || theirs == nil || ours.stream != theirs.stream) {
+	ours, theirs, ok := l.handoffAudit(w)
+	if !ok {
 		// Another kind's waiter on the key (a semaphore's: see NewSemaphore):
 		// a mutex hold is not what it waits for. Or a waiter whose acquire
 		// the handoff's script could not audit as its own would (see
@@ -55,16 +43,8 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 	var err error
 	if ours != nil {
 		v, err = l.handoffAudited(ctx, h, w, ours, theirs)
-	} else if sb.info {
-		// Our holder info goes; the waiter's comes, if it writes any.
-		args := []any{h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)}
-		if wk, ok := w.Kind().(*kind); ok && wk.cfg.info != nil {
-			args = append(args, wk.cfg.info)
-		}
-		v, err = sb.run(ctx, scriptHandoff, l.hd.Keys.InfoAcquireKeys(), args...).Int64()
 	} else {
-		v, err = sb.run(ctx, scriptHandoff, l.hd.Keys.AcquireKeys(),
-			h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)).Int64()
+		v, err = l.handoffPlain(ctx, sb, h, w)
 	}
 	ifPanic = lease.Gift{}
 	st := lease.Stolen
@@ -72,6 +52,40 @@ func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, fou
 		st = lease.Gone
 	}
 	return settleHandoff(n, w, sent, v, err, st), true
+}
+
+// handoffAudit returns the auditors of a handoff of our hold to w: ours,
+// and the waiter's. ok is false when w cannot take a mutex hold from us:
+// it waits for another kind (Policy.Tag), or the handoff's script could
+// not audit its acquire as its own would (one side audited, or the two
+// writing to different streams).
+func (l *Lock) handoffAudit(w *lease.Waiter) (ours, theirs *auditor, ok bool) {
+	if w.Handle().Policy().Tag != nil {
+		return nil, nil, false
+	}
+	ours = l.cfg.auditIn(&l.hd.Keys)
+	if wk, isMutex := w.Kind().(*kind); isMutex {
+		theirs = wk.cfg.auditIn(&l.hd.Keys)
+	}
+	if ours == nil && theirs == nil {
+		return nil, nil, true
+	}
+	return ours, theirs, ours != nil && theirs != nil && ours.stream == theirs.stream
+}
+
+// handoffPlain runs the unaudited handoff of h to w.
+func (l *Lock) handoffPlain(ctx context.Context, sb *scriptBackend, h *lease.Hold, w *lease.Waiter) (int64, error) {
+	wp := w.Handle().Policy()
+	if !sb.info {
+		return sb.run(ctx, scriptHandoff, l.hd.Keys.AcquireKeys(),
+			h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)).Int64()
+	}
+	// Our holder info goes; the waiter's comes, if it writes any.
+	args := []any{h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)}
+	if wk, ok := w.Kind().(*kind); ok && wk.cfg.info != nil {
+		args = append(args, wk.cfg.info)
+	}
+	return sb.run(ctx, scriptHandoff, l.hd.Keys.InfoAcquireKeys(), args...).Int64()
 }
 
 // settlePanicked, deferred by a release that claimed w, settles w with

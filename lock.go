@@ -18,20 +18,46 @@ type Lock struct {
 	cfg *settings // the Client's own when NewLock had no options; nil on error
 	hd  lease.Handle
 	rw  *rwSide // a read-write lock's hold (rwlock.go); nil for the mutex
+	// k is its kind's calls as the engine sees them, chosen when the Lock
+	// is made; tk is the kind TryAcquire passes (a read-write lock's
+	// writer marks nothing there). Both nil on a Lock that failed.
+	k, tk lease.Kind
 
 	deg     atomic.Pointer[localHold] // the current hold when degraded (fallback.go)
 	falling atomic.Bool               // an acquisition that may fall back is under way (fallback.go)
 }
 
-// kind returns the calls of l's kind of lock, as the engine sees them.
+// kind returns the calls of l's kind of lock, as the engine sees them:
+// those chosen when l was made, or the mutex's on a Lock that failed (or
+// a zero or nil one), whose verbs return its error before any call.
 func (l *Lock) kind() lease.Kind {
-	switch {
-	case l != nil && l.rw != nil:
-		return (*rwKind)(l)
-	case l.fair():
-		return (*fairKind)(l)
+	if l == nil || l.k == nil {
+		return (*kind)(l)
 	}
-	return (*kind)(l)
+	return l.k
+}
+
+// tryKind is kind for TryAcquire.
+func (l *Lock) tryKind() lease.Kind {
+	if l == nil || l.tk == nil {
+		return (*kind)(l)
+	}
+	return l.tk
+}
+
+// initMutex makes l a handle on key under s: a mutex, re-entrant or not,
+// or a fair lock ([WithFair]), whose Acquire waits by s's strategy. A
+// semaphore's permit and Once's lock are mutexes to the engine, over
+// their own backend and settings.
+func (l *Lock) initMutex(s *settings, keys luascripts.Keys) {
+	l.cfg = s
+	l.hd.Init(&s.pol, keys, s.strategy)
+	if s.fair {
+		l.k, l.tk = (*fairKind)(l), (*fairTry)(l)
+		return
+	}
+	l.k = (*kind)(l)
+	l.tk = l.k
 }
 
 // NewLock returns a handle on the lock named key, configured by the Client's
@@ -59,8 +85,7 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 		l.hd.Fail(key, keyError(key, err))
 		return l
 	}
-	l.cfg = s
-	l.hd.Init(&s.pol, luascripts.NewKeys(s.prefix, key))
+	l.initMutex(s, luascripts.NewKeys(s.prefix, key))
 	return l
 }
 

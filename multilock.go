@@ -83,20 +83,19 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 	m.cfg = s
 	m.order(c)
 	m.pol = s.pol
-	m.pol.Notify, m.pol.Handoff = false, false
+	m.pol.Notify = false
 	m.pol.Inbox = c.multiInbox(s.prefix, opts)
 	m.pol.Gate = m.gate(s)
-	// Every attempt backs out of what it took (see Try): the next carries
-	// a fresh token, so a release of the last one that lands late cannot
-	// free it.
-	m.pol.FreshTokens = true
 	if s.aud != nil {
 		m.pol.Observe = s.observeSeparate() // multi_*.lua write no entries
 	}
 	m.pol.Group = func(context.Context, *lease.Hold) lease.Group { return multiGroup{m} }
 	k := luascripts.NewKeys(s.prefix, m.keys[0])
 	k.User = strings.Join(m.keys, ",")
-	m.hd.Init(&m.pol, k)
+	// Every attempt backs out of what it took (see Try): the next carries
+	// a fresh token, so a release of the last one that lands late cannot
+	// free it.
+	m.hd.Init(&m.pol, k, lease.Fresh)
 	return m
 }
 
@@ -278,7 +277,7 @@ func (k *multiKind) Token() (string, error) { return lease.NewToken() }
 func (k *multiKind) CheckTTL(ttl time.Duration) error { return (*kind)(nil).CheckTTL(ttl) }
 
 // Try takes the slot groups in order with token, which no other attempt
-// carries (Policy.FreshTokens). When a group is held by someone else, or
+// carries (lease.Fresh). When a group is held by someone else, or
 // its call fails, the attempt backs out before it reports: it releases the
 // groups it took and undoes the group whose call failed (see backOut), so
 // a waiting MultiLock holds no member between attempts.

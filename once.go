@@ -364,8 +364,8 @@ func (c *Client) onceLock(key string, opts []Option) (*Lock, error) {
 		return nil, keyError(key, err)
 	}
 	os := c.onceSettings(cfg, len(opts) == 0)
-	l := &Lock{cfg: os}
-	l.hd.Init(&os.pol, luascripts.NewKeys(os.prefix, key))
+	l := &Lock{}
+	l.initMutex(os, luascripts.NewKeys(os.prefix, key))
 	return l, nil
 }
 
@@ -383,7 +383,7 @@ func (c *Client) onceSettings(cfg config, dflt bool) *settings {
 		}
 	}
 	os := c.settings(cfg)
-	os.pol.Eager, os.pol.Handoff = true, false
+	os.strategy = lease.Eager
 	// A waiter relies on the store's publish; its timer is only the
 	// fallback for a missed message (or a holder that died), so it runs at
 	// the backoff's upper bound rather than polling while fn runs.

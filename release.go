@@ -50,8 +50,14 @@ func (l *Lock) Release(ctx context.Context) error {
 // the key may be a waiter's by now, and a handoff would claim a waiter for
 // nothing), and otherwise deletes it.
 func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
+	return k.release(ctx, h, ended, (*Lock).handoff)
+}
+
+// release drops h as Release says, handing it over by handoff.
+func (k *kind) release(ctx context.Context, h *lease.Hold, ended bool,
+	handoff func(*Lock, context.Context, *lease.Hold) (lease.Outcome, bool)) lease.Outcome {
 	if !ended {
-		if o, found := (*Lock)(k).handoff(ctx, h); found {
+		if o, found := handoff((*Lock)(k), ctx, h); found {
 			return o
 		}
 	}

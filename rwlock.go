@@ -88,7 +88,7 @@ func (c *Client) NewRWLock(key string, opts ...Option) *RWLock {
 	}
 	s := c.settings(cfg)
 	// Handoff is the mutex's: a release hands a waiter a mutex hold.
-	s.pol.Handoff = false
+	s.strategy = lease.Contend
 	s.pol.Tag = rwTag{}
 	rw.cfg = s
 	rw.keys = luascripts.NewKeys(s.prefix, key)
@@ -143,7 +143,8 @@ func (rw *RWLock) handle(side func(*RWLock) *rwSide) *Lock {
 		l.hd.Fail(rw.key, keyError(rw.key, errZeroRWLock))
 	default:
 		l.cfg, l.rw = rw.cfg, side(rw)
-		l.hd.Init(&rw.cfg.pol, rw.keys)
+		l.hd.Init(&rw.cfg.pol, rw.keys, rw.cfg.strategy)
+		l.k, l.tk = (*rwKind)(l), rwTry{(*rwKind)(l)}
 	}
 	return l
 }
@@ -189,17 +190,6 @@ type rwTry struct{ *rwKind }
 
 // Try sends one acquire.
 func (k rwTry) Try(ctx context.Context, token string) lease.Attempt { return k.try(ctx, token, 0) }
-
-// tryKind is kind for TryAcquire.
-func (l *Lock) tryKind() lease.Kind {
-	switch {
-	case l != nil && l.rw != nil:
-		return rwTry{(*rwKind)(l)}
-	case l.fair():
-		return (*fairTry)(l)
-	}
-	return l.kind()
-}
 
 // try sends one acquire; a writer that must wait marks itself waiting for
 // mark (0: not).

@@ -96,9 +96,10 @@ func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
 	set := c.settings(cfg)
 	sb := c.backend(backendKind{mode: ReleaseScript, fencing: cfg.fencing, coalesce: cfg.coalesce,
 		info: set.info != nil}).(*scriptBackend)
-	set.be = semBackend{sb: sb, rdb: c.rdb, n: n, info: set.info}
-	set.pol.Handoff = true // to waiters of the same settings only: see semHandoff
-	set.pol.Tag = semTag{} // so a mutex's release hands it nothing (handoff)
+	set.sem = semBackend{sb: sb, rdb: c.rdb, n: n, info: set.info}
+	set.be = set.sem
+	set.strategy = lease.HandOff // to waiters of the same settings only: see semHandoff
+	set.pol.Tag = semTag{}       // so a mutex's release hands it nothing (handoff)
 	// The renewal group of its permits (settings.group): one per script
 	// backend, shared by the permits of every semaphore of the Client
 	// that uses it, whatever their n.
@@ -164,7 +165,9 @@ func (s *Semaphore) Permit() *Lock {
 		return l
 	}
 	l.cfg = s.set
-	l.hd.Init(&s.set.pol, s.keys)
+	l.hd.Init(&s.set.pol, s.keys, s.set.strategy)
+	l.k = permitKind{(*kind)(l)}
+	l.tk = l.k
 	return l
 }
 
@@ -175,7 +178,7 @@ func (s *Semaphore) Permit() *Lock {
 // matches [ErrLockLost] whatever fn returned.
 func (s *Semaphore) WithPermit(ctx context.Context, fn func(context.Context) error) error {
 	l := s.Permit()
-	return lease.WithLock(ctx, "lock", &l.hd, (*kind)(l), fn)
+	return lease.WithLock(ctx, "lock", &l.hd, l.kind(), fn)
 }
 
 // Available returns how many of the Semaphore's n permits are free now: n
@@ -189,7 +192,7 @@ func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	}
 	var n int
 	err := s.set.c.callBounded(ctx, func() (err error) {
-		n, err = s.set.be.(semBackend).available(ctx, &s.keys)
+		n, err = s.set.sem.available(ctx, &s.keys)
 		return err
 	})
 	if err != nil {

@@ -7,6 +7,30 @@ import (
 	"github.com/agentlock/lock/internal/lease"
 )
 
+// permitKind is a semaphore's permit as the engine sees it (lease.Kind):
+// the mutex's calls over the semaphore's backend, but for a Release, which
+// hands the permit over as a permit (permitHandoff). A struct of one
+// pointer costs no allocation as an interface.
+type permitKind struct{ *kind }
+
+// Release drops h, handing it straight to a waiter of the same settings
+// when it can (see kind.Release).
+func (k permitKind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
+	return k.release(ctx, h, ended, (*Lock).permitHandoff)
+}
+
+// permitHandoff is semHandoff over the permit's backend, whose call writes
+// the audit entries when the permit is audited.
+func (l *Lock) permitHandoff(ctx context.Context, h *lease.Hold) (lease.Outcome, bool) {
+	b := l.cfg.sem
+	if l.cfg.aud != nil {
+		if a := l.cfg.auditIn(&l.hd.Keys); a != nil {
+			b.au = a.call(&l.hd.Keys, h.Token(), h.Fence())
+		}
+	}
+	return l.semHandoff(ctx, h, b)
+}
+
 // semHandoff passes h, a permit, straight to the longest-waiting Acquire of
 // the same settings in this Client (see handoff for the mutex's), in the
 // release's one round trip. It reports whether it claimed a waiter; then

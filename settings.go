@@ -21,6 +21,12 @@ type settings struct {
 	info any
 	// aud writes its audit entries ([WithAudit]); nil when off.
 	aud *auditor
+	// strategy is how its locks' Acquire waits (lease.Strategy): a fair
+	// lock's queue, a release's handoff, or contending attempts.
+	strategy lease.Strategy
+	// sem is a semaphore's backend, its be too (semaphore.go); zero for
+	// the settings of other kinds.
+	sem semBackend
 	// grp is the renewal group of its holds (with no master named), boxed
 	// once: the renewal loop asks for every hold's group at every renewal.
 	grp lease.Group
@@ -38,20 +44,15 @@ func (c *Client) fill(s *settings) *settings {
 		info: s.info != nil})
 	s.grp = renewGroup{be: s.be, rdb: c.rdb}
 	s.pol = lease.Policy{
-		Engine:     &c.eng,
-		Pkg:        "lock",
-		TTL:        cfg.ttl,
-		Watchdog:   cfg.watchdog,
-		MaxHold:    cfg.maxHold,
-		Wait:       cfg.wait,
-		BackoffMin: cfg.backoffMin,
-		BackoffMax: cfg.backoffMax,
-		Notify:     cfg.notify,
-		// Only plain script-mode holds without a replica WAIT can be
-		// handed over (see handoff.lua).
-		// A fair lock hands over in Redis, to its queue's head (fair.go).
-		Handoff:     cfg.mode == ReleaseScript && !cfg.ownerSet && cfg.acks == 0 && !cfg.fair,
-		Queued:      cfg.fair,
+		Engine:      &c.eng,
+		Pkg:         "lock",
+		TTL:         cfg.ttl,
+		Watchdog:    cfg.watchdog,
+		MaxHold:     cfg.maxHold,
+		Wait:        cfg.wait,
+		BackoffMin:  cfg.backoffMin,
+		BackoffMax:  cfg.backoffMax,
+		Notify:      cfg.notify,
 		Fencing:     cfg.fencing,
 		Bounded:     cfg.coalesce || !keepsDeadlines(c.rdb),
 		UndoTimeout: cleanupTimeout(cfg.ttl),
@@ -60,6 +61,7 @@ func (c *Client) fill(s *settings) *settings {
 		Lost:        newLostError,
 		Logger:      cfg.logger,
 	}
+	s.strategy = mutexStrategy(cfg)
 	if cfg.ownerSet {
 		s.pol.Owner = cfg.owner
 	}
@@ -121,3 +123,20 @@ func safetyMargin(ttl time.Duration) time.Duration {
 func cleanupTimeout(ttl time.Duration) time.Duration {
 	return min(max(ttl, time.Second), 5*time.Second)
 }
+
+// mutexStrategy returns how a mutex of cfg waits. A fair lock hands over
+// in Redis, to its queue's head (fair.go). Only plain script-mode holds
+// without a replica WAIT can be handed over by a release in this process
+// (see handoff.lua).
+func mutexStrategy(cfg *config) lease.Strategy {
+	switch {
+	case cfg.fair:
+		return lease.FIFO
+	case cfg.mode == ReleaseScript && !cfg.ownerSet && cfg.acks == 0:
+		return lease.HandOff
+	}
+	return lease.Contend
+}
+
+// permits reports whether s is a semaphore's.
+func (s *settings) permits() bool { return s.sem.sb != nil }

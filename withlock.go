@@ -30,8 +30,5 @@ func (c *Client) WithLock(ctx context.Context, key string, fn func(context.Conte
 	if l.degradable() {
 		return l.withLockFallback(ctx, fn)
 	}
-	if l.fair() {
-		return lease.WithLock(ctx, "lock", &l.hd, (*fairKind)(l), fn)
-	}
-	return lease.WithLock(ctx, "lock", &l.hd, (*kind)(l), fn)
+	return lease.WithLock(ctx, "lock", &l.hd, l.kind(), fn)
 }

@@ -35,11 +35,37 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 	call := luascripts.NewPrebuilt(luascripts.AcquireBoxed, false, k.hd.Keys.TombstoneAcquireKeys(token), token, s.ttlBox, "0", flag(s.fencing))
 	r := c.newRound(ctx, call, start.Add(s.callTimeout), s.callTimeout, nil, false)
 	r.sendAll()
+	t := r.tallyAcquire(ctx, s.quorum)
 
-	var pttl time.Duration
-	var fence int64
-	granted, held := 0, 0
-	for range n {
+	var failure error
+	if t.granted == s.quorum {
+		if failure = l.confirm(ctx, token, r, t.fence, start, validUntil); failure == nil {
+			l.acq.Store(r)
+			return lease.Attempt{OK: true, Fence: t.fence, Sent: start}
+		}
+	}
+	l.cleanup(ctx, token, r)
+	if failure != nil {
+		return lease.Attempt{Err: failure}
+	}
+	if t.held > n-s.quorum {
+		return lease.Attempt{PTTL: t.pttl} // others have it: not an error
+	}
+	return lease.Attempt{PTTL: t.pttl, Err: r.quorumError(ctx, t.granted, s.quorum)}
+}
+
+// acquireTally is what the replies of an acquire round said, up to quorum.
+type acquireTally struct {
+	granted, held int           // nodes that hold our token, someone else's
+	fence         int64         // the highest fence a granting node returned
+	pttl          time.Duration // the shortest TTL left on a node held by another; 0 if none
+}
+
+// tallyAcquire reads the replies of r, an acquire round, as they come,
+// until quorum nodes granted it or no more replies come, marking each
+// node's state.
+func (r *round) tallyAcquire(ctx context.Context, quorum int) (t acquireTally) {
+	for range len(r.nodes) {
 		i, ok := r.next(ctx)
 		if !ok {
 			break
@@ -53,40 +79,40 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 		ours, f, left := luascripts.AcquireReply(v)
 		if !ours {
 			nd.st = stateHeld
-			held++
-			if pttl == 0 || left < pttl {
-				pttl = left
+			t.held++
+			if t.pttl == 0 || left < t.pttl {
+				t.pttl = left
 			}
 			continue
 		}
 		nd.st, nd.val = stateGranted, f
-		fence = max(fence, f)
-		if granted++; granted == s.quorum {
+		t.fence = max(t.fence, f)
+		if t.granted++; t.granted == quorum {
 			break
 		}
 	}
+	return t
+}
 
-	var failure error
-	if granted == s.quorum {
-		if s.fencing {
-			failure = l.raiseFences(ctx, token, r, fence, validUntil)
-		}
-		if failure == nil && !time.Now().Before(validUntil) {
-			failure = lease.Chain(lock.ErrNotAcquired, errValidity, fmt.Errorf("after %v", time.Since(start)))
-		}
-		if failure == nil {
-			l.acq.Store(r)
-			return lease.Attempt{OK: true, Fence: fence, Sent: start}
+// confirm makes a quorum's grant of acq, sent at start, a hold: it raises
+// the fences of the granting nodes to fence, and refuses a hold whose
+// validity ran out meanwhile.
+func (l *Lock) confirm(ctx context.Context, token string, acq *round, fence int64, start, validUntil time.Time) error {
+	if l.cfg.fencing {
+		if err := l.raiseFences(ctx, token, acq, fence, validUntil); err != nil {
+			return err
 		}
 	}
-	l.cleanup(ctx, token, r)
-	if failure != nil {
-		return lease.Attempt{Err: failure}
+	if !time.Now().Before(validUntil) {
+		return lease.Chain(lock.ErrNotAcquired, errValidity, fmt.Errorf("after %v", time.Since(start)))
 	}
-	if held > n-s.quorum {
-		return lease.Attempt{PTTL: pttl} // others have it: not an error
-	}
-	qe := &QuorumError{Reached: granted, Needed: s.quorum, Errs: make([]error, n)}
+	return nil
+}
+
+// quorumError reports, node by node, why r, an acquire round, reached
+// granted of the needed nodes.
+func (r *round) quorumError(ctx context.Context, granted, needed int) *QuorumError {
+	qe := &QuorumError{Reached: granted, Needed: needed, Errs: make([]error, len(r.nodes))}
 	for i := range r.nodes {
 		switch nd := &r.nodes[i]; nd.st {
 		case stateHeld:
@@ -100,7 +126,7 @@ func (k *kind) Try(ctx context.Context, token string) lease.Attempt {
 			}
 		}
 	}
-	return lease.Attempt{PTTL: pttl, Err: qe}
+	return qe
 }
 
 // flag is a script's boolean argument: "1" or "0".

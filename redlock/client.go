@@ -155,7 +155,9 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 		l.hd.Fail(key, keyError(key, err))
 	} else {
 		l.cfg = s
-		l.hd.Init(&s.pol, luascripts.NewKeys(s.prefix, key))
+		// A late undo of a failed attempt must not delete what a later
+		// attempt wins: every attempt has its own token and undoes itself.
+		l.hd.Init(&s.pol, luascripts.NewKeys(s.prefix, key), lease.Fresh)
 	}
 	return l
 }

@@ -34,9 +34,6 @@ func (c *Client) settings(cfg config) *settings {
 		BackoffMax: cfg.backoffMax,
 		Notify:     cfg.notify,
 		Fencing:    cfg.fencing,
-		// A late undo of a failed attempt must not delete what a later
-		// attempt wins: every attempt has its own token and undoes itself.
-		FreshTokens: true,
 		// Every per-node call carries its own deadline (fanout.go).
 		Bounded:     false,
 		UndoTimeout: releaseTimeout(s.callTimeout),

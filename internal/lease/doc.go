@@ -1,9 +1,47 @@
-// Package lease is the engine every lock kind of agentlock runs on. The core
-// mutex (package lock) and the quorum lock (package redlock) are thin types
-// over it, and so are meant to be the kinds still to come (read-write locks,
-// semaphores, fair locks, multi-locks, Once): a kind knows how to talk to
-// Redis — its scripts, its quorum — and the engine knows, once, how to hold a
+// Package lease is the engine every lock kind of agentlock runs on. The
+// core's kinds (package lock: the mutex, re-entrant or not, the fair lock,
+// the read-write lock's read and write holds, the semaphore's permit, the
+// multi-lock, Once's lock) and the quorum lock (package redlock) are thin
+// types over it: a kind knows how to talk to Redis — its scripts, its
+// quorum — and how its waiters wait; the engine knows, once, how to hold a
 // lease over those calls.
+//
+// # The engine
+//
+// What every hold shares lives here: its token and fence, its TTL and
+// safety deadline, renewal in batches, Lost and LostErr, the wake-ups of
+// its waiters, and Close. None of it asks which kind it serves: a kind
+// brings its Redis calls as a Kind and its way of waiting as a Strategy,
+// both fixed when its handle is made.
+//
+// # The Kind interface
+//
+// A Kind is what the verbs need from the kind for one handle: a token, one
+// acquire attempt, the undo of an attempt, and the release and extend of a
+// hold. A kind makes it from its Lock by a pointer conversion, or a struct
+// of one pointer, stored in the Lock when the Lock is made, so passing it
+// costs no allocation. What an attempt found comes back as an Attempt; what
+// a release, extend or renewal found, as an Outcome.
+//
+// # Strategies
+//
+// A Strategy is how an Acquire waits where kinds differ, and the wait loop
+// (Handle.wait, its steps in waitRun) only ever calls it. Contend, the
+// read-write lock's: attempts race, and an Acquire queues behind the
+// waiters of its process already listening instead of racing the one a
+// release wakes; the attempts of one Acquire share a token, so a reply lost
+// on the network is confirmed by the next, and the engine undoes what a
+// failed Acquire may have left. HandOff, the mutex's and the permit's, is
+// Contend whose waiters a release in this process may hand its hold (the
+// Notifier's Claim and Settle, the waiter's Gift). Eager, Once's, listens
+// from the start and makes its first attempt at once, behind waiters or
+// not, since a stored result is one round trip away. FIFO, the fair
+// lock's, joins its queue in Redis with the first attempt, listening on the
+// key and on its Client's inbox before it, and always takes its token out
+// of the queue when it gives up, which Close waits for. Fresh, redlock's
+// and the multi-lock's, gives every attempt a token of its own and leaves
+// the undo of a failed attempt to the attempt itself, so a late undo can
+// never free what a later attempt took.
 //
 // # Types
 //
@@ -18,13 +56,16 @@
 //	        kind's *LostError).
 //	Handle  the engine's part of one lock handle, embedded in the kind's
 //	        Lock: the lock's keys (luascripts.Keys, the one storage layout),
-//	        its Policy, its current hold and the busy flag. Its verbs
+//	        its Policy and Strategy, its current hold and the busy flag. Its verbs
 //	        (TryAcquire, Acquire, Release, Extend, RunHeld for WithLock) are
 //	        the whole of a kind's verbs but for the Redis calls.
 //	Kind    what a verb needs from the kind for one call on one handle: a
 //	        token, one acquire attempt, the undo of an attempt, the release
 //	        and the extend of a hold. A kind passes a pointer conversion of
 //	        its Lock, so the interface costs no allocation.
+//	Strategy
+//	        how the kind's Acquire waits (Contend, HandOff, Eager, FIFO,
+//	        Fresh), given to Handle.Init with the Policy.
 //	Hold    one acquisition: token, fence, Lost and LostErr, the onLost
 //	        callbacks (WithLock's context), the bookkeeping that tells a
 //	        Release from a loss, and its term.
@@ -99,8 +140,9 @@
 //
 // # Waiting
 //
-// Handle.Acquire is the wait loop of every kind: attempts until the lock is
-// held, ctx is done or Policy.Wait passes; between attempts a jittered
+// Handle.Acquire is the wait loop of every kind, steered by the handle's
+// Strategy: attempts until the lock is held, ctx is done or Policy.Wait
+// passes; between attempts a jittered
 // exponential backoff capped by the holder's remaining TTL, cut short by a
 // wake-up from the Notifier. The Notifier is the Engine's pub/sub: a kind
 // says where a channel's messages come from (the core: its one client, a

@@ -15,18 +15,29 @@ import (
 // they return an error wrapping ErrInvalid. Its methods are safe for concurrent use, but one handle
 // holds the lock at most once at a time.
 type Handle struct {
-	Keys luascripts.Keys // the lock's keys; Keys.User is the caller's key
-	pol  *Policy         // nil on the handle of a zero Lock, or one that failed
-	err  error           // the configuration error, returned by every verb
+	Keys  luascripts.Keys // the lock's keys; Keys.User is the caller's key
+	pol   *Policy         // nil on the handle of a zero Lock, or one that failed
+	strat Strategy        // how its Acquire waits
+	err   error           // the configuration error, returned by every verb
 
 	mu   sync.Mutex
 	busy bool  // an Acquire or TryAcquire is under way
 	h    *Hold // the current or last hold; nil before the first
 }
 
-// Init makes hd a handle on keys under pol.
-func (hd *Handle) Init(pol *Policy, keys luascripts.Keys) {
-	hd.pol, hd.Keys = pol, keys
+// Init makes hd a handle on keys under pol, whose Acquire waits by s
+// (Contend when nil).
+func (hd *Handle) Init(pol *Policy, keys luascripts.Keys, s Strategy) {
+	hd.pol, hd.Keys, hd.strat = pol, keys, s
+}
+
+// strategy returns how hd's Acquire waits: Contend unless Init said
+// otherwise.
+func (hd *Handle) strategy() Strategy {
+	if hd.strat == nil {
+		return Contend
+	}
+	return hd.strat
 }
 
 // Fail makes hd the handle of a lock on key that cannot be used: every
@@ -254,10 +265,10 @@ func (hd *Handle) undoPanicked() {
 // attempt makes one attempt with token and installs the hold it takes. An
 // attempt whose outcome is unknown is returned as such (Unknown); one the
 // caller's deadline cut short is settled in the background, undone once
-// its call returns if it may have taken the lock or, for a queued kind,
-// joined the queue. held is the new hold. An attempt that pass, when not
-// nil, does not let through is not sent: it finds the lock held. reused is
-// as for install.
+// its call returns if it may have taken the lock or, for the FIFO
+// strategy, joined the queue (Strategy.undoCut). held is the new hold. An
+// attempt that pass, when not nil, does not let through is not sent: it
+// finds the lock held. reused is as for install.
 func (hd *Handle) attempt(ctx context.Context, k Kind, token string, pass GatePass, reused bool) (a Attempt, held *Hold, cut bool) {
 	if pass != nil && !pass.Open() {
 		return Attempt{}, nil, false
@@ -292,7 +303,7 @@ func (hd *Handle) try(ctx context.Context, k Kind, token string) (a Attempt, cut
 		// Only now is the call's outcome known: an undo sent before
 		// it could run in Redis ahead of the attempt it undoes. One
 		// that panicked may have been sent.
-		if a.OK || a.Unknown || panicked != nil || hd.pol.Queued {
+		if hd.strategy().undoCut(a, panicked) {
 			hd.undoLater(k, token)
 		}
 	})

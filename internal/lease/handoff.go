@@ -54,7 +54,7 @@ func (n *Notifier) Claim(channel string) *Waiter {
 		return nil
 	}
 	for _, w := range cs.waiters {
-		if w.state == waiterIdle && w.hd != nil && w.hd.pol.Handoff {
+		if w.state == waiterIdle && w.claimable {
 			w.state = waiterClaimed
 			cs.handoffs++
 			return w

@@ -6,7 +6,7 @@ import (
 )
 
 // A Client's inbox on a key is a channel of its own in the key's slot,
-// P{K}:notify:<id> (Notifier.Inbox), on which a queued kind's release
+// P{K}:notify:<id> (Notifier.Inbox), on which a FIFO kind's release
 // (a fair lock's) sends the messages meant for one waiter (MsgGive,
 // MsgTo): only the Client whose waiter the message names reads it, so a
 // handoff wakes one reader goroutine instead of one per Client waiting on

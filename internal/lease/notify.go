@@ -57,7 +57,7 @@ type Sources func(channel string) []Source
 // them, so each process sends one attempt per release instead of a herd.
 // A waiter that gives up passes an unused wake-up on. A release in this
 // process may also hand its hold straight to that waiter (handoff.go). A
-// queued kind's waiters also listen on the Client's inbox on the key
+// FIFO strategy's waiters also listen on the Client's inbox on the key
 // (inbox.go), where a release in any process hands them the key by name.
 //
 // Subscribing happens on a goroutine of its own, and on one per source
@@ -140,15 +140,17 @@ type Waiter struct {
 	cs *channelState
 	ch chan struct{} // buffered 1: a wake-up is never lost, never doubled
 
-	// For direct handoff (handoff.go): the waiting handle, its kind and
-	// token, hd nil when it cannot take a handed-over hold; state and gift
-	// under n.mu.
-	hd    *Handle
-	k     Kind
-	token string
-	state int
-	gift  Gift
-	// ttl, for a waiter of a queued kind (Policy.Queued), is its hold's TTL,
+	// For direct handoff (handoff.go): the waiting handle and its kind,
+	// set by a strategy whose waiters may be handed a hold (HandOff,
+	// FIFO), nil otherwise; claimable when a release in this process may
+	// hand it one (HandOff); its token; state and gift under n.mu.
+	hd        *Handle
+	k         Kind
+	claimable bool
+	token     string
+	state     int
+	gift      Gift
+	// ttl, for a waiter of the FIFO strategy, is its hold's TTL,
 	// and sent when its last attempt began: a message may hand it a hold
 	// (give). Under n.mu.
 	ttl  time.Duration
@@ -191,18 +193,8 @@ func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAg
 		n.chans[channel] = cs
 	}
 	w = &Waiter{n: n, cs: cs, ch: make(chan struct{}, 1), token: token}
-	if hd.pol.Handoff || hd.pol.Queued {
-		w.hd, w.k = hd, k // a queued kind's gift is undone through them
-	}
-	if hd.pol.Queued {
-		w.ttl = hd.pol.TTL
-	}
 	cs.waiters = append(cs.waiters, w)
-	if hd.pol.Queued {
-		// Its handoffs come to this Client's inbox on the key, which it
-		// listens on before its first attempt, as on the key's channel.
-		n.subscribeOnce(n.inboxOf(cs))
-	}
+	hd.strategy().enlist(n, w, hd, k)
 	ready = cs.listening()
 	w.owed = ready && lookAgain
 	n.subscribeOnce(cs)

@@ -19,15 +19,8 @@ type Policy struct {
 	BackoffMin time.Duration // the first sleep between attempts
 	BackoffMax time.Duration // the cap on a sleep between attempts
 	Notify     bool          // waiters listen for release messages
-	Handoff    bool          // a waiter may be handed a hold by a release in this process
 	Fencing    bool          // holds carry a fence (the handoff script needs to know)
 	Owner      string        // a re-entrant owner id, shown as the token of every hold; "" for none
-	// FreshTokens gives every attempt of an Acquire a token of its own, and
-	// leaves the undo of a failed attempt to the attempt itself (redlock).
-	// Otherwise the attempts of one Acquire share a token, so one whose
-	// reply was lost is confirmed by the next, and the engine undoes what an
-	// attempt of unknown outcome may have set.
-	FreshTokens bool
 	// Bounded: the kind's calls may outlive their context's deadline (the
 	// client lacks ContextTimeoutEnabled, or shares pipelines), so a verb
 	// whose ctx has a deadline runs its call on a goroutine and stops
@@ -36,17 +29,6 @@ type Policy struct {
 	// UndoTimeout bounds the calls made on the caller's behalf once its own
 	// context may be gone: the undo of an attempt, WithLock's release.
 	UndoTimeout time.Duration
-	// Eager: an Acquire makes its first attempt at once, even when waiters
-	// of this process already queue for the key (Once: a stored result is
-	// returned in one round trip, whoever waits). Otherwise it queues behind
-	// them without an attempt, instead of racing the one a release wakes.
-	Eager bool
-	// Queued: the kind keeps its waiters' order in Redis (a fair lock), so
-	// every Acquire listens for wake-ups from the start and makes its first
-	// attempt at once, joining that queue, even when others of this process
-	// wait already; and an Acquire that gives up always undoes its token,
-	// which takes it out of the queue.
-	Queued bool
 
 	// Margin is how long before sent+ttl a hold not confirmed again is
 	// declared lost.
@@ -206,7 +188,7 @@ type Attempt struct {
 // Kind is what a verb asks of the lock kind, for one handle. A kind passes
 // a pointer conversion of its Lock (no allocation).
 type Kind interface {
-	// Token returns a token for a new hold (or attempt, with FreshTokens).
+	// Token returns a token for a new hold (or attempt, with Fresh).
 	Token() (string, error)
 	// Try makes one acquire attempt with token.
 	Try(ctx context.Context, token string) Attempt
