@@ -110,7 +110,6 @@ func TestLock_Acquire_returnsByDeadlineWhenUnreachable(t *testing.T) {
 // when the server resumes, and the undo that follows runs before Close
 // returns, leaving the key free.
 func TestClient_Close_waitsForUndoOfUnansweredAttempt(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t, redistest.Config{})
 	rdb := s.Client(t)
 	ctx := context.Background()

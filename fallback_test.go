@@ -163,7 +163,6 @@ func TestFallback_redisDown(t *testing.T) {
 // the key held while the degraded hold is live (no attempt sent) and gets
 // it, from Redis, only after its Release.
 func TestFallback_degradedExcludesRedisPath(t *testing.T) {
-	t.Parallel()
 	srv, rdb := downTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -204,7 +203,6 @@ func TestFallback_degradedExcludesRedisPath(t *testing.T) {
 // hold of this Client is live when the server dies; a degraded acquire of
 // the key must not get in until that hold ends.
 func TestFallback_redisHoldExcludesDegraded(t *testing.T) {
-	t.Parallel()
 	srv, rdb := downTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -228,7 +226,6 @@ func TestFallback_redisHoldExcludesDegraded(t *testing.T) {
 // TestFallback_offFailsClosed: without the option, Redis down fails the
 // acquisition (the default).
 func TestFallback_offFailsClosed(t *testing.T) {
-	t.Parallel()
 	srv, rdb := downTarget(t)
 	ctx := context.Background()
 	c := newClient(t, rdb)
@@ -244,7 +241,6 @@ func TestFallback_offFailsClosed(t *testing.T) {
 // TestFallback_withLock: WithLock runs fn under a degraded hold when Redis
 // is down, and frees it afterwards.
 func TestFallback_withLock(t *testing.T) {
-	t.Parallel()
 	srv, rdb := downTarget(t)
 	ctx := context.Background()
 	key := keyFor(t)

@@ -16,7 +16,6 @@ import (
 // the key's fence is the hold's; a released key inspects as free and
 // leaves no holder info behind.
 func TestClient_Inspect_mutex(t *testing.T) {
-	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb)

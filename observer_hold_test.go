@@ -172,7 +172,6 @@ func TestObserver_withLock(t *testing.T) {
 // TestObserver_releaseAllocs: an Observer costs no allocation on the
 // release path, on a real redis-server (miniredis would count its own).
 func TestObserver_releaseAllocs(t *testing.T) {
-	t.Parallel()
 	tg := realTarget(t)
 	var sum atomic.Int64
 	obs := lock.ObserverFunc(func(e lock.Event) { sum.Add(int64(e.Held) + e.Fence) })

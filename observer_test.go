@@ -81,7 +81,6 @@ func TestObserver_eventsCarryCallerCtx(t *testing.T) {
 // reports the extend's error and one loss; a stale Release reports its
 // error.
 func TestObserver_failedExtendAndRelease(t *testing.T) {
-	t.Parallel()
 	tg := miniTarget(t)
 	ctx := context.Background()
 	var mu sync.Mutex

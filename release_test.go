@@ -21,7 +21,6 @@ import (
 // TestReleaseModes runs the lock's life cycle in both release modes, on both
 // targets: one table, both modes.
 func TestReleaseModes(t *testing.T) {
-	t.Parallel()
 	for _, mode := range []lock.ReleaseMode{lock.ReleaseScript, lock.ReleaseWatch} {
 		t.Run(mode.String(), func(t *testing.T) {
 			eachTarget(t, func(t *testing.T, tg *target) {

@@ -136,7 +136,6 @@ func TestRWLock_fence(t *testing.T) {
 // TestRWLock_verbs: Extend, TTL, Lost and the ErrNotHeld answers of a
 // released hold, for both sides.
 func TestRWLock_verbs(t *testing.T) {
-	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
 		c := newClient(t, tg.rdb, lock.WithTTL(5*time.Second))

@@ -73,7 +73,6 @@ func wantLostLogged(t *testing.T, logs *logRecorder, ls []*lock.Lock) {
 // kind reports its hold vanished (the reason a deleted key gives), not
 // force-released, and the log line names the loss.
 func TestLoss_redisRestart_vanished(t *testing.T) {
-	t.Parallel()
 	tg := realTarget(t)
 	logs := &logRecorder{}
 	c := newClient(t, tg.rdb, lock.WithTTL(3*time.Second), lock.WithLogger(slog.New(logs)))

@@ -60,7 +60,6 @@ func withHelpers() []withHelper {
 // background; Close waits for that release, which frees the key once Redis
 // answers again.
 func TestDeadline_withHelpersReturnByDeadline(t *testing.T) {
-	t.Parallel()
 	for _, wh := range withHelpers() {
 		t.Run(wh.name, func(t *testing.T) {
 			t.Parallel()

@@ -19,7 +19,6 @@ import (
 // stopped node (go-redis holds the subscription's mutex across the dial and
 // handshake, and with ReadTimeout -1 would hold it until the node resumes).
 func TestClient_Close_subscribingToStoppedNode(t *testing.T) {
-	t.Parallel()
 	ss, nodes := realNodes(t, 3)
 	stuck := redis.NewClient(&redis.Options{Addr: ss[2].Addr(), MaxRetries: -1,
 		DialTimeout: time.Second, ReadTimeout: -1, ContextTimeoutEnabled: true})

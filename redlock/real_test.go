@@ -61,7 +61,6 @@ func TestReal_killAndRestart(t *testing.T) {
 }
 
 func TestReal_pausedNode(t *testing.T) {
-	t.Parallel()
 	ss, nodes := realNodes(t, 5)
 	ctx := context.Background()
 	nodeTimeout := 200 * time.Millisecond
@@ -85,7 +84,6 @@ func TestReal_pausedNode(t *testing.T) {
 }
 
 func TestReal_mutualExclusion(t *testing.T) {
-	t.Parallel()
 	_, nodes := realNodes(t, 5)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -161,7 +159,6 @@ func TestReal_fences500(t *testing.T) {
 // acquire's TTL, which would let the key go while Validity() still counts
 // the extended TTL.
 func TestReal_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
-	t.Parallel()
 	_, nodes := realNodes(t, 3)
 	ctx := context.Background()
 	key := keyFor(t)
