@@ -599,3 +599,14 @@ func TestCoalescing_panickingPipelineLedFromBackground(t *testing.T) {
 	wantPanicLogged(t, logs, "shared pipeline panicked")
 	must(t, "TryAcquire() after the pipeline's panic", tryOK(tctx, c.NewLock(keyFor(t)+":after")))
 }
+
+// newWarmClient is newClient whose first hold's check (see warmUp) is
+// over before it returns, for tests that cut or time a call of their own
+// hold and must not meet that background renewal instead.
+func newWarmClient(t *testing.T, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {
+	t.Helper()
+	rec := &kindtest.Recorder{Renewals: true}
+	c := newClient(t, rdb, append(opts, lock.WithObserver(rec))...)
+	warmUp(t, c, rec)
+	return c
+}

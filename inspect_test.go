@@ -18,7 +18,7 @@ import (
 func TestClient_Inspect_mutex(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
-		c := newClient(t, tg.rdb)
+		c := newWarmClient(t, tg.rdb)
 		key := keyFor(t)
 		before := time.Now().Add(-2 * time.Second) // server and test share a clock, in ms
 		l := c.NewLock(key, lock.WithTTL(10*time.Second), lock.WithMetadata("req-42 trace=abc"))

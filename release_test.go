@@ -25,7 +25,7 @@ func TestReleaseModes(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			eachTarget(t, func(t *testing.T, tg *target) {
 				ctx := context.Background()
-				c := newClient(t, tg.rdb, lock.WithReleaseMode(mode))
+				c := newWarmClient(t, tg.rdb, lock.WithReleaseMode(mode))
 				key := keyFor(t)
 
 				a := c.NewLock(key, lock.WithTTL(5*time.Second))

@@ -128,7 +128,7 @@ func TestRWLock_releaseResent(t *testing.T) {
 	hook := &cutReplies{}
 	rdb := tg.newRDB(t)
 	rdb.AddHook(hook)
-	c := newClient(t, rdb)
+	c := newWarmClient(t, rdb)
 	key := keyFor(t)
 	rw := c.NewRWLock(key)
 	a, b := rw.ReadLock(), rw.ReadLock()

@@ -138,7 +138,7 @@ func TestRWLock_fence(t *testing.T) {
 func TestRWLock_verbs(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
-		c := newClient(t, tg.rdb, lock.WithTTL(5*time.Second))
+		c := newWarmClient(t, tg.rdb, lock.WithTTL(5*time.Second))
 		rw := c.NewRWLock(keyFor(t))
 		for _, l := range []*lock.Lock{rw.ReadLock(), rw.WriteLock()} {
 			if l.Key() != keyFor(t) || l.Token() != "" || l.Fence() != 0 || l.Lost() != nil {
