@@ -378,7 +378,11 @@ func TestEngine_screen(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, pol := forceEngine(t, channel)
-			pol.Watchdog, pol.Group = true, func(context.Context, *Hold) Group { return &confirmGroup{} }
+			// Its renewals wait until the test has looked: a check's
+			// answer clears the debt the test looks for.
+			grp := &confirmGroup{gate: make(chan struct{})}
+			t.Cleanup(func() { close(grp.gate) })
+			pol.Watchdog, pol.Group = true, func(context.Context, *Hold) Group { return grp }
 			channelAt(e, channel, tc.heard)
 			e.mu.Lock()
 			e.forgot, e.forcedLast = tc.forgot, monoNow()
