@@ -58,7 +58,7 @@ const (
 	// typically after a process pause or with renewal off.
 	LossExpired = LossReason(lease.LossExpired)
 	// LossForceReleased: an operator's [Client.ForceRelease] or
-	// [Client.ForceReleaseToken] removed the hold: its message reached the
+	// [admin.Admin.ForceReleaseToken] removed the hold: its message reached the
 	// holder's process, or its next renewal found the key gone and the
 	// record the force release leaves behind for the hold's remaining TTL.
 	LossForceReleased = LossReason(lease.LossForceReleased)

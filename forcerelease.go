@@ -2,12 +2,6 @@ package lock
 
 import (
 	"context"
-	"strings"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/agentlock/lock/internal/lease"
-	"github.com/agentlock/lock/internal/luascripts"
 )
 
 // ForceRelease frees the lock on key whoever holds it, for an operator
@@ -38,60 +32,19 @@ import (
 // removed a hold; an error wrapping [ErrNotHeld] when the key was free;
 // [ErrInvalid] for an empty key, a zero Client or a key whose value is no
 // lock kind's; or the Redis error (the call is sent once, never resent:
-// after an error its outcome is unknown, and [Client.Inspect] tells).
+// after an error its outcome is unknown, and [Client.Inspect] tells). To
+// remove one hold of several, see [admin.Admin.ForceReleaseToken].
 func (c *Client) ForceRelease(ctx context.Context, key string) error {
-	return c.forceRelease(ctx, "force release", key, "")
+	return c.forceRelease(ctx, key)
 }
 
-// ForceReleaseToken removes the one hold of key that has token, as
-// [Client.ForceRelease] does for every hold: one permit of a semaphore,
-// one reader of a read-write lock, or the mutex's hold when it is token's
-// (a re-entrant mutex's token is its owner id or one hold's id, as
-// [Holder].Token shows it; either frees the key, since one owner holds it
-// at a time). The other holds stay; the key is deleted when none is left.
-// It returns an error wrapping [ErrNotHeld] when no hold of key has token,
-// [ErrInvalid] for an empty token, and otherwise as ForceRelease.
-func (c *Client) ForceReleaseToken(ctx context.Context, key, token string) error {
-	if token == "" {
-		if _, err := c.opKeys("force release", key); err != nil {
-			return err
-		}
-		return lease.NewOpError("lock", "force release", key, invalidf("empty token"))
-	}
-	return c.forceRelease(ctx, "force release", key, token)
-}
-
-func (c *Client) forceRelease(ctx context.Context, op, key, token string) error {
-	k, err := c.opKeys(op, key)
+func (c *Client) forceRelease(ctx context.Context, key string) error {
+	a, err := c.admin(opForceRelease, key)
 	if err != nil {
 		return err
 	}
-	script, keys, args := luascripts.ForceRelease, k.ForceKeys(), []any{token, c.forceChannel(c.cfg.prefix)}
-	inScript := c.cfg.audit != "" && c.auditBeside(c.cfg.audit, k.Lock())
-	if inScript {
-		// The script writes one entry per hold it removes (audit_force.lua),
-		// reading the fence counter for a mutex without holder info (which a
-		// fencing hold keeps alive as long as itself).
-		script, _ = luascripts.Audited(script)
-		keys, args = luascripts.AuditArgs(keys, args, c.cfg.audit,
-			&luascripts.AuditEntry{Max: c.cfg.auditMax, Key: key}, []string{k.Fence()})
-	}
-	var n int64
-	err = c.callBounded(ctx, func() (err error) {
-		n, err = luascripts.RunOnce(ctx, c.rdb, script, keys, args...).Int64()
-		return err
-	})
-	switch {
-	case err != nil && redis.HasErrorPrefix(err, "KIND"):
-		t := strings.TrimSpace(strings.TrimPrefix(err.Error(), "KIND"))
-		return lease.NewOpError("lock", op, key, invalidf("key %q holds a Redis %s, no lock kind's", key, t))
-	case err != nil:
-		return lease.NewOpError("lock", op, key, err)
-	case n == 0:
-		return lease.NewOpError("lock", op, key, ErrNotHeld)
-	}
-	if !inScript {
-		c.auditForce(ctx, key, token)
-	}
-	return nil
+	return a.ForceRelease(ctx, key)
 }
+
+// opForceRelease names ForceRelease in its errors.
+const opForceRelease = "force release"

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -47,7 +46,7 @@ func WithMetadata(s string) Option { return func(c *config) { c.metadata = s; c.
 // [Client.List], in its acquire's script: every kind's hold — a mutex's
 // ([Client.Once]'s too), each reader and writer of an [RWLock], each permit of a [Semaphore]. It
 // goes with the hold's release, with [Client.ForceRelease] and
-// [Client.ForceReleaseToken], and with its expiry. Default off (on when
+// [admin.Admin.ForceReleaseToken], and with its expiry. Default off (on when
 // [WithMetadata] is given): measured in bench S1 it adds about a fifth to
 // an uncontended acquire+release's p50 and server CPU (docs/benchmarks.md); off,
 // the scripts do no more than without it. Off, Inspect still shows each
@@ -120,21 +119,4 @@ func (b *scriptBackend) extendKeys(k *keys) []string {
 		return k.InfoLockKeys()
 	}
 	return k.LockKeys()
-}
-
-// parseHolder reads the holder info a hold wrote (see acquire.lua) into
-// h: "fence US acquired-at-ms US owner US host US pid US metadata".
-// Text
-// it cannot read leaves the fields it names empty.
-func parseHolder(h *Holder, info string) {
-	f := strings.SplitN(info, infoSep, 6)
-	if len(f) < 6 {
-		return
-	}
-	h.Fence, _ = strconv.ParseInt(f[0], 10, 64)
-	if ms, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-		h.Since = time.UnixMilli(ms)
-	}
-	h.Owner, h.Host, h.Metadata = f[2], f[3], f[5]
-	h.PID, _ = strconv.Atoi(f[4])
 }

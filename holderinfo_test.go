@@ -148,7 +148,7 @@ func TestHolderInfo_kinds(t *testing.T) {
 			a, b = kind.hold(short, key, lock.WithMetadata(md)), kind.hold(long, key, lock.WithMetadata("b"))
 			must(t, "a.Acquire()", a.Acquire(ctx))
 			must(t, "b.Acquire()", b.Acquire(ctx))
-			must(t, "ForceReleaseToken(b)", short.ForceReleaseToken(ctx, key, b.Token()))
+			must(t, "ForceReleaseToken(b)", lock.ForceReleaseToken(short, ctx, key, b.Token()))
 			wantInfoFields(t, rdb, key, 1)
 			wantHolderInfo(t, wantInfoTTL(t, rdb, short, key), a, md)
 			b = kind.hold(long, key, lock.WithMetadata("b"))

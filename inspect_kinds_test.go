@@ -61,7 +61,7 @@ func TestClient_ForceRelease_rwlock(t *testing.T) {
 		rw := holder.NewRWLock(key)
 		r1, r2 := rw.ReadLock(), rw.ReadLock()
 		forceOneOfTwo(t, holder, op, key, "rwlock", r1, r2)
-		wantErr(t, "ForceReleaseToken(r1) again", op.ForceReleaseToken(ctx, key, r1.Token()), lock.ErrNotHeld)
+		wantErr(t, "ForceReleaseToken(r1) again", lock.ForceReleaseToken(op, ctx, key, r1.Token()), lock.ErrNotHeld)
 
 		must(t, "ForceRelease()", op.ForceRelease(ctx, key))
 		waitClosed(t, r2.Lost(), 10*time.Second, "r2.Lost()")
@@ -73,7 +73,7 @@ func TestClient_ForceRelease_rwlock(t *testing.T) {
 		w := rw.WriteLock()
 		must(t, "w.Acquire()", w.Acquire(ctx))
 		inspectHolders(t, op, key, "rwlock", time.Minute, w.Token())
-		must(t, "ForceReleaseToken(w)", op.ForceReleaseToken(ctx, key, w.Token()))
+		must(t, "ForceReleaseToken(w)", lock.ForceReleaseToken(op, ctx, key, w.Token()))
 		waitClosed(t, w.Lost(), 10*time.Second, "w.Lost()")
 		wantForced(t, w)
 		inspectHolders(t, op, key, "", 0)
@@ -255,7 +255,7 @@ func forceOneOfTwo(t *testing.T, holder, op *lock.Client, key, kind string, a, b
 	inspectHolders(t, op, key, kind, time.Minute, a.Token(), b.Token())
 	waitUntil(t, "the inbox subscription", func() bool { return lock.InboxReady(holder) })
 
-	must(t, "ForceReleaseToken(a)", op.ForceReleaseToken(ctx, key, a.Token()))
+	must(t, "ForceReleaseToken(a)", lock.ForceReleaseToken(op, ctx, key, a.Token()))
 	waitClosed(t, a.Lost(), 10*time.Second, "a.Lost()")
 	wantForced(t, a)
 	if isClosed(b.Lost()) {

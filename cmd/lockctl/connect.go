@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/admin"
 )
 
 // connTimeout bounds the first PING.
@@ -86,13 +86,22 @@ func parseAddr(s string) (*redis.Options, error) {
 	return &redis.Options{Addr: s}, nil
 }
 
-// open connects and returns a lock.Client over the connection, and a
-// function that closes both.
-func open(ctx context.Context, g *globals) (*lock.Client, func(), error) {
+// open connects and returns an Admin over the connection, and a function
+// that closes it.
+func open(ctx context.Context, g *globals, opts ...admin.Option) (*admin.Admin, func(), error) {
 	rdb, err := connect(ctx, g)
 	if err != nil {
 		return nil, nil, err
 	}
-	c := lock.NewClient(rdb, lock.WithPrefix(g.prefix), lock.WithNotify(false))
-	return c, func() { _ = c.Close(); _ = rdb.Close() }, nil
+	a := admin.New(rdb, append([]admin.Option{admin.WithPrefix(g.prefix)}, opts...)...)
+	return a, func() { _ = rdb.Close() }, nil
 }
+
+// quietLogger drops go-redis's own log lines (a pool's failed dials), so
+// that a connection error is reported once, by lockctl.
+type quietLogger struct{}
+
+// Printf drops the line.
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quietLogger{}) }

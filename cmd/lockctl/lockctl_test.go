@@ -258,6 +258,13 @@ func startWatch(t *testing.T, s *redistest.Server, args ...string) (*exec.Cmd, *
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"watch"}, args...)...)
 	cmd.Env = append(os.Environ(), "REDIS_URL="+s.Addr())
+	return startCmd(t, s, cmd)
+}
+
+// startCmd starts cmd, a lockctl watch, and returns a line reader of its
+// stdout, once its XREAD is blocked on the server.
+func startCmd(t *testing.T, s *redistest.Server, cmd *exec.Cmd) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

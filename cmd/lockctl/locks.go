@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/admin"
 )
 
 // cmdList prints every lock matching the pattern.
@@ -35,6 +36,9 @@ func cmdList(ctx context.Context, g *globals, args []string, stdout, stderr io.W
 	}
 	var firstErr error
 	for info, err := range c.List(ctx, pattern) {
+		if err == nil {
+			info.Waiters, err = waiters(ctx, c, &info)
+		}
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -81,6 +85,9 @@ func cmdInspect(ctx context.Context, g *globals, args []string, stdout, stderr i
 	}
 	defer done()
 	info, err := c.Inspect(ctx, pos[0])
+	if err == nil && info.Kind != "" {
+		info.Waiters, err = waiters(ctx, c, &info)
+	}
 	if err != nil {
 		return err
 	}
@@ -126,12 +133,11 @@ func cmdRelease(ctx context.Context, g *globals, args []string, stdout, stderr i
 		return err
 	}
 	defer rdb.Close()
-	opts := []lock.Option{lock.WithPrefix(g.prefix), lock.WithNotify(false)}
+	opts := []admin.Option{admin.WithPrefix(g.prefix)}
 	if name := auditStream(ctx, rdb, g, *stream); name != "" {
-		opts = append(opts, lock.WithAudit(name, auditMaxLen))
+		opts = append(opts, admin.WithAudit(name, auditMaxLen))
 	}
-	c := lock.NewClient(rdb, opts...)
-	defer c.Close()
+	c := admin.New(rdb, opts...)
 	if byToken {
 		err = releaseToken(ctx, c, pos[0], *token)
 	} else {
@@ -154,7 +160,7 @@ func cmdRelease(ctx context.Context, g *globals, args []string, stdout, stderr i
 // releaseToken force-releases the hold of key with token. When none has
 // it, the error says whether key is free (not held) or held by others (no
 // hold with token), both wrapping [lock.ErrNotHeld].
-func releaseToken(ctx context.Context, c *lock.Client, key, token string) error {
+func releaseToken(ctx context.Context, c *admin.Admin, key, token string) error {
 	err := c.ForceReleaseToken(ctx, key, token)
 	if !errors.Is(err, lock.ErrNotHeld) {
 		return err
@@ -180,4 +186,14 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	return given
+}
+
+// waiters returns what the WAITERS column shows of info: a fair lock's
+// queued Acquires, else the Clients listening on the key's notify channel
+// for its release (one per process, however many of its Acquires wait).
+func waiters(ctx context.Context, a *admin.Admin, info *admin.Info) (int, error) {
+	if info.Waiters > 0 {
+		return info.Waiters, nil
+	}
+	return a.Listeners(ctx, info.Key)
 }

@@ -43,6 +43,11 @@ Commands:
   fences                  count the fence counters (P{K}:fence) and the library's keys
                           without a TTL, with SCAN on every master
 
+WAITERS (list, inspect): a fair lock's queued Acquires; for the other kinds, the
+  processes (lock Clients) subscribed to the key's notify channel, waiting for its
+  release: one per process, however many of its Acquires wait (a process may
+  stay subscribed a while after its last waiter got the lock).
+
 Flags (before or after COMMAND):
   -addr ADDR       Redis address, host:port or redis://[user:pass@]host:port/db;
                    default $REDIS_URL, else 127.0.0.1:6379

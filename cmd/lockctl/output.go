@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/admin"
 )
 
 // table writes aligned columns.
@@ -74,7 +74,7 @@ type jsonHolder struct {
 	Metadata string `json:"metadata,omitempty"`
 }
 
-func infoJSON(info *lock.Info) jsonInfo {
+func infoJSON(info *admin.Info) jsonInfo {
 	j := jsonInfo{Key: info.Key, Kind: info.Kind, Fence: info.Fence, Waiters: info.Waiters, Holders: []jsonHolder{}}
 	for _, h := range info.Holders {
 		jh := jsonHolder{Token: h.Token, Owner: h.Owner, Fence: h.Fence, TTLMs: h.TTL.Milliseconds(),
@@ -91,7 +91,7 @@ func infoJSON(info *lock.Info) jsonInfo {
 }
 
 // printInfo prints one lock for people.
-func printInfo(w io.Writer, info *lock.Info) error {
+func printInfo(w io.Writer, info *admin.Info) error {
 	fmt.Fprintf(w, "key:      %s\nkind:     %s\nfence:    %d\nwaiters:  %d\nholders:  %d\n",
 		info.Key, info.Kind, info.Fence, info.Waiters, len(info.Holders))
 	if len(info.Holders) == 0 {

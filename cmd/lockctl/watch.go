@@ -77,26 +77,93 @@ func cmdWatch(ctx context.Context, g *globals, args []string, stdout, stderr io.
 			return err
 		}
 	}
+	w := &watcher{rdb: rdb, stream: *stream, last: last, where: g.where(), json: g.json}
+	return w.run(ctx, stdout, stderr)
+}
+
+// Backoff between two reads of a watch whose connection failed.
+const (
+	watchBackoffMin = 100 * time.Millisecond
+	watchBackoffMax = 5 * time.Second
+)
+
+// watcher follows one audit stream.
+type watcher struct {
+	rdb    redis.UniversalClient
+	stream string
+	last   string // the last entry ID seen
+	where  string
+	json   bool
+}
+
+// run prints the entries after w.last until ctx ends. A failed read is
+// retried with backoff from the last entry seen, and one line on stderr
+// says when the connection is back; a Redis error reply ends it.
+func (w *watcher) run(ctx context.Context, stdout, stderr io.Writer) error {
+	var lost error
+	backoff := watchBackoffMin
 	for ctx.Err() == nil {
-		res, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{*stream, last}, Block: watchBlock, Count: 100}).Result()
+		res, err := w.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{w.stream, w.last}, Block: watchBlock, Count: 100}).Result()
+		var reply redis.Error
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, redis.Nil):
-			continue
-		case err != nil:
+		case errors.As(err, &reply) && !transient(err):
 			return err
-		}
-		for _, s := range res {
-			for _, m := range s.Messages {
-				if err := printEntry(stdout, g.json, m); err != nil {
-					return err
-				}
-				last = m.ID
+		case err != nil:
+			lost = err
+			if !sleep(ctx, backoff) {
+				return nil
 			}
+			backoff = min(2*backoff, watchBackoffMax)
+			continue
+		}
+		if lost != nil {
+			fmt.Fprintf(stderr, "lockctl: watch: reconnected to %s (after: %v); resuming after %s\n", w.where, lost, w.last)
+			lost, backoff = nil, watchBackoffMin
+		}
+		if err := w.print(stdout, res); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// print prints the entries of res and remembers the last one's ID.
+func (w *watcher) print(stdout io.Writer, res []redis.XStream) error {
+	for _, s := range res {
+		for _, m := range s.Messages {
+			if err := printEntry(stdout, w.json, m); err != nil {
+				return err
+			}
+			w.last = m.ID
+		}
+	}
+	return nil
+}
+
+// transient reports whether err, a Redis error reply, is one a server
+// gives while it starts or fails over, to be retried.
+func transient(err error) bool {
+	for _, p := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep waits d, and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // printEntry prints one audit entry, on one line.
