@@ -78,3 +78,32 @@ func TestObserver_lockReplacesClients(t *testing.T) {
 		t.Fatalf("lock observer got %v, want 3 events", own.Kinds())
 	}
 }
+
+// TestObserver_ownedHoldNamedByOwner: an owned hold is named by its owner
+// id everywhere: Token(), and the Token of its acquire and release events.
+func TestObserver_ownedHoldNamedByOwner(t *testing.T) {
+	ctx := context.Background()
+	rec := &kindtest.Recorder{}
+	c := newClient(t, miniTarget(t).rdb, lock.WithObserver(rec), lock.WithOwner("agent-7"))
+	outer, inner := c.NewLock(keyFor(t)), c.NewLock(keyFor(t))
+	must(t, "outer Acquire()", outer.Acquire(ctx))
+	must(t, "inner Acquire()", inner.Acquire(ctx))
+	if outer.Token() != "agent-7" || inner.Token() != "agent-7" {
+		t.Fatalf("Token() = %q, %q, want the owner id", outer.Token(), inner.Token())
+	}
+	must(t, "inner Release()", inner.Release(ctx))
+	must(t, "outer Release()", outer.Release(ctx))
+	n := 0
+	for _, e := range rec.Events() {
+		if e.Kind != lock.EventAcquire && e.Kind != lock.EventRelease {
+			continue
+		}
+		n++
+		if e.Token != "agent-7" {
+			t.Fatalf("%v event Token = %q, want the owner id", e.Kind, e.Token)
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d acquire and release events, want 4: %v", n, rec.Kinds())
+	}
+}
