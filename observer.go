@@ -133,3 +133,35 @@ func observerFunc(o Observer) func(lease.Event) {
 			TTL: e.TTL, Held: e.Held, Validity: e.Validity})
 	}
 }
+
+// Observers returns an [Observer] that passes each event to every one of
+// os, in the order given, on the goroutine that saw the event. nil entries
+// are ignored; with no non-nil entry it returns nil (no observer, at no
+// cost), and with one it returns that one. Use it to give [WithObserver]
+// several observers, such as metrics and tracing.
+func Observers(os ...Observer) Observer {
+	var list []Observer
+	for _, o := range os {
+		if o != nil {
+			list = append(list, o)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return nil
+	case 1:
+		return list[0]
+	}
+	return &fanOut{list: list}
+}
+
+// fanOut is the Observer of [Observers]. A pointer, so a config holding it
+// stays comparable.
+type fanOut struct{ list []Observer }
+
+// Observe passes e to each observer in turn.
+func (f *fanOut) Observe(e Event) {
+	for _, o := range f.list {
+		o.Observe(e)
+	}
+}

@@ -244,7 +244,9 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p; c.give
 // acquisition undoes only its own. The token of such a hold ([Lock.Token])
 // is the owner id. Nested holds share one expiry, which acquisitions and
 // renewals lengthen but never shorten. Needs [ReleaseScript]; the id must not
-// be empty. Default: no owner, every hold exclusive. It applies to mutexes
+// be empty. Default: no owner, every hold exclusive. The owner id is the
+// whole identity: two processes given the same id both hold the key at
+// once, so give each process (or task) an id of its own. It applies to mutexes
 // ([Client.NewLock], [Client.WithLock]) that are not fair ([WithFair]);
 // given to another kind it is [ErrInvalid], and set on the Client the other
 // kinds ignore it.
@@ -254,6 +256,10 @@ func WithOwner(id string) Option {
 
 // WithObserver sets the [Observer] told of acquisitions, releases, extends,
 // renewal failures and losses. nil (the default) means none, at no cost.
+// It takes one observer: for several, pass [Observers](a, b), which gives
+// each every event in order. Given more than once, the last one counts.
+// Given to a lock, it replaces the Client's observer for that lock (the
+// Client's is not told of it); WithObserver(nil) there silences the lock.
 func WithObserver(o Observer) Option {
 	return func(c *config) { c.observer = o; c.given |= optObserver }
 }

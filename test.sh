@@ -1,44 +1,58 @@
 #!/usr/bin/env bash
-# test.sh runs the tests of every module in the repository, with the race
-# detector, one module after another, and prints each module's wall time.
+# test.sh runs every module's tests with the race detector: the root module,
+# locktest, extra/*, bench and internal/faulttest, then a few seconds of each
+# root fuzz target. It stops at the first failing module, naming it, and
+# prints each module's wall time at the end.
 #
-#   ./test.sh                  every module
-#   ./test.sh . locktest       only these modules (their directories)
+#   ./test.sh                    every module
+#   ./test.sh locktest extra/lockprom   only the modules named (paths as listed)
+#   ./test.sh fuzz               only the fuzz targets
 #
-# A script rather than a go.work: each module keeps its own go.mod and
-# go.sum, so the bench's peer libraries, Prometheus and OpenTelemetry never
-# enter the root module's build list; CI builds with -mod=readonly, which a
-# workspace would override; and the fault suite gets the longer timeout it
-# needs without raising everyone else's.
-#
-# Real-Redis tests start their own redis-server processes on free loopback
-# ports. Without redis-server they skip, unless LOCK_REQUIRE_REDIS=1 makes
-# them fail (CI sets it).
+# A script rather than a go.work: each module keeps its own go.mod, go.sum
+# and dependency versions (a workspace would resolve them together and hide
+# a go.sum that CI's -mod=readonly rejects), and each module gets its own
+# timeout (internal/faulttest needs 15 minutes, the rest the default).
+# Set LOCK_REQUIRE_REDIS=1 to make real-Redis tests fail instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-all=(. locktest)
-for d in extra/*/; do [ -f "$d/go.mod" ] && all+=("${d%/}"); done
-all+=(bench internal/faulttest)
-if [ $# -gt 0 ]; then modules=("$@"); else modules=("${all[@]}"); fi
+modules=(. locktest)
+for d in extra/*/; do [ -f "$d/go.mod" ] && modules+=("${d%/}"); done
+modules+=(bench internal/faulttest fuzz)
 
-report=()
+if [ $# -gt 0 ]; then modules=("$@"); fi
+
+timings=()
+report() {
+  printf '\n=== wall time per module\n'
+  for t in "${timings[@]}"; do printf '%s\n' "$t"; done
+}
+trap report EXIT
+
+run_module() {
+  local m=$1
+  case "$m" in
+    fuzz)
+      for f in $(go test -list '^Fuzz' . | grep '^Fuzz' || true); do
+        go test -run='^$' -fuzz="^${f}\$" -fuzztime=3s . >/dev/null
+        echo "fuzzed $f"
+      done ;;
+    internal/faulttest)
+      (cd "$m" && go test -race -count=1 -timeout 15m ./...) ;;
+    *)
+      [ -f "$m/go.mod" ] || { echo "no module at $m"; return 1; }
+      (cd "$m" && go test -race -count=1 ./...) ;;
+  esac
+}
+
 for m in "${modules[@]}"; do
-  if [ ! -f "$m/go.mod" ]; then
-    echo "test.sh: $m is not a module directory (one of: ${all[*]})" >&2
-    exit 2
-  fi
-  timeout=10m
-  [ "$m" = internal/faulttest ] && timeout=15m
-  printf '\n=== go test -race ./... in %s\n' "$m"
+  printf '\n=== test %s\n' "$m"
   start=$SECONDS
-  if ! (cd "$m" && go test -race -count=1 -timeout "$timeout" ./...); then
-    echo "test.sh: FAIL in module $m after $((SECONDS - start))s" >&2
+  if ! run_module "$m"; then
+    timings+=("$(printf '%-20s %4ds  FAILED' "$m" $((SECONDS - start)))")
+    printf '\nFAIL: module %s failed\n' "$m"
     exit 1
   fi
-  report+=("$(printf '%-22s %4ds' "$m" $((SECONDS - start)))")
+  timings+=("$(printf '%-20s %4ds' "$m" $((SECONDS - start)))")
 done
-
-printf '\n=== all passed\n'
-printf '%s\n' "${report[@]}"
-printf '%-22s %4ds\n' total "$SECONDS"
+printf '\nPASS: every module\n'

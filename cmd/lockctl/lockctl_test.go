@@ -257,7 +257,7 @@ func TestReleaseToken(t *testing.T) {
 func startWatch(t *testing.T, s *redistest.Server, args ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"watch"}, args...)...)
-	cmd.Env = append(os.Environ(), "REDIS_URL="+s.Addr())
+	cmd.Env = append(os.Environ(), "REDIS_ADDR="+s.Addr())
 	return startCmd(t, s, cmd)
 }
 

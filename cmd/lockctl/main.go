@@ -50,7 +50,7 @@ WAITERS (list, inspect): a fair lock's queued Acquires; for the other kinds, the
 
 Flags (before or after COMMAND):
   -addr ADDR       Redis address, host:port or redis://[user:pass@]host:port/db;
-                   default $REDIS_URL, else 127.0.0.1:6379
+                   default $REDIS_ADDR, else 127.0.0.1:6379
   -prefix P        the locks' key prefix (default "lock:")
   --cluster SEEDS  a Redis Cluster: comma-separated seed addresses (or "1" to use -addr as the seed)
   --json           machine output: one JSON object per line (list, watch) or one object
@@ -95,7 +95,7 @@ var errNotFound = errors.New("not held")
 
 // run runs lockctl with args and returns its exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	g := &globals{addr: getenv("REDIS_URL"), prefix: lock.DefaultPrefix}
+	g := &globals{addr: getenv("REDIS_ADDR"), prefix: lock.DefaultPrefix}
 	if g.addr == "" {
 		g.addr = "127.0.0.1:6379"
 	}

@@ -55,11 +55,11 @@ type result struct {
 	code           int
 }
 
-// ctl runs lockctl with args against addr (REDIS_URL) and returns what it did.
+// ctl runs lockctl with args against addr (REDIS_ADDR) and returns what it did.
 func ctl(t *testing.T, addr string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "REDIS_URL="+addr)
+	cmd.Env = append(os.Environ(), "REDIS_ADDR="+addr)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -114,7 +114,7 @@ func TestWatch_reconnects(t *testing.T) {
 func startWatchErr(t *testing.T, s *redistest.Server) (*exec.Cmd, *bufio.Scanner, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(bin, "watch")
-	cmd.Env = append(os.Environ(), "REDIS_URL="+s.Addr())
+	cmd.Env = append(os.Environ(), "REDIS_ADDR="+s.Addr())
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

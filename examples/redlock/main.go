@@ -1,8 +1,9 @@
 // Command redlock shows a quorum lock over five independent Redis nodes.
 //
 // Run it with `go run ./examples/redlock`: it starts five in-process
-// miniredis nodes. To use real servers, list them (an odd number, at least
-// 3): `REDIS_ADDRS=host1:6379,host2:6379,host3:6379 go run ./examples/redlock`.
+// miniredis nodes. To use real servers, list them comma-separated in
+// REDIS_ADDR, the variable every example reads (an odd number, at least 3):
+// `REDIS_ADDR=host1:6379,host2:6379,host3:6379 go run ./examples/redlock`.
 // It exits non-zero on failure.
 package main
 
@@ -111,7 +112,7 @@ func run(ctx context.Context) error {
 // nodes returns the addresses to use and a function that stops any
 // in-process servers.
 func nodes() ([]string, func(), error) {
-	if env := os.Getenv("REDIS_ADDRS"); env != "" {
+	if env := os.Getenv("REDIS_ADDR"); env != "" {
 		return strings.Split(env, ","), func() {}, nil
 	}
 	var ms []*miniredis.Miniredis

@@ -1,5 +1,8 @@
 // Package lockotel reports what the locks of an agentlock [lock.Client] do
 // to OpenTelemetry: metrics, and spans joined to the caller's trace.
+// Spans are made only under an existing span: a call whose context carries
+// no span (context.Background(), say) records metrics and no span, so start
+// a span (or use instrumented handlers) around the calls to trace.
 //
 //	obs, err := lockotel.NewObserver() // the global MeterProvider and TracerProvider
 //	if err != nil { ... }
@@ -29,8 +32,9 @@
 // failed (for acquire: not for want of the lock, nor because its context
 // ended). A failed try is an event "agentlock.attempt_failed" on the
 // caller's span. A call whose context carries no span makes none. Spans
-// are made when a call ends, from its duration, so the acquire and release
-// spans of a WithLock are its siblings, not its children. Losses and
+// are made when a call ends, from its duration: the with_lock span ends
+// after the acquire and release inside it, so those two are its siblings
+// under the caller's span, not its children. Losses and
 // renewals happen in the background: they are metrics only.
 //
 // Keys are not attributes by default: there may be millions.
