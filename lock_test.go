@@ -212,7 +212,7 @@ func TestLock_Extend(t *testing.T) {
 	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
-		c := newClient(t, tg.rdb)
+		c := newWarmClient(t, tg.rdb)
 		key := keyFor(t)
 		l := c.NewLock(key, lock.WithTTL(2*time.Second))
 		must(t, "Acquire()", l.Acquire(ctx))
