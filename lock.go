@@ -15,14 +15,9 @@ import (
 // but one handle holds the lock at most once at a time: use one handle per
 // holder.
 type Lock struct {
-	cfg *settings // the Client's own when NewLock had no options; nil on error
-	hd  lease.Handle
-	rw  *rwSide // a read-write lock's hold (rwlock.go); nil for the mutex
-	// k is its kind's calls as the engine sees them, chosen when the Lock
-	// is made; tk is the kind TryAcquire passes (a read-write lock's
-	// writer marks nothing there). Both nil on a Lock that failed.
-	k, tk lease.Kind
-
+	cfg     *settings // the Client's own when NewLock had no options; nil on error
+	hd      lease.Handle
+	rw      *rwSide                   // a read-write lock's hold (rwlock.go); nil for the mutex
 	deg     atomic.Pointer[localHold] // the current hold when degraded (fallback.go)
 	falling atomic.Bool               // an acquisition that may fall back is under way (fallback.go)
 }
@@ -31,19 +26,36 @@ type Lock struct {
 // those chosen when l was made, or the mutex's on a Lock that failed (or
 // a zero or nil one), whose verbs return its error before any call.
 func (l *Lock) kind() lease.Kind {
-	if l == nil || l.k == nil {
+	if l == nil || l.cfg == nil {
 		return (*kind)(l)
 	}
-	return l.k
+	return l.cfg.ops.wait(l)
 }
 
 // tryKind is kind for TryAcquire.
 func (l *Lock) tryKind() lease.Kind {
-	if l == nil || l.tk == nil {
+	if l == nil || l.cfg == nil {
 		return (*kind)(l)
 	}
-	return l.tk
+	return l.cfg.ops.try(l)
 }
+
+// kindOps is how the Locks of one settings are their kind as the engine
+// sees them, chosen when the settings are made: wait for Acquire, Release,
+// Extend and WithLock, try for TryAcquire (a read-write lock's writer marks
+// nothing there). Kept in the settings, so a Lock carries no more than a
+// pointer to them; each conversion of *Lock costs no allocation.
+type kindOps struct {
+	wait, try func(*Lock) lease.Kind
+}
+
+// The kinds of *Lock.
+var (
+	mutexOps  = &kindOps{wait: func(l *Lock) lease.Kind { return (*kind)(l) }, try: func(l *Lock) lease.Kind { return (*kind)(l) }}
+	fairOps   = &kindOps{wait: func(l *Lock) lease.Kind { return (*fairKind)(l) }, try: func(l *Lock) lease.Kind { return (*fairTry)(l) }}
+	rwOps     = &kindOps{wait: func(l *Lock) lease.Kind { return (*rwKind)(l) }, try: func(l *Lock) lease.Kind { return rwTry{(*rwKind)(l)} }}
+	permitOps = &kindOps{wait: func(l *Lock) lease.Kind { return permitKind{(*kind)(l)} }, try: func(l *Lock) lease.Kind { return permitKind{(*kind)(l)} }}
+)
 
 // initMutex makes l a handle on key under s: a mutex, re-entrant or not,
 // or a fair lock ([WithFair]), whose Acquire waits by s's strategy. A
@@ -51,13 +63,7 @@ func (l *Lock) tryKind() lease.Kind {
 // their own backend and settings.
 func (l *Lock) initMutex(s *settings, keys luascripts.Keys) {
 	l.cfg = s
-	l.hd.Init(&s.pol, keys, s.strategy)
-	if s.fair {
-		l.k, l.tk = (*fairKind)(l), (*fairTry)(l)
-		return
-	}
-	l.k = (*kind)(l)
-	l.tk = l.k
+	l.hd.Init(&s.pol, keys)
 }
 
 // NewLock returns a handle on the lock named key, configured by the Client's

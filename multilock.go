@@ -95,7 +95,8 @@ func (c *Client) NewMultiLock(keys []string, opts ...Option) *MultiLock {
 	// Every attempt backs out of what it took (see Try): the next carries
 	// a fresh token, so a release of the last one that lands late cannot
 	// free it.
-	m.hd.Init(&m.pol, k, lease.Fresh)
+	m.pol.Strategy = lease.Fresh
+	m.hd.Init(&m.pol, k)
 	return m
 }
 

@@ -383,7 +383,7 @@ func (c *Client) onceSettings(cfg config, dflt bool) *settings {
 		}
 	}
 	os := c.settings(cfg)
-	os.strategy = lease.Eager
+	os.pol.Strategy = lease.Eager
 	// A waiter relies on the store's publish; its timer is only the
 	// fallback for a missed message (or a holder that died), so it runs at
 	// the backoff's upper bound rather than polling while fn runs.

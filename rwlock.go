@@ -88,7 +88,8 @@ func (c *Client) NewRWLock(key string, opts ...Option) *RWLock {
 	}
 	s := c.settings(cfg)
 	// Handoff is the mutex's: a release hands a waiter a mutex hold.
-	s.strategy = lease.Contend
+	s.pol.Strategy = lease.Contend
+	s.ops = rwOps
 	s.pol.Tag = rwTag{}
 	rw.cfg = s
 	rw.keys = luascripts.NewKeys(s.prefix, key)
@@ -143,8 +144,7 @@ func (rw *RWLock) handle(side func(*RWLock) *rwSide) *Lock {
 		l.hd.Fail(rw.key, keyError(rw.key, errZeroRWLock))
 	default:
 		l.cfg, l.rw = rw.cfg, side(rw)
-		l.hd.Init(&rw.cfg.pol, rw.keys, rw.cfg.strategy)
-		l.k, l.tk = (*rwKind)(l), rwTry{(*rwKind)(l)}
+		l.hd.Init(&rw.cfg.pol, rw.keys)
 	}
 	return l
 }

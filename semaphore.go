@@ -98,7 +98,8 @@ func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
 		info: set.info != nil}).(*scriptBackend)
 	set.sem = semBackend{sb: sb, rdb: c.rdb, n: n, info: set.info}
 	set.be = set.sem
-	set.strategy = lease.HandOff // to waiters of the same settings only: see semHandoff
+	set.ops = permitOps
+	set.pol.Strategy = lease.HandOff // to waiters of the same settings only: see semHandoff
 	set.pol.Tag = semTag{}       // so a mutex's release hands it nothing (handoff)
 	// The renewal group of its permits (settings.group): one per script
 	// backend, shared by the permits of every semaphore of the Client
@@ -165,9 +166,7 @@ func (s *Semaphore) Permit() *Lock {
 		return l
 	}
 	l.cfg = s.set
-	l.hd.Init(&s.set.pol, s.keys, s.set.strategy)
-	l.k = permitKind{(*kind)(l)}
-	l.tk = l.k
+	l.hd.Init(&s.set.pol, s.keys)
 	return l
 }
 

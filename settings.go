@@ -21,9 +21,9 @@ type settings struct {
 	info any
 	// aud writes its audit entries ([WithAudit]); nil when off.
 	aud *auditor
-	// strategy is how its locks' Acquire waits (lease.Strategy): a fair
-	// lock's queue, a release's handoff, or contending attempts.
-	strategy lease.Strategy
+	// ops is what its Locks are as the engine sees them (kindOps); how
+	// their Acquire waits is pol.Strategy.
+	ops *kindOps
 	// sem is a semaphore's backend, its be too (semaphore.go); zero for
 	// the settings of other kinds.
 	sem semBackend
@@ -61,7 +61,11 @@ func (c *Client) fill(s *settings) *settings {
 		Lost:        newLostError,
 		Logger:      cfg.logger,
 	}
-	s.strategy = mutexStrategy(cfg)
+	s.pol.Strategy = mutexStrategy(cfg)
+	s.ops = mutexOps
+	if cfg.fair {
+		s.ops = fairOps
+	}
 	if cfg.ownerSet {
 		s.pol.Owner = cfg.owner
 	}

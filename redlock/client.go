@@ -157,7 +157,7 @@ func (c *Client) NewLock(key string, opts ...Option) *Lock {
 		l.cfg = s
 		// A late undo of a failed attempt must not delete what a later
 		// attempt wins: every attempt has its own token and undoes itself.
-		l.hd.Init(&s.pol, luascripts.NewKeys(s.prefix, key), lease.Fresh)
+		l.hd.Init(&s.pol, luascripts.NewKeys(s.prefix, key))
 	}
 	return l
 }

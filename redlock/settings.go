@@ -25,6 +25,7 @@ func (c *Client) settings(cfg config) *settings {
 	s := &settings{config: cfg, c: c, quorum: cfg.quorumOf(len(c.nodes)),
 		callTimeout: effectiveNodeTimeout(&cfg), ttlBox: strconv.FormatInt(cfg.ttl.Milliseconds(), 10)}
 	s.pol = lease.Policy{
+		Strategy:   lease.Fresh, // each attempt its own token, undone by itself
 		Engine:     &c.eng,
 		Pkg:        "redlock",
 		TTL:        cfg.ttl,

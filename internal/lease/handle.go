@@ -17,7 +17,6 @@ import (
 type Handle struct {
 	Keys  luascripts.Keys // the lock's keys; Keys.User is the caller's key
 	pol   *Policy         // nil on the handle of a zero Lock, or one that failed
-	strat Strategy        // how its Acquire waits
 	err   error           // the configuration error, returned by every verb
 
 	mu   sync.Mutex
@@ -25,19 +24,18 @@ type Handle struct {
 	h    *Hold // the current or last hold; nil before the first
 }
 
-// Init makes hd a handle on keys under pol, whose Acquire waits by s
-// (Contend when nil).
-func (hd *Handle) Init(pol *Policy, keys luascripts.Keys, s Strategy) {
-	hd.pol, hd.Keys, hd.strat = pol, keys, s
+// Init makes hd a handle on keys under pol.
+func (hd *Handle) Init(pol *Policy, keys luascripts.Keys) {
+	hd.pol, hd.Keys = pol, keys
 }
 
-// strategy returns how hd's Acquire waits: Contend unless Init said
-// otherwise.
+// strategy returns how hd's Acquire waits: its Policy's Strategy, Contend
+// when that is nil.
 func (hd *Handle) strategy() Strategy {
-	if hd.strat == nil {
+	if hd.pol.Strategy == nil {
 		return Contend
 	}
-	return hd.strat
+	return hd.pol.Strategy
 }
 
 // Fail makes hd the handle of a lock on key that cannot be used: every

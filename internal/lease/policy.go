@@ -53,6 +53,10 @@ type Policy struct {
 	// WithFallback and WithMaxWaiters): every Acquire and TryAcquire
 	// enters it before its first attempt, and every attempt asks it first.
 	Gate Gate
+	// Strategy is how the kind's Acquire waits (Contend, HandOff,
+	// Eager, FIFO, Fresh), chosen when the kind makes its Policy; nil is
+	// Contend.
+	Strategy Strategy
 }
 
 // Gate is a Client's in-process record of the acquisitions and holds of
