@@ -56,7 +56,7 @@
 //	        kind's *LostError).
 //	Handle  the engine's part of one lock handle, embedded in the kind's
 //	        Lock: the lock's keys (luascripts.Keys, the one storage layout),
-//	        its Policy and Strategy, its current hold and the busy flag. Its verbs
+//	        its Policy, its current hold and the busy flag. Its verbs
 //	        (TryAcquire, Acquire, Release, Extend, RunHeld for WithLock) are
 //	        the whole of a kind's verbs but for the Redis calls.
 //	Kind    what a verb needs from the kind for one call on one handle: a
@@ -65,7 +65,7 @@
 //	        its Lock, so the interface costs no allocation.
 //	Strategy
 //	        how the kind's Acquire waits (Contend, HandOff, Eager, FIFO,
-//	        Fresh), given to Handle.Init with the Policy.
+//	        Fresh), the Policy's Strategy, chosen when the kind makes it.
 //	Hold    one acquisition: token, fence, Lost and LostErr, the onLost
 //	        callbacks (WithLock's context), the bookkeeping that tells a
 //	        Release from a loss, and its term.
