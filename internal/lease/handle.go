@@ -15,9 +15,9 @@ import (
 // they return an error wrapping ErrInvalid. Its methods are safe for concurrent use, but one handle
 // holds the lock at most once at a time.
 type Handle struct {
-	Keys  luascripts.Keys // the lock's keys; Keys.User is the caller's key
-	pol   *Policy         // nil on the handle of a zero Lock, or one that failed
-	err   error           // the configuration error, returned by every verb
+	Keys luascripts.Keys // the lock's keys; Keys.User is the caller's key
+	pol  *Policy         // nil on the handle of a zero Lock, or one that failed
+	err  error           // the configuration error, returned by every verb
 
 	mu   sync.Mutex
 	busy bool  // an Acquire or TryAcquire is under way
