@@ -100,7 +100,7 @@ func (c *Client) semSettings(cfg config, n int, shared bool) *settings {
 	set.be = set.sem
 	set.ops = permitOps
 	set.pol.Strategy = lease.HandOff // to waiters of the same settings only: see semHandoff
-	set.pol.Tag = semTag{}       // so a mutex's release hands it nothing (handoff)
+	set.pol.Tag = semTag{}           // so a mutex's release hands it nothing (handoff)
 	// The renewal group of its permits (settings.group): one per script
 	// backend, shared by the permits of every semaphore of the Client
 	// that uses it, whatever their n.
