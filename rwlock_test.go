@@ -432,7 +432,7 @@ func TestRWLock_ownerNamedMode(t *testing.T) {
 	t.Parallel()
 	eachTarget(t, func(t *testing.T, tg *target) {
 		ctx := context.Background()
-		c := newClient(t, tg.rdb)
+		c := newWarmClient(t, tg.rdb)
 		key := keyFor(t)
 		r := c.NewRWLock(key).ReadLock()
 		must(t, "ReadLock Acquire()", r.Acquire(ctx))

@@ -21,6 +21,7 @@ import (
 // a later attempt of the same Acquire won there: each attempt has its own
 // token.
 func TestLock_Acquire_lateUndoSparesLaterAttempt(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -80,6 +81,7 @@ func TestLock_Acquire_lateUndoSparesLaterAttempt(t *testing.T) {
 // A failed TryAcquire undoes its grant on a node whose acquire lands after
 // the round's deadline: the undo waits for that node's acquire call.
 func TestLock_TryAcquire_undoesAcquireLandingLate(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -102,6 +104,7 @@ func TestLock_TryAcquire_undoesAcquireLandingLate(t *testing.T) {
 // A ctx that ends while the fence round waits reports its cause for the
 // node that did not answer in time, not a node timeout.
 func TestLock_TryAcquire_ctxEndsInFenceRound(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	key := keyFor(t)
 	// Counters apart: the fence round has to raise nodes 1 and 2 (node 0's
@@ -209,6 +212,7 @@ func (h *cutAtDeadline) land(t *testing.T) {
 // undo's tombstone refuses it: node 2 is not held, and the tombstone
 // expires within a TTL.
 func TestLock_TryAcquire_acquireLandingAfterItsUndoIsRefused(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -237,6 +241,7 @@ func TestLock_TryAcquire_acquireLandingAfterItsUndoIsRefused(t *testing.T) {
 // with the command still on its way; Release deletes it everywhere, and
 // the acquire then lands on node 2: the release's tombstone refuses it.
 func TestLock_Release_acquireLandingAfterReleaseIsRefused(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -293,6 +298,7 @@ func wantLateAcquireRefused(t *testing.T, rdb redis.UniversalClient, key string,
 // returning ErrNotAcquired wrapping ctx.Err(), and leaves the holder its
 // quorum.
 func TestLock_Acquire_ctxDone(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 5)
 	c := newClient(t, nodes)
 	key := keyFor(t)

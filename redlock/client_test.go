@@ -13,6 +13,7 @@ import (
 // Zero values and nil pointers of the exported types report ErrInvalid
 // (Close returns nil, accessors zero values); none panics.
 func TestZeroValues_invalidNotPanic(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	noop := func(context.Context) error { return nil }
 	var nilClient *redlock.Client
@@ -60,6 +61,7 @@ func TestZeroValues_invalidNotPanic(t *testing.T) {
 // its Lost() closes when the validity runs out, with ErrClosed, and Release
 // still succeeds.
 func TestClient_Close_lostAtValidity(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 3)
 	c := redlock.New(nodes, redlock.WithTTL(300*time.Millisecond))
 	l := c.NewLock(keyFor(t))
@@ -79,6 +81,7 @@ func TestClient_Close_lostAtValidity(t *testing.T) {
 // does not wait for that call. The delete leaves a tombstone, since the
 // acquire may land after it, and it does: node 2 must not be held.
 func TestClient_Close_sendsDeleteLeftToStragglingAcquire(t *testing.T) {
+	t.Parallel()
 	nodes, key, late, dels, undos, c := releasedWithStraggler(t)
 	must(t, "Close()", c.Close())
 	if n, u := dels.calls.Load(), undos.calls.Load(); n != 0 || u != 1 {

@@ -16,6 +16,7 @@ import (
 // it wraps — node errors in a QuorumError included: no "lock: " twice
 // ("redlock: " ends with it).
 func TestErrors_prefixSaidOnce(t *testing.T) {
+	t.Parallel()
 	_, nodes := realNodes(t, 3)
 	ctx := context.Background()
 	c := newClient(t, nodes, redlock.WithBackoff(time.Millisecond, 5*time.Millisecond), loadTolerant)
@@ -68,6 +69,7 @@ func refusing(t *testing.T) redis.UniversalClient {
 // carry the caller's context; background events (a loss found by renewal)
 // carry none.
 func TestClient_WithObserver_eventsCarryCallerCtx(t *testing.T) {
+	t.Parallel()
 	_, nodes := realNodes(t, 3)
 	rec := &kindtest.Recorder{}
 	c := newClient(t, nodes, redlock.WithObserver(rec), loadTolerant)

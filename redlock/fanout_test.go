@@ -22,6 +22,7 @@ import (
 // goroutines go on serving: the other nodes still make the quorum, and
 // later calls reach every node.
 func TestFanout_panickingNodeCallFailsThatNodeOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, nodes := realNodes(t, 3)
 	h := &kindtest.PanicWhen{Match: kindtest.AnyScript}
@@ -66,6 +67,7 @@ func TestFanout_panickingNodeCallFailsThatNodeOnly(t *testing.T) {
 // fail, renewal misses its quorum and is retried, and the hold is lost at
 // its safety deadline with an error matching lock.ErrPanicked.
 func TestRenewal_panickingHookLosesHoldInsteadOfCrashing(t *testing.T) {
+	t.Parallel()
 	_, nodes := realNodes(t, 3)
 	hooks := []*kindtest.PanicWhen{{Match: kindtest.AnyScript}, {Match: kindtest.AnyScript}}
 	for i, h := range hooks {

@@ -35,6 +35,7 @@ var (
 )
 
 func TestLock_AcquireRelease(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 5)
 	c := newClient(t, nodes)
 	ctx := context.Background()
@@ -82,6 +83,7 @@ func TestLock_AcquireRelease(t *testing.T) {
 }
 
 func TestLock_TryAcquire_heldByOther(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 5)
 	c := newClient(t, nodes)
 	ctx := context.Background()
@@ -106,6 +108,7 @@ func TestLock_TryAcquire_heldByOther(t *testing.T) {
 }
 
 func TestLock_Acquire_minorityDown(t *testing.T) {
+	t.Parallel()
 	ms, nodes := miniNodes(t, 5)
 	c := newClient(t, nodes)
 	ctx := context.Background()
@@ -121,6 +124,7 @@ func TestLock_Acquire_minorityDown(t *testing.T) {
 }
 
 func TestLock_Acquire_majorityDown(t *testing.T) {
+	t.Parallel()
 	ms, nodes := miniNodes(t, 5)
 	c := newClient(t, nodes, redlock.WithWaitTimeout(300*time.Millisecond))
 	ctx := context.Background()
@@ -154,6 +158,7 @@ func TestLock_Acquire_majorityDown(t *testing.T) {
 }
 
 func TestLock_Fence_raisesLaggingCounters(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 5)
 	c := newClient(t, nodes, redlock.WithQuorum(5))
 	ctx := context.Background()
@@ -187,6 +192,7 @@ func TestLock_Fence_raisesLaggingCounters(t *testing.T) {
 }
 
 func TestLock_Fence_increasesAcrossHolders(t *testing.T) {
+	t.Parallel()
 	ms, nodes := miniNodes(t, 5)
 	// Node 1 dies mid-way. Its client gives a call up at its first failed
 	// dial (go-redis tries 5 by default), so that no round waits its node
@@ -220,6 +226,7 @@ func TestLock_Fence_increasesAcrossHolders(t *testing.T) {
 // from each node's own clock, so its first fence may need a raise round;
 // the next holder's does not.
 func TestLock_Fence_countersExpire(t *testing.T) {
+	t.Parallel()
 	_, nodes := realNodes(t, 3)
 	c := newClient(t, nodes, redlock.WithQuorum(3))
 	ctx := context.Background()
@@ -248,6 +255,7 @@ func TestLock_Fence_countersExpire(t *testing.T) {
 // were left small and without a TTL by an older version, the next fence is
 // still larger than every earlier one.
 func TestLock_Fence_increasesAcrossCounterExpiry(t *testing.T) {
+	t.Parallel()
 	_, nodes := realNodes(t, 3)
 	c := newClient(t, nodes)
 	ctx := context.Background()
@@ -296,6 +304,7 @@ func TestLock_Fence_increasesAcrossCounterExpiry(t *testing.T) {
 }
 
 func TestLock_Watchdog_renews(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 5)
 	c := newClient(t, nodes)
 	l := c.NewLock(keyFor(t), redlock.WithTTL(600*time.Millisecond))
@@ -313,6 +322,7 @@ func TestLock_Watchdog_renews(t *testing.T) {
 }
 
 func TestLock_Lost_withoutWatchdog(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 3)
 	c := newClient(t, nodes, redlock.WithWatchdog(false), redlock.WithTTL(300*time.Millisecond))
 	l := c.NewLock(keyFor(t))
@@ -375,6 +385,7 @@ func TestLock_Lost_stolen(t *testing.T) {
 }
 
 func TestLock_Extend(t *testing.T) {
+	t.Parallel()
 	ms, nodes := miniNodes(t, 5)
 	c := newClient(t, nodes)
 	key := keyFor(t)
@@ -396,6 +407,7 @@ func TestLock_Extend(t *testing.T) {
 // An Extend to a TTL shorter than the first one makes renewal due before
 // the renewal goroutine was scheduled to start: it must start at once.
 func TestLock_Extend_shorterTTL_renews(t *testing.T) {
+	t.Parallel()
 	ms, nodes := miniNodes(t, 3)
 	c := newClient(t, nodes)
 	key := keyFor(t)
@@ -418,6 +430,7 @@ func TestLock_Extend_shorterTTL_renews(t *testing.T) {
 }
 
 func TestLock_Acquire_wokenByRelease(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 5)
 	// A long backoff: only a release message can wake the waiter early.
 	c := newClient(t, nodes, redlock.WithBackoff(10*time.Second, 10*time.Second))
@@ -444,6 +457,7 @@ func TestLock_Acquire_wokenByRelease(t *testing.T) {
 }
 
 func TestClient_WithLock(t *testing.T) {
+	t.Parallel()
 	ms, nodes := miniNodes(t, 5)
 	c := newClient(t, nodes, redlock.WithTTL(900*time.Millisecond))
 	ctx := context.Background()
@@ -475,6 +489,7 @@ func TestClient_WithLock(t *testing.T) {
 }
 
 func TestClient_Close(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 3)
 	c := redlock.New(nodes)
 	ctx := context.Background()

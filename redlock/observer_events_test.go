@@ -13,6 +13,7 @@ import (
 // adapters read: a confirmed renewal's TTL and validity left, the hold's
 // duration on release, and one EventWithLock after WithLock's release.
 func TestClient_WithObserver_renewedAndHeld(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 3)
 	const ttl = 1500 * time.Millisecond
 	events := make(chan lock.Event, 64)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestNew_invalid(t *testing.T) {
+	t.Parallel()
 	ms, nodes := miniNodes(t, 5)
 	var typedNil *redis.Client
 	// A Ring shards keys and channels over several servers: not one node
@@ -60,6 +61,7 @@ func TestNew_invalid(t *testing.T) {
 }
 
 func TestNewLock_invalidPerLock(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 3)
 	c := newClient(t, nodes)
 	ctx := context.Background()
@@ -96,6 +98,7 @@ func TestTTL_belowMinTTLIsInvalid(t *testing.T) {
 }
 
 func TestLock_quorumOfAll(t *testing.T) {
+	t.Parallel()
 	ms, nodes := miniNodes(t, 3)
 	c := newClient(t, nodes, redlock.WithQuorum(3), redlock.WithWaitTimeout(200*time.Millisecond))
 	ms[2].Close()
@@ -106,6 +109,7 @@ func TestLock_quorumOfAll(t *testing.T) {
 // TestLock_WithFencing_off: with fencing off a hold has Fence() 0 and no
 // node gets a fence counter.
 func TestLock_WithFencing_off(t *testing.T) {
+	t.Parallel()
 	ms, nodes := miniNodes(t, 3)
 	c := newClient(t, nodes, redlock.WithFencing(false))
 	ctx := context.Background()
@@ -127,6 +131,7 @@ func TestLock_WithFencing_off(t *testing.T) {
 // and one release for a WithLock whose fn fails, and WithLock returns fn's
 // error.
 func TestClient_WithObserver(t *testing.T) {
+	t.Parallel()
 	_, nodes := miniNodes(t, 3)
 	var mu sync.Mutex
 	kinds := map[lock.EventKind]int{}

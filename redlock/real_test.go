@@ -84,6 +84,7 @@ func TestReal_pausedNode(t *testing.T) {
 }
 
 func TestReal_mutualExclusion(t *testing.T) {
+	t.Parallel()
 	_, nodes := realNodes(t, 5)
 	ctx := context.Background()
 	key := keyFor(t)
@@ -159,6 +160,7 @@ func TestReal_fences500(t *testing.T) {
 // acquire's TTL, which would let the key go while Validity() still counts
 // the extended TTL.
 func TestReal_lateDuplicateAcquireDoesNotShortenExtendedTTL(t *testing.T) {
+	t.Parallel()
 	_, nodes := realNodes(t, 3)
 	ctx := context.Background()
 	key := keyFor(t)

@@ -16,6 +16,7 @@ import (
 // A Release whose ctx is already done still deletes the hold on every node
 // (its calls do not end with ctx) and reports that.
 func TestLock_Release_ctxDoneReportsDeletes(t *testing.T) {
+	t.Parallel()
 	_, nodes := realNodes(t, 3)
 	c := newClient(t, nodes, loadTolerant)
 	key := keyFor(t)
@@ -32,6 +33,7 @@ func TestLock_Release_ctxDoneReportsDeletes(t *testing.T) {
 
 // An Extend whose ctx is already done reports what the nodes did.
 func TestLock_Extend_ctxDoneReportsOutcome(t *testing.T) {
+	t.Parallel()
 	_, nodes := realNodes(t, 3)
 	c := newClient(t, nodes, redlock.WithTTL(10*time.Second), loadTolerant)
 	key := keyFor(t)
@@ -84,6 +86,7 @@ func TestLock_Extend_failedShorterLowersValidity(t *testing.T) {
 // An Extend's round ends by the validity the new TTL gives: replies that
 // come later do not confirm a hold whose validity has run out.
 func TestLock_Extend_roundBoundedByNewTTL(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	// A node timeout far above the new TTL: only the new TTL bounds the round.
 	c := newClient(t, nodes, redlock.WithTTL(20*time.Second), redlock.WithNodeTimeout(time.Second))
@@ -141,6 +144,7 @@ func heldWithLateExtends(t *testing.T, c *redlock.Client, nodes []redis.Universa
 // the test (watchdog off): with it, renewals at the short TTL's third would
 // keep the key (see TestLock_Extend_longerAfterFailedShorterRenewsThroughLateCalls).
 func TestLock_Extend_longerDoesNotOutlastLateShorterCalls(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	c := newClient(t, nodes, loadTolerant, redlock.WithWatchdog(false))
 	key := keyFor(t)
@@ -200,6 +204,7 @@ func TestLock_Extend_longerDoesNotOutlastLateShorterCalls(t *testing.T) {
 // TTL back before the short one runs out, so the hold stays ours and
 // nobody else gets in.
 func TestLock_Extend_longerAfterFailedShorterRenewsThroughLateCalls(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	c := newClient(t, nodes, loadTolerant) // TTL 30s
 	key := keyFor(t)
@@ -246,6 +251,7 @@ func TestLock_Extend_longerAfterFailedShorterRenewsThroughLateCalls(t *testing.T
 // the wire until Release has deleted the key there; Release's own delete
 // at node 2 is held until the renewal round has been counted.
 func TestLock_Release_racingRenewalKeepsLostOpen(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	const ttl, nodeTimeout = 10 * time.Second, time.Second
 	c := newClient(t, nodes, redlock.WithTTL(ttl), redlock.WithNodeTimeout(nodeTimeout))
@@ -294,6 +300,7 @@ func TestLock_Release_racingRenewalKeepsLostOpen(t *testing.T) {
 // nodes 0 and 1 are held on the wire until Release has deleted the key
 // there, and Release's own delete at node 2 is held until Extend returned.
 func TestLock_Extend_racingReleaseKeepsLostOpen(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	// Extend's round ends 3s after it starts: the held calls are let go
 	// well before, so their replies (key gone) are counted.
@@ -344,6 +351,7 @@ func TestLock_Extend_racingReleaseKeepsLostOpen(t *testing.T) {
 // delete to the call, which sends it once it has returned: the delete
 // cannot overtake the acquire.
 func TestLock_Release_deleteFollowsStragglingAcquire(t *testing.T) {
+	t.Parallel()
 	nodes, key, late, dels, undos, _ := releasedWithStraggler(t)
 	late.open() // node 2's acquire lands now, after Release returned
 	late.await(t, late.passed, "node 2's acquire")

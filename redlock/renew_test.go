@@ -49,6 +49,7 @@ func TestClient_renewsHoldsInOneLoop(t *testing.T) {
 // back past its validity is reported lost as unanswered: no connection
 // failed.
 func TestLock_Lost_renewalUnanswered(t *testing.T) {
+	t.Parallel()
 	_, nodes := hookableNodes(t, 3)
 	c := newClient(t, nodes)
 	l := c.NewLock(keyFor(t), redlock.WithTTL(600*time.Millisecond))
