@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentlock/lock/admin"
 	"github.com/agentlock/lock/internal/lease"
 )
 
@@ -36,6 +37,8 @@ type Client struct {
 	local localGate // degraded holds and waiter counts by key (fallback.go)
 
 	pub shardedPub // sharded pub/sub or classic (shardedpub.go)
+
+	ops *admin.Admin // the operators' verbs over rdb, with its prefix, audit and bounds; nil when err is set
 }
 
 // NewClient returns a Client over rdb (a *redis.Client, *redis.ClusterClient,
@@ -78,6 +81,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		cfg := c.cfg
 		_ = cfg.forMutex() // drops, never refuses: nothing is given
 		c.set = c.settings(cfg)
+		c.ops = c.newAdmin()
 	}
 	return c
 }

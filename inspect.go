@@ -38,13 +38,19 @@ func (c *Client) admin(op, key string) (*admin.Admin, error) {
 	if err := c.usable(); err != nil {
 		return nil, lease.NewOpError("lock", op, key, err)
 	}
+	return c.ops, nil
+}
+
+// newAdmin returns the Admin of c's verbs, made once by NewClient: under
+// c's prefix and audit stream, its calls bounded as c's are.
+func (c *Client) newAdmin() *admin.Admin {
 	opts := []admin.Option{admin.WithPrefix(c.cfg.prefix)}
 	if c.cfg.audit != "" {
 		opts = append(opts, admin.WithAudit(c.cfg.audit, c.cfg.auditMax))
 	}
 	a := admin.New(c.rdb, opts...)
 	adminhook.Set(a, adminhook.Hooks{Call: c.callBounded, AuditForce: c.auditForce, Cluster: c.cluster})
-	return a, nil
+	return a
 }
 
 // usable returns the error of a zero Client or of its options.
