@@ -11,26 +11,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	lock "github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
 // slotOf is the Redis Cluster slot of every key of the lock named key (they
-// share the hash tag {key}): CRC16-XMODEM of key, mod 16384. Keys with a
-// brace are not used here, so the tag is the whole key.
-func slotOf(key string) int {
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
-}
+// share the hash tag {key}).
+func slotOf(key string) int { return luascripts.KeySlot("{" + key + "}") }
 
 // slotOwner maps every slot to its master's address.
 func slotOwner(ctx context.Context, rdb *redis.ClusterClient) ([16384]string, error) {
