@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentlock/lock/internal/adminhook"
 	"github.com/agentlock/lock/internal/lease"
 )
 
@@ -155,6 +156,7 @@ func (a *auditor) observe(e lease.Event) {
 
 // add sends one entry.
 func (a *auditor) add(ctx context.Context, event, key, token string, fence int64, reason string) {
+	token, hold := adminhook.AuditToken(token)
 	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
 	defer cancel()
 	host, pid := processHostPID()
@@ -164,14 +166,17 @@ func (a *auditor) add(ctx context.Context, event, key, token string, fence int64
 	if reason != "" {
 		vals = append(vals, "reason", reason)
 	}
+	if hold != "" {
+		vals = append(vals, "hold", hold)
+	}
 	err := a.rdb.XAdd(ctx, &redis.XAddArgs{Stream: a.stream, MaxLen: a.max, Approx: true, Values: vals}).Err()
 	if err != nil && a.logger != nil {
 		a.logger.Warn("lock audit: entry dropped", "stream", a.stream, "event", event, "key", key, "err", err)
 	}
 }
 
-// auditForce records a force-release of key (token "" for every holder)
-// on c's audit stream, if c has one.
+// auditForce records the force-release of key's hold with token ("" for a
+// key that named no holder) on c's audit stream, if c has one.
 func (c *Client) auditForce(ctx context.Context, key, token string) {
 	if c.cfg.audit == "" {
 		return

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/redistest"
 )
 
 // The in-script audit of each kind: see audit_script_test.go for the
@@ -60,10 +63,13 @@ func TestAudit_inScript_forceRelease(t *testing.T) {
 		wantToken, owner, wantHost, pid, meta := l.Token(), "", "", "", ""
 		if tc.info {
 			owner, wantHost, pid, meta = "pod-a", host, strconv.Itoa(os.Getpid()), "req-1"
-			wantToken = v["token"].(string) // a re-entrant hold's id
-			if !strings.HasPrefix(wantToken, "pod-a#") {
-				t.Fatalf("%s: force-released token %q, want the hold id of owner pod-a", tc.name, wantToken)
+			// A re-entrant hold: the token is the owner id, as Token()
+			// and the acquired entry show it; hold is the hold's own id.
+			if hold, _ := v["hold"].(string); !strings.HasPrefix(hold, "pod-a#") {
+				t.Fatalf("%s: force-released hold %q, want the hold id of owner pod-a", tc.name, hold)
 			}
+		} else if _, ok := v["hold"]; ok {
+			t.Fatalf("%s: force-released entry %v has a hold field, want none for a plain hold", tc.name, v)
 		}
 		if v["key"] != key || v["token"] != wantToken || v["fence"] != strconv.FormatInt(l.Fence(), 10) ||
 			v["owner"] != owner || v["host"] != wantHost || v["pid"] != pid || v["metadata"] != meta {
@@ -162,4 +168,63 @@ func TestAudit_inScript_rwlock(t *testing.T) {
 		}
 		h.wantNone(t, 0)
 	})
+}
+
+// TestAudit_ownerTokenOneName: every entry of a WithOwner hold names it by
+// its owner id, as Token() does — acquired, force-released and lost alike,
+// whether the script writes them (one node) or the separate XADD does (a
+// Cluster stream outside the key's slot). The force-released entry adds
+// the hold's own id as hold.
+func TestAudit_ownerTokenOneName(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) (rdb, admin redis.UniversalClient)
+	}{
+		{"script", func(t *testing.T) (redis.UniversalClient, redis.UniversalClient) {
+			s := redistest.Start(t, redistest.Config{})
+			return s.Client(t), s.Client(t)
+		}},
+		{"separate", func(t *testing.T) (redis.UniversalClient, redis.UniversalClient) {
+			cl := sharedCluster(t)
+			return cl.Client(t), cl.Client(t)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb, admin := tc.start(t)
+			key, stream := keyFor(t), keyFor(t)+":audit" // no {tag}: another slot on a Cluster
+			c := newClient(t, rdb, lock.WithAudit(stream, 1000), lock.WithOwner("agent-7"))
+			op := newClient(t, admin, lock.WithAudit(stream, 1000))
+			l := c.NewLock(key)
+			must(t, "Acquire()", l.Acquire(ctx))
+			must(t, "ForceRelease()", op.ForceRelease(ctx, key))
+			waitClosed(t, l.Lost(), 10*time.Second, "Lost() of the force-released hold")
+			var xs []redis.XMessage
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				// The lost entry is written by the loser's engine, after
+				// Lost() closes: wait for it.
+				if xs = auditEntries(t, admin, stream); len(xs) >= 3 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// The separate XADD of force-released may land after the
+			// loser's lost entry.
+			events := map[string]redis.XMessage{}
+			for _, x := range xs {
+				events[x.Values["event"].(string)] = x
+				if x.Values["token"] != l.Token() {
+					t.Fatalf("%s entry token %v, want %q as Token() gives it: %v", x.Values["event"], x.Values["token"], l.Token(), x.Values)
+				}
+			}
+			if len(xs) != 3 || len(events) != 3 || events["acquired"].ID != xs[0].ID {
+				t.Fatalf("audit entries %v, want acquired, then force-released and lost", xs)
+			}
+			f := events["force-released"].Values
+			if hold, _ := f["hold"].(string); !strings.HasPrefix(hold, "agent-7#") {
+				t.Fatalf("force-released entry %v: hold %q, want the hold's own id agent-7#…", f, hold)
+			}
+		})
+	}
 }

@@ -68,9 +68,9 @@ func (a *Admin) forceRelease(ctx context.Context, key, token string) error {
 		keys, args = luascripts.AuditArgs(keys, args, a.stream,
 			&luascripts.AuditEntry{Max: a.maxLen, Key: key}, []string{k.Fence()})
 	}
-	var n int64
+	var gone []string
 	err = a.call(ctx, func() (err error) {
-		n, err = luascripts.RunOnce(ctx, a.rdb, script, keys, args...).Int64()
+		gone, err = luascripts.RunOnce(ctx, a.rdb, script, keys, args...).StringSlice()
 		return err
 	})
 	switch {
@@ -79,11 +79,13 @@ func (a *Admin) forceRelease(ctx context.Context, key, token string) error {
 		return lease.NewOpError("lock", opForce, key, lease.Invalidf("key %q holds a Redis %s, no lock kind's", key, t))
 	case err != nil:
 		return lease.NewOpError("lock", opForce, key, err)
-	case n == 0:
+	case len(gone) == 0:
 		return lease.NewOpError("lock", opForce, key, lease.ErrNotHeld)
 	}
 	if !inScript && a.stream != "" {
-		a.auditForce(ctx, key, token)
+		for _, tok := range gone {
+			a.auditForce(ctx, key, tok)
+		}
 	}
 	return nil
 }

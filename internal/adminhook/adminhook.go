@@ -10,8 +10,9 @@ import "context"
 type Hooks struct {
 	// Call runs one call to Redis, bounded by ctx; nil runs it directly.
 	Call func(ctx context.Context, call func() error) error
-	// AuditForce records a force-release of key (token "" for every hold)
-	// with a separate XADD; nil writes a plain entry.
+	// AuditForce records the force-release of key's hold with token ("" for
+	// a key that named no holder) with a separate XADD; nil writes a plain
+	// entry.
 	AuditForce func(ctx context.Context, key, token string)
 	// Cluster reports whether the client is a Redis Cluster's.
 	Cluster bool

@@ -12,7 +12,8 @@
 -- ('' when the reply or the hook has it), [5] owner, [6] host, [7] pid,
 -- [8] metadata; the hook's own follow.
 -- An entry's fields are the ones the library's separate XADD writes
--- (audit.go): event, key, token, fence, owner, host, pid, metadata, time.
+-- (audit.go): event, key, token, fence, owner, host, pid, metadata, time,
+-- and hold for a re-entrant hold.
 -- time is the server's clock (TIME), RFC 3339 in UTC with microseconds.
 local AUDIT_STREAM = table.remove(KEYS)
 local AUDIT = {}
@@ -53,12 +54,20 @@ local function audit_fence(f)
 end
 
 -- audit_add appends one entry: event for token with fence f; owner, host,
--- pid and metadata default to the call's own.
+-- pid and metadata default to the call's own. A re-entrant hold's id
+-- ("owner#id") is shown as its owner id, the token Token() returns, with
+-- the whole id in a field hold of its own.
 local function audit_add(event, token, f, owner, host, pid, metadata)
-  redis.call('XADD', AUDIT_STREAM, 'MAXLEN', '~', AUDIT[1], '*',
-    'event', event, 'key', AUDIT[2], 'token', token, 'fence', audit_fence(f),
+  local fields = { 'event', event, 'key', AUDIT[2], 'token', token, 'fence', audit_fence(f),
     'owner', owner or AUDIT[5], 'host', host or AUDIT[6], 'pid', pid or AUDIT[7],
-    'metadata', metadata or AUDIT[8], 'time', audit_time())
+    'metadata', metadata or AUDIT[8], 'time', audit_time() }
+  local o = string.match(token, '^(.+)#')
+  if o then
+    fields[6] = o
+    fields[#fields + 1] = 'hold'
+    fields[#fields + 1] = token
+  end
+  redis.call('XADD', AUDIT_STREAM, 'MAXLEN', '~', AUDIT[1], '*', unpack(fields))
 end
 
 -- audit_holds reports whether token holds lock already: the lock's token,

@@ -33,7 +33,7 @@ end
 
 local audit_was = audit_tokens(KEYS[1], KEYS[3])
 local audit_reply = audit_body()
-if type(audit_reply) == 'number' and audit_reply > 0 then
+if type(audit_reply) == 'table' and #audit_reply > 0 then
   local left = {}
   for _, h in ipairs(audit_tokens(KEYS[1], KEYS[3])) do
     left[h.token] = true

@@ -15,9 +15,9 @@
 -- FORCED_SLACK: a holder that missed the message finds its token there when
 -- its next renewal finds the key gone, and reports a force release, not a
 -- vanished key.
--- Reply: the number of holds removed; 0 the key is free, or has no holder
--- with that token. An error reply "KIND type" for a key of a type no kind
--- uses.
+-- Reply: the tokens of the holds removed (a held key that names no holder:
+-- one empty token); none when the key is free, or has no holder with that
+-- token. An error reply "KIND type" for a key of a type no kind uses.
 local lock, channel, holders, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local only = ARGV[1]
 local FORCED_SLACK = 1000 -- ms: a renewal sent just before the hold's expiry still finds the record
@@ -32,7 +32,7 @@ end
 
 local k, t = kind_of(lock)
 if k == nil then
-  return 0
+  return {}
 end
 if k == false then
   return redis.error_reply('KIND ' .. t)
@@ -49,7 +49,7 @@ else
     end
   end
   if #gone == 0 then
-    return 0
+    return {}
   end
 end
 -- The record first, while the holds' time left can still be read.
@@ -88,7 +88,7 @@ end
 if #gone == 0 then
   -- A held key that names no holder: freed all the same.
   redis.call('PUBLISH', channel, 'released')
-  return 1
+  return { '' }
 end
 for _, tok in ipairs(gone) do
   redis.call('PUBLISH', channel, 'force:' .. tok)
@@ -96,4 +96,4 @@ for _, tok in ipairs(gone) do
     redis.call('PUBLISH', force, 'force:' .. tok)
   end
 end
-return #gone
+return gone
