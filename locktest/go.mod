@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/agentlock/lock => ../
 
 require (
-	github.com/agentlock/lock v0.0.0-00010101000000-000000000000
+	github.com/agentlock/lock v0.1.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
