@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,7 +26,8 @@ func ExampleWithFair() {
 	next := locks.NewLock("example:fair")
 	done := make(chan error, 1)
 	go func() { done <- next.Acquire(ctx) }()
-	for n := 0; n != 1; n, _ = first.Waiters(ctx) {
+	for n := 0; n != 1; n, _ = first.Waiters(ctx) { // wait until it has queued
+		time.Sleep(time.Millisecond)
 	}
 	fmt.Println("release:", first.Release(ctx))
 	fmt.Println("next in line:", <-done, next.Fence() > first.Fence())
