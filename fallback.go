@@ -40,41 +40,19 @@ func (f Fallback) String() string {
 
 // WithFallback sets what a mutex's Acquire, TryAcquire and WithLock do when
 // Redis is unreachable. [FallbackNone] (the default) fails closed.
-// [FallbackLocal] degrades: when an acquire attempt fails because Redis
-// cannot be reached — a dial or connection error, a connection reset or
-// closed by the server, a network timeout, or no free connection in the
-// pool — the call stops trying Redis and takes an in-process lock on the key
-// instead, shared by every lock of the same [Client]. A Redis error reply
-// (LOADING, READONLY, NOPERM, a script error), an answer that someone else
-// holds the lock, and the caller's own context ending never fall back. An
-// Acquire's wait timeout ([WithWaitTimeout]) counts from its start, the
-// Redis part included.
+// [FallbackLocal] degrades: when an attempt fails with a network error
+// (dial, reset, closed connection, timeout, empty pool), the call takes an
+// in-process lock on the key instead, shared by every lock of the [Client],
+// with an [EventFallback] to the Observer. Error replies, a key held by
+// another and the caller's own ctx never fall back.
 //
-// A degraded hold ([Lock.Degraded] reports true) excludes only the other
-// locks of the same key in this Client: it gives NO exclusion against other
-// processes, which may hold the key in Redis or degraded themselves at the
-// same time. Its fence is 0, its token a random UUID that Redis never sees;
-// it is never renewed and never lost (its [Lock.Lost] channel never
-// closes), [Lock.Extend] is a no-op and [Lock.TTL] returns an error
-// wrapping [ErrNotHeld]; Release frees the local lock and does not talk to
-// Redis. When Redis comes back while it is held, nothing changes for it: it
-// stays degraded until released, and it does not take the Redis key.
-//
-// Within the Client, degraded and Redis holds of a key exclude each other,
-// for every kind of lock on the key: while a degraded hold is live, the
-// attempts of every lock of the Client on the key (a mutex, re-entrant or
-// fair; a read or write hold; a semaphore permit; a [MultiLock] with the
-// key among its members; [Client.Once]) find the key held and are not
-// sent; and a degraded acquire waits while a lock of the Client holds the
-// key in Redis or is acquiring it. A lock takes part when it or its Client
-// has WithFallback or WithMaxWaiters: give the option to [NewClient] so
-// that every lock does (the others pay nothing for the gate). The fallback
-// is taken with an [EventFallback] to the Observer and a warning in the log
-// ([WithLogger]).
-//
-// Only mutexes fall back (plain, re-entrant or fair): read-write locks,
-// semaphore permits, MultiLocks and Once keep trying Redis until their
-// wait ends, as without the option.
+// A degraded hold ([Lock.Degraded]) gives NO exclusion against other
+// processes. Its fence is 0; it is never renewed or lost, Extend does
+// nothing, TTL returns [ErrNotHeld], and Release does not talk to Redis.
+// Within the Client it excludes every kind of lock on the key, for locks
+// that have WithFallback or [WithMaxWaiters]: give it to [NewClient]. Only
+// mutexes fall back; the other kinds keep trying Redis. See
+// docs/guide.md#degrading-redis-down-a-key-swamped and docs/safety.md.
 func WithFallback(f Fallback) Option {
 	return func(c *config) { c.fallback = f; c.given |= optFallback }
 }

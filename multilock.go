@@ -15,33 +15,20 @@ import (
 )
 
 // MultiLock holds several keys at once: all of them or none. Each member is
-// a plain mutex hold of its key (the same as [Client.NewLock] on it), so a
-// Lock on any member key excludes the MultiLock and the other way round;
-// every member carries one token and its own fence. It is one hold for the
-// engine: renewed, extended, released and lost as a whole; once it is
-// lost, the members still ours are released (see [MultiLock.Lost]).
-//
-// Keys are taken in a canonical order — by Redis Cluster slot, then by key
-// — and the keys of one slot group (every key on a single Redis, or those
-// sharing a slot on a cluster) by one script that takes all of them or
-// none: one round trip per slot group, not per key. When a later group is
-// held by someone else or its call fails, the attempt releases the groups
-// it took, and undoes the one whose call failed, before it reports: a
-// waiting MultiLock holds no member between attempts, and two MultiLocks
-// over overlapping keys never deadlock. A release that fails is sent
-// again in the background; a member whose release never lands expires by
-// its TTL, and no later attempt (each has a token of its own) keeps it.
-// A waiting Acquire retries with its backoff ([WithBackoff]), capped by the
-// remaining TTL of the member that stopped it; it does not listen for
-// releases, since the release of one member says nothing of the others.
+// a plain mutex hold of its key (the same as [Client.NewLock] on it), with
+// one token and its own fence. It is one hold for the engine: renewed,
+// extended, released and lost as a whole; once it is lost, the members
+// still ours are released (see [MultiLock.Lost]). Keys are taken in a
+// canonical order, one script per slot group, and an attempt that fails
+// releases what it took, so a waiting MultiLock holds no member and two
+// MultiLocks over overlapping keys never deadlock.
 //
 // Its methods are safe for concurrent use, but one MultiLock holds its keys
-// at most once at a time. A MultiLock needs [ReleaseScript], and cannot be
-// fair ([WithFair]), re-entrant ([WithOwner]), use [WithReplicaAck], listen
-// for releases ([WithNotify]) or write holder info ([WithHolderInfo],
-// [WithMetadata]): those, given to [Client.NewMultiLock], are [ErrInvalid]
-// (set on the Client, a MultiLock ignores them), as are an empty key list,
-// an empty key and a key listed twice, reported by every verb.
+// at most once at a time. [ReleaseWatch], [WithFair], [WithOwner],
+// [WithReplicaAck], [WithNotify], [WithHolderInfo] and [WithMetadata] given
+// to [Client.NewMultiLock] are [ErrInvalid] (set on the Client, a MultiLock
+// ignores them), as are an empty key list, an empty key and a key listed
+// twice. See docs/guide.md#multi-locks and docs/safety.md#multi-locks.
 type MultiLock struct {
 	cfg    *settings
 	pol    lease.Policy // the settings' policy, renewed by the MultiLock's own group

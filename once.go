@@ -27,60 +27,20 @@ const DefaultResultTTL = 10 * time.Minute
 const MaxResultSize = 1 << 20
 
 // Once runs fn once across every process that shares Redis, and gives every
-// caller its result: a distributed singleflight with a cache.
+// caller its result: a distributed singleflight with a cache. It returns
+// the result and whether it came from another call (shared).
 //
-// If a result is stored for key, Once returns it in one round trip, with
-// shared true, and fn does not run. Otherwise exactly one caller, in any
-// process, runs fn while holding the lock on key — the same lock as
-// [Client.NewLock] on key, renewed by the watchdog while fn runs — and the
-// others wait, woken by publish rather than polling, then read what it
-// stored (shared true). fn's ctx is cancelled, cause a [*LostError], if the
-// hold is lost.
-//
-// fn's result is stored atomically with the release, and only while the
-// hold is still ours: one script checks the token, writes the result for
-// [WithResultTTL] (default [DefaultResultTTL]), deletes the lock and wakes
-// every waiter. A caller whose hold was lost while fn ran stores nothing
-// and gets an error matching [ErrLockLost]; by then another caller may be
-// running fn too. Whatever fn does outside Redis (a charge, an e-mail) can
-// therefore happen twice across such a loss: pass the key, or the hold's
-// fence ([OnceFence] of fn's ctx), downstream as an idempotency key where
-// that matters. The hold writes holder info as a mutex hold does
-// ([WithMetadata], [WithHolderInfo]); [Client.Inspect] shows it, kind
-// "mutex". Once returns by ctx's deadline: a store still unanswered then
-// goes on in the background, as [Client.WithLock]'s release does, and Once
-// returns fn's result; if that store fails, nothing is stored and the lock
-// expires by its TTL.
-//
-// When fn returns an error, nothing is stored, Once returns that error, and
-// one waiting caller runs fn in turn (one at a time, never all at once).
-// With [WithErrorTTL] the failure is stored for that long instead: waiters,
-// and callers until it expires, get an error wrapping [ErrOnceFailed] that
-// carries fn's error text, shared true. A result over [MaxResultSize] is
-// treated as a failure of fn, wrapping [ErrInvalid]. Results are bytes,
-// binary-safe; nil and empty are both returned as an empty non-nil slice.
-//
-// Calls of one Client for the same key (and prefix) at the same time share
-// one call to Redis, as golang.org/x/sync/singleflight does within a
-// process: the others wait for it, bounded by their own ctx and
-// [WithWaitTimeout], and get copies of its result, shared true, or of the
-// failure it found stored. When that call ends otherwise (its ctx, its
-// fn's error, a lost lock, a panic, fn's result whose store was still out
-// at its caller's deadline), each of them goes to Redis itself,
-// where fn runs again one caller at a time. So a stampede costs Redis a few
-// calls per process, not per caller. With [WithMaxWaiters](n), the calls
-// waiting for one under way count as its waiters: once n wait, a further
-// call fails at once with an error wrapping [ErrContended].
-//
-// Once returns what [Client.WithLock] returns when the lock was never held
-// ([ErrNotAcquired] at the end of the wait, [ErrClosed], [ErrInvalid]): for
-// a nil fn, an invalid option, or [WithOwner], [WithReleaseMode](ReleaseWatch),
-// [WithReplicaAck] or [WithFair], which
-// Once does not support (set on the Client, Once ignores them). When fn
-// panics, the lock is released without storing anything and the panic
-// continues. opts override the Client's defaults for this call; the stored
-// result lives at P{K}:result beside the lock, under the same hash tag, so
-// Once works on a Redis Cluster. Safe for concurrent use.
+// A stored result is returned in one round trip without running fn.
+// Otherwise one caller runs fn under the lock on key (as [Client.NewLock]),
+// the others wait and read what it stored; calls of one Client for the key
+// share one call to Redis. fn's result is stored, for [WithResultTTL], by
+// the release and only while the hold is still ours: a caller whose hold
+// was lost gets an error matching [ErrLockLost], and fn may then have run
+// twice; pass the key or [OnceFence] downstream as an idempotency key. When
+// fn fails nothing is stored (unless [WithErrorTTL]; then [ErrOnceFailed])
+// and Once returns fn's error. A nil fn, an invalid option, [WithOwner],
+// [ReleaseWatch], [WithReplicaAck] or [WithFair] is [ErrInvalid]. Safe for
+// concurrent use. See docs/guide.md#once-run-once-share-the-result.
 func (c *Client) Once(ctx context.Context, key string, fn func(context.Context) ([]byte, error), opts ...Option) ([]byte, bool, error) {
 	l, err := c.onceLock(key, opts)
 	if err != nil {

@@ -288,20 +288,13 @@ func WithFencing(on bool) Option { return func(c *config) { c.fencing = on; c.gi
 
 // WithCoalescing sets whether a lock's calls may share round trips with
 // other calls of the same Client (default on). While a few calls are out at
-// once (at least 2, GOMAXPROCS when more), every further call waits for one
-// of them to come back and then goes out with the others queued meanwhile,
-// as one pipeline (on a Redis Cluster, per master): under load, many
-// acquires and releases share a round trip and the system calls on both
-// sides, which raises throughput; a lone call is sent at once, as without
-// coalescing. Calls in a shared pipeline show in go-redis hooks as a
-// pipeline, not as single commands. A call whose ctx ends while it is
-// queued returns at once, unsent. A call riding a shared pipeline, or sent
-// alone, returns by its ctx's deadline, its outcome unknown (an acquire is
-// then undone once the pipeline is through; an Extend counts as out until
-// then): with coalescing on, a call whose ctx has a deadline runs on a
-// goroutine of its own, whatever ContextTimeoutEnabled says.
-// Renewals are batched by the renewal loop either way; ReleaseWatch and
-// [WithReplicaAck] calls are never coalesced.
+// once, further calls wait and then go out together as one pipeline (per
+// master on a Cluster), which raises throughput under load; a lone call is
+// sent at once. Calls in a shared pipeline show in go-redis hooks as a
+// pipeline. A call whose ctx ends while queued returns at once, unsent; one
+// sent returns by its ctx's deadline, its outcome unknown. ReleaseWatch and
+// [WithReplicaAck] calls are never coalesced. See
+// docs/design/storage.md#round-trips-and-coalescing.
 func WithCoalescing(on bool) Option {
 	return func(c *config) { c.coalesce = on; c.given |= optCoalescing }
 }

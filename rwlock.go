@@ -16,29 +16,16 @@ import (
 // holds are ordinary [*Lock] handles ([RWLock.ReadLock], [RWLock.WriteLock])
 // with every verb of a mutex's: each reader's hold is leased, renewed and
 // lost on its own, so a crashed reader keeps a writer out for at most its
-// TTL. A writer that has to wait marks itself waiting, and while that mark
-// lasts no new reader gets in, so a stream of readers never starves a
-// writer; the mark has its own expiry (twice the backoff cap, see
-// [WithBackoff], at least 200ms), renewed by each of the writer's
-// attempts, so a waiting writer that died or gave up keeps readers out at
-// most that long. The last hold's release wakes every waiter (a writer, or
-// the readers a writer kept out).
+// TTL. A waiting writer stops new readers, so readers never starve it; its
+// mark expires soon after it dies or gives up. Each write hold takes a new
+// fence; a read hold carries the last writer's, below the next writer's.
 //
-// Fences: each write hold takes a new fence, greater than every fence
-// handed out on the key before; a read hold carries the current one, the
-// last writer's or greater, and below the next writer's.
-//
-// Every Redis call of a read-write lock is a script: [ReleaseWatch],
-// [WithOwner] (re-entrant holds), [WithReplicaAck] and [WithFair] are not
-// available and, given to [Client.NewRWLock], give an error wrapping
-// [ErrInvalid] (set on the Client, a read-write lock ignores them). A key
-// held as a read-write lock
-// is not a mutex's or a semaphore's: a read-write lock's acquire on a key
-// another kind holds fails with an error wrapping ErrInvalid that names
-// both kinds.
-//
+// [ReleaseWatch], [WithOwner], [WithReplicaAck] and [WithFair] given to
+// [Client.NewRWLock] are [ErrInvalid] (set on the Client, a read-write lock
+// ignores them); so is an acquire on a key that another kind of lock holds.
 // An RWLock is safe for concurrent use; it talks to no server until a
-// handle's verb does.
+// handle's verb does. See docs/guide.md#read-write-locks and
+// docs/safety.md#read-write-locks.
 type RWLock struct {
 	key   string
 	cfg   *settings // nil when err is set
