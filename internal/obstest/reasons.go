@@ -16,21 +16,20 @@ import (
 // from the source rather than listed by hand, so that a reason added
 // later is checked by every test that ranges over them: the constants of
 // type lock.LossReason in the root package's errors.go. Each is checked to
-// be defined from the engine's reason of the same name, whose value its
-// const block (internal/lease/errors.go, iota from 1) gives.
+// name the engine's reason of the same name, whose value its const block
+// (internal/lease/errors.go, iota from 1) gives.
 func LossReasons(t testing.TB) []lock.LossReason {
 	t.Helper()
 	engine := leaseReasons(t)
 	var out []lock.LossReason
 	for _, spec := range constSpecs(t, SourcePath(t, "errors.go")) {
-		call, ok := singleValue(spec).(*ast.CallExpr)
-		if !ok || !isIdent(call.Fun, "LossReason") || len(call.Args) != 1 {
+		if !isIdent(spec.Type, "LossReason") {
 			continue
 		}
-		sel, ok := call.Args[0].(*ast.SelectorExpr)
+		sel, ok := singleValue(spec).(*ast.SelectorExpr)
 		name := spec.Names[0].Name
-		if !ok || sel.Sel.Name != name {
-			t.Fatalf("errors.go: %s is not LossReason(lease.%s)", name, name)
+		if !ok || !isIdent(sel.X, "lease") || sel.Sel.Name != name {
+			t.Fatalf("errors.go: %s is not LossReason = lease.%s", name, name)
 		}
 		v, ok := engine[name]
 		if !ok {
