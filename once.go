@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentlock/lock/internal/lease"
@@ -115,93 +113,6 @@ func (l *Lock) once(ctx context.Context, rk string, fn func(context.Context) ([]
 	return nonNil(k.val), false, k.kept.Load(), nil
 }
 
-// onceState is a Client's state for Once: its policy for the Client's
-// defaults, and the calls under way, by result key.
-type onceState struct {
-	set atomic.Pointer[settings] // the defaults with Once's policy; made on first use
-
-	mu      sync.Mutex
-	flights map[string]*flight
-}
-
-// flight is one Once call to Redis that other calls of the same Client on
-// the same key wait for instead of sending their own: in-process
-// singleflight in front of the one across processes.
-type flight struct {
-	done   chan struct{}
-	v      []byte
-	err    error
-	shared bool // the followers take v and err; otherwise each tries itself
-	// followers counts the calls that joined, under onceState.mu (tests).
-	followers int
-	// waiting counts the calls that joined and still wait for it, under
-	// onceState.mu: they count as waiters for WithMaxWaiters.
-	waiting int
-}
-
-// join returns the flight under way for rk, or a new one that the caller
-// leads (lead true); nil when maxWaiters (WithMaxWaiters; 0: no cap) calls
-// already wait for the one under way.
-func (o *onceState) join(rk string, maxWaiters int) (f *flight, lead bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if f = o.flights[rk]; f != nil {
-		if maxWaiters > 0 && f.waiting >= maxWaiters {
-			return nil, false
-		}
-		f.followers++
-		f.waiting++
-		return f, false
-	}
-	if o.flights == nil {
-		o.flights = map[string]*flight{}
-	}
-	f = &flight{done: make(chan struct{})}
-	o.flights[rk] = f
-	return f, true
-}
-
-// leave counts a call that joined f as no longer waiting for it.
-func (o *onceState) leave(f *flight) {
-	o.mu.Lock()
-	f.waiting--
-	o.mu.Unlock()
-}
-
-// cut makes the call under way for rk, if any, no flight for calls that
-// come later: they start their own. The calls that joined it still get its
-// outcome.
-func (o *onceState) cut(rk string) {
-	o.mu.Lock()
-	delete(o.flights, rk)
-	o.mu.Unlock()
-}
-
-// lead makes call for f and ends f with its outcome, also when call
-// panics (the panic continues; the followers then try themselves). Only
-// what Redis keeps (call's kept true: a result or a failure stored by
-// WithErrorTTL that it found, or fn's result that the leader stored) is
-// shared; any other outcome is the leader's own (its ctx, its fn's error,
-// even one that matches ErrOnceFailed because fn got it from another Once,
-// fn's result whose store was still out at the leader's deadline) and is
-// not.
-func (o *onceState) lead(rk string, f *flight, call func() (v []byte, shared, kept bool, err error)) ([]byte, bool, error) {
-	defer func() {
-		o.mu.Lock()
-		if o.flights[rk] == f { // not cut by Forget, which may have let a new one in
-			delete(o.flights, rk)
-		}
-		o.mu.Unlock()
-		close(f.done)
-	}()
-	v, shared, kept, err := call()
-	if f.shared = kept; f.shared {
-		// The caller owns v: the followers get copies of a copy.
-		f.v, f.err = bytes.Clone(v), err
-	}
-	return v, shared, err
-}
-
 // OnceValue is [Client.Once] for a value of any type, stored as JSON: fn's
 // value is encoded with encoding/json, and every caller, fn's own included,
 // gets it decoded from that encoding, like [sync.OnceValue] across
@@ -266,50 +177,6 @@ func OnceFence(ctx context.Context) int64 {
 
 type fenceKey struct{}
 
-// resultName names the companion key P{K}:result.
-const resultName = "result"
-
-// A stored outcome is one byte saying what it is, the token of the hold
-// that stored it and a newline, then fn's result or error text. The token
-// makes the value unique to one hold, so that a resent store recognises its
-// own (once_store.lua).
-const (
-	storedValue   = 'v'
-	storedFailure = 'e'
-)
-
-// stored is what Redis keeps at P{K}:result.
-type stored []byte
-
-// encodeStored lays out what a hold with token stores.
-func encodeStored(what byte, token string, data []byte) []byte {
-	b := make([]byte, 0, 2+len(token)+len(data))
-	b = append(b, what)
-	b = append(b, token...)
-	b = append(b, '\n')
-	return append(b, data...)
-}
-
-// read returns what s says: a value, or the stored failure's error.
-func (s stored) read(key string) ([]byte, bool, error) {
-	i := bytes.IndexByte(s, '\n')
-	if len(s) == 0 || i < 0 || (s[0] != storedValue && s[0] != storedFailure) {
-		return nil, true, lease.NewOpError("lock", "once", key, fmt.Errorf("lock: stored result of %d bytes is not one Once wrote", len(s)))
-	}
-	data := s[i+1:]
-	if s[0] == storedFailure {
-		return nil, true, lease.NewOpError("lock", "once", key, ErrOnceFailed, errors.New(string(data)))
-	}
-	return nonNil(data), true, nil
-}
-
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
-
 // onceLock returns the lock Once holds on key: opts over the Client's
 // defaults, with the Once policy (see onceSettings).
 func (c *Client) onceLock(key string, opts []Option) (*Lock, error) {
@@ -353,86 +220,3 @@ func (c *Client) onceSettings(cfg config, dflt bool) *settings {
 	}
 	return os
 }
-
-// onceKind is a Once's lock as the engine sees it: the mutex (kind), whose
-// attempt also looks for a stored result and whose release stores fn's.
-type onceKind struct {
-	*kind
-	keys  []string // once_acquire.lua's KEYS: acquire's (with holder info's), then P{K}:result
-	found atomic.Pointer[stored]
-	kept  atomic.Bool // Release stored fn's outcome (set on its goroutine)
-
-	// Set by fn's wrapper, read by Release on the same goroutine.
-	ran  bool
-	val  []byte
-	ferr error
-}
-
-// Try returns a stored result (Done), or makes the mutex's acquire attempt.
-func (k *onceKind) Try(ctx context.Context, token string) lease.Attempt {
-	start := time.Now()
-	sb := k.cfg.be.(*scriptBackend)
-	var au *auditCall
-	if a := k.cfg.auditIn(&k.hd.Keys); a != nil {
-		au = a.call(&k.hd.Keys, token, 0)
-	}
-	v, err := sb.onceAcquire(ctx, k.keys, token, k.cfg.ttl, k.cfg.info, au)
-	if kerr := kindReply(k.hd.Keys.User, err, "mutex"); kerr != nil {
-		// The acquire found another kind of lock at P{K}: bad input, not a
-		// Redis failure.
-		return lease.Attempt{Err: kerr, Final: true}
-	}
-	if err != nil {
-		return lease.Attempt{Err: err, Unknown: sent(err), Final: !retryable(err)}
-	}
-	if s, ok := v.(string); ok {
-		st := stored(s)
-		k.found.Store(&st)
-		return lease.Attempt{Done: true}
-	}
-	n, ok := v.(int64)
-	if !ok {
-		return lease.Attempt{Err: fmt.Errorf("lock: unexpected once acquire reply %T", v), Final: true}
-	}
-	ours, fence, left := luascripts.AcquireReply(n)
-	return lease.Attempt{OK: ours, Fence: fence, Sent: start, PTTL: left}
-}
-
-// Release stores fn's outcome with the release when there is one to store
-// and the hold was not lost; otherwise it releases as the mutex does
-// (waking one waiter, who runs fn next).
-func (k *onceKind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
-	what, ttl, msg := byte(storedValue), k.cfg.resultTTL, lease.MsgAll
-	switch {
-	case ended || !k.ran || h.LostErr() != nil:
-		return k.kind.Release(ctx, h, ended)
-	case k.ferr != nil && k.cfg.errorTTL == 0:
-		return k.kind.Release(ctx, h, ended)
-	case k.ferr != nil:
-		what, ttl = storedFailure, k.cfg.errorTTL
-		k.val = []byte(lease.Bare(k.ferr))
-	}
-	sb := k.cfg.be.(*scriptBackend)
-	out := encodeStored(what, h.Token(), k.val)
-	var au *auditCall
-	if a := k.cfg.auditIn(&k.hd.Keys); a != nil {
-		au = a.call(&k.hd.Keys, h.Token(), h.Fence())
-	}
-	n, err := sb.onceStore(ctx, &k.hd.Keys, k.keys[len(k.keys)-1], h.Token(), out, ttl, msg, au)
-	// The store is safe to resend (once_store.lua): a call whose outcome is
-	// unknown is sent again while ctx lasts, so a lost reply neither leaves
-	// the lock to expire nor reports a result that landed as lost.
-	for try := 0; err != nil && sent(err) && retryable(err) && ctx.Err() == nil && try < storeResends; try++ {
-		n, err = sb.onceStore(ctx, &k.hd.Keys, k.keys[len(k.keys)-1], h.Token(), out, ttl, msg, au)
-	}
-	if k.ferr != nil {
-		k.val = nil
-	}
-	st, err := checkStatus("once store", n, err)
-	k.kept.Store(err == nil && st == extendOK)
-	return outcome(st, err)
-}
-
-// storeResends bounds how often a store whose outcome is unknown is sent
-// again.
-const storeResends = 3
