@@ -8,19 +8,10 @@ import (
 )
 
 // MinTTL is the shortest lease [WithTTL] and [Lock.Extend] accept; shorter
-// ones are [ErrInvalid]. A hold is renewed every TTL/3 and given up TTL/10 +
-// 2ms before its TTL runs out, so each renewal's round trip, with the
-// scheduling of the goroutines at both ends, must fit in about half the
-// TTL; a shorter lease is reported lost ("unanswered", "expired") by a
-// pause that a healthy system takes in its stride. Measured on a 2-core VM
-// shared with other work, holders renewing for 2-4s against a local Redis:
-// 50 holders lost every 5ms and 10ms lease and, in one round of three,
-// every 20ms one; 300 holders under the race detector lost every 20ms lease,
-// and 50ms ones in one run of several, never 100ms ones. 100ms also leaves
-// room for the stalls Redis itself takes, such as the fork of a BGSAVE
-// (about 10-20ms per GB of data). No TTL survives an overloaded machine
-// (with two more CPU-bound processes on those two cores, 100ms and 200ms
-// leases were lost too): pick one well above the worst pause you expect.
+// ones are [ErrInvalid]. Each renewal's round trip must fit in about half
+// the TTL, so a shorter lease is lost to pauses a healthy system takes in
+// its stride. No TTL survives an overloaded machine: pick one well above
+// the worst pause you expect. See docs/design/min-ttl.md.
 const MinTTL = lease.MinTTL
 
 // Defaults, documented on the options that change them.
