@@ -24,9 +24,18 @@ func TestEventKind_String(t *testing.T) {
 		lock.EventKind(0):       "event_0",
 		lock.EventKind(99):      "event_99",
 	}
+	checkStrings(t, want)
+}
+
+// checkStrings fails for each value of want whose String is not its name.
+func checkStrings[K interface {
+	~int
+	String() string
+}](t *testing.T, want map[K]string) {
+	t.Helper()
 	for k, w := range want {
 		if got := k.String(); got != w {
-			t.Errorf("EventKind(%d).String() = %q, want %q", int(k), got, w)
+			t.Errorf("%T(%d).String() = %q, want %q", k, int(k), got, w)
 		}
 	}
 }

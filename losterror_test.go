@@ -22,11 +22,7 @@ func TestLossReason_String(t *testing.T) {
 		lock.LossReason(0):     "LossReason(0)",
 		lock.LossReason(99):    "LossReason(99)",
 	}
-	for r, w := range want {
-		if got := r.String(); got != w {
-			t.Errorf("LossReason(%d).String() = %q, want %q", int(r), got, w)
-		}
-	}
+	checkStrings(t, want)
 	if got := fmt.Sprint(lock.LossStolen); got != "stolen" {
 		t.Errorf("fmt.Sprint(LossStolen) = %q, want stolen", got)
 	}
