@@ -32,9 +32,9 @@ type Client struct {
 
 	multi atomic.Pointer[settings] // NewMultiLock's without options; made on first use
 
-	once onceState // Once's flights and policy (once.go)
+	once onceState // Once's flights and policy (once_flight.go)
 
-	local localGate // degraded holds and waiter counts by key (fallback.go)
+	local localGate // degraded holds and waiter counts by key (localgate.go)
 
 	pub shardedPub // sharded pub/sub or classic (shardedpub.go)
 
