@@ -38,7 +38,7 @@
 // Once runs a function once across the fleet and gives every caller its
 // stored result, a distributed singleflight ([OnceValue] stores JSON):
 //
-//	val, shared, err := locks.Once(ctx, "rag:"+hash, build, lock.WithResultTTL(10*time.Minute))
+//	val, shared, err := locks.Once(ctx, "rag:"+hash, build, lock.WithResultTTL(time.Hour))
 //
 // Operators see and free holds with [Client.Inspect], [Client.List] and
 // [Client.ForceRelease] (package admin and cmd/lockctl too). Package redlock

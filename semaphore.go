@@ -16,7 +16,7 @@ import (
 //
 // n belongs to each Semaphore value, not to the key: lowering it revokes no
 // permit, and while processes disagree the key holds at most the largest n.
-// A released permit wakes one waiter per process, not all.
+// A released permit goes to one waiter, not to all of them.
 //
 // A semaphore needs scripting, and its permits are neither re-entrant nor
 // queued: [ReleaseWatch], [WithOwner], [WithReplicaAck] and [WithFair]
