@@ -40,35 +40,19 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 }
 
 // Acquire waits until the lock is held, ctx is done, or the wait timeout
-// ([WithWaitTimeout]) passes. Between attempts it sleeps with jittered
-// exponential backoff ([WithBackoff]), never past the holder's remaining TTL,
-// and wakes at once when a holder releases ([WithNotify]). The attempts of
-// one Acquire carry the same token, so an attempt whose reply was lost but
-// which took the lock is confirmed by the next. Once Acquire has sent a
-// release of its token to undo a success it cannot trust (confirmed after
-// the lease's safety deadline, a hold a release handed over too late, or
-// too few replica acknowledgements with [WithReplicaAck]), the attempts
-// that follow carry a fresh token (for a re-entrant lock, a fresh hold id
-// of the same owner): that release may land late, after a later attempt
-// took the key, and must then find nothing of that attempt's to delete.
+// ([WithWaitTimeout]) passes, sleeping between attempts with backoff
+// ([WithBackoff]) and waking when a holder releases ([WithNotify]).
 //
 // It returns nil when held; an error wrapping [ErrNotAcquired] when the wait
 // ended, also matching context.Cause(ctx) when ctx ended it and the last
-// failed attempt's error, if any; a wrapped Redis error when Redis fails in
-// a way a retry cannot mend (network errors are retried until the wait
-// ends); or [ErrInvalid] or [ErrClosed]. It returns by ctx's deadline and
-// by the wait timeout, give or take a goroutine's scheduling, even when
-// Redis does not answer. Each failed attempt is reported to the Observer
-// ([EventAttemptFailed]) and logged ([WithLogger]): at debug level, and as
-// a warning at the third failure in a row and every tenth after. A failed
-// Acquire leaves no hold behind: what an attempt of unknown outcome may have
-// set is removed in the background, as for TryAcquire. Acquire on a handle
-// that is held returns ErrInvalid.
-//
-// With [WithFallback](FallbackLocal), an attempt that finds Redis
-// unreachable ends the Redis part at once and the call takes an in-process
-// lock instead ([Lock.Degraded]); with [WithMaxWaiters], a call beyond the
-// cap fails at once with [ErrContended].
+// failed attempt's error, if any; a wrapped Redis error when a retry cannot
+// mend it (network errors are retried until the wait ends); [ErrClosed]; or
+// [ErrInvalid], also for a handle already held. It returns by ctx's deadline
+// even when Redis does not answer, and a failed Acquire leaves no hold
+// behind. With [WithFallback](FallbackLocal) an unreachable Redis gives an
+// in-process hold ([Lock.Degraded]); with [WithMaxWaiters], a call beyond
+// the cap fails at once with [ErrContended]. See
+// docs/guide.md#the-verbs-in-detail.
 func (l *Lock) Acquire(ctx context.Context) error {
 	if err := l.heldLocally(); err != nil {
 		return err

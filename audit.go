@@ -68,23 +68,15 @@ const auditTimeout = time.Second
 // WithAudit appends the locks' events to the Redis stream named stream,
 // capped near maxLen entries (XADD MAXLEN ~): acquired, released,
 // extended (by [Lock.Extend]; renewals are not recorded), lost (with its
-// reason) and, for [Client.ForceRelease] on a Client with this option,
-// force-released. Each entry carries the key, token, fence, owner, host,
-// pid, metadata ([WithMetadata]) and the time. Where the stream can share
-// the lock's hash slot (one node; on a Redis Cluster, a stream named with
-// the key's {tag}), the operation's own script writes the entry,
-// atomically with it and only if it succeeded, and the stream's order is
-// the order of the operations on that key; time is then the Redis
-// server's clock. This covers the mutex (plain and re-entrant, its Extend
-// and handoffs), read-write locks, semaphores, [Client.Once]'s lock and
-// ForceRelease of any kind. Otherwise — the stream in another slot, a
-// Ring, fair locks, multi-locks, [WithReplicaAck] holds, and every loss —
-// the process sends the entry as one more XADD after the
-// operation (the caller's round trip, for its own verbs): in order per
-// process per hold, time on the process's clock, and a failed XADD is
-// logged and dropped. Default: none, at no cost: the scripts and their
-// arguments are those without audit. stream must not be empty and maxLen
-// must be positive.
+// reason) and force-released ([Client.ForceRelease]), each with the key,
+// token, fence, owner, host, pid, metadata ([WithMetadata]) and time.
+// Where the stream shares the lock's hash slot (one node, or a Cluster
+// stream named with the key's {tag}), the operation's own script writes the
+// entry, atomically with it and in its order; otherwise, and for losses,
+// the process sends a separate XADD after the operation, and a failed one
+// is logged and dropped. Default: none, at no cost. stream must not be
+// empty and maxLen must be positive ([ErrInvalid]). See
+// docs/operations.md#the-audit-stream and docs/design/audit.md.
 func WithAudit(stream string, maxLen int64) Option {
 	return func(c *config) { c.auditSet, c.audit, c.auditMax = true, stream, maxLen; c.given |= optAudit }
 }

@@ -32,9 +32,9 @@ type Client struct {
 
 	multi atomic.Pointer[settings] // NewMultiLock's without options; made on first use
 
-	once onceState // Once's flights and policy (once.go)
+	once onceState // Once's flights and policy (once_flight.go)
 
-	local localGate // degraded holds and waiter counts by key (fallback.go)
+	local localGate // degraded holds and waiter counts by key (localgate.go)
 
 	pub shardedPub // sharded pub/sub or classic (shardedpub.go)
 
@@ -91,24 +91,17 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 func (c *Client) zero() bool { return c == nil || !c.eng.Ready() }
 
 // Close stops the renewal loop and the wake-up subscriptions and waits for
-// them to return: if a renewal call is out to a server that does not answer,
-// that wait lasts until go-redis gives the call up (its read and dial
-// timeouts); a subscription still connecting to such a server is waited
-// for at most 100ms, and ends on its own later. Close also waits, at most
-// 5s, for the background work of calls their callers stopped waiting for
-// and for the undos of acquisitions whose outcome was unknown, and for the
-// fair locks' Acquires under way, which it ends, to leave their queues
-// ([WithFair]), so the redis client can be closed right after. It is
-// idempotent and always returns nil, also on a zero or nil Client.
+// them to return (a renewal call out to a server that does not answer, until
+// go-redis gives it up). It also waits, at most 5s, for background work: the
+// calls their callers stopped waiting for, the undos of acquisitions of
+// unknown outcome, and fair waiters leaving their queues, so the redis
+// client can be closed right after. Close does not close the redis client.
+// It is idempotent and always returns nil, also on a zero or nil Client.
 //
 // Locks still held are no longer renewed: their Lost channels close at
-// their safety deadlines, also while Close waits. Each hold gets a timer
-// for its deadline before Close waits for anything; a hold whose renewal
-// call is out is watched by that call until it returns, and gets its timer
-// then, at the deadline the call's answer leaves it. Afterwards Acquire,
+// their safety deadlines, also while Close waits. Afterwards Acquire,
 // TryAcquire, Extend and WithLock return [ErrClosed]; Release still deletes
-// a hold, so shutdown order strands nothing. Close does not close the redis
-// client.
+// a hold, so shutdown order strands nothing. See docs/safety.md#close.
 func (c *Client) Close() error {
 	if c.zero() {
 		return nil // nothing was started
@@ -142,36 +135,4 @@ func (c *Client) sources(channel string) []lease.Source {
 		return []lease.Source{shard}
 	}
 	return []lease.Source{c.rdb}
-}
-
-// backendKind picks one of the few shared backends.
-type backendKind struct {
-	mode      ReleaseMode
-	reentrant bool
-	fencing   bool
-	coalesce  bool
-	info      bool // holder info is written (WithHolderInfo)
-}
-
-func (c *Client) backend(k backendKind) backend {
-	c.beMu.Lock()
-	defer c.beMu.Unlock()
-	if b, ok := c.backends[k]; ok {
-		return b
-	}
-	var b backend
-	if k.mode == ReleaseWatch {
-		b = &watchBackend{rdb: c.rdb, fencing: k.fencing, pub: &c.pub}
-	} else {
-		sb := &scriptBackend{rdb: c.rdb, reentrant: k.reentrant, fencing: k.fencing, info: k.info, pub: &c.pub}
-		if k.coalesce {
-			if c.co == nil {
-				c.co = newLanes(c.rdb, c.cfg.logger)
-			}
-			sb.co = c.co
-		}
-		b = sb
-	}
-	c.backends[k] = b
-	return b
 }

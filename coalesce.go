@@ -67,48 +67,6 @@ func newCoalescer(rdb scripter, lg *slog.Logger) *coalescer {
 	return &coalescer{rdb: rdb, limit: max(2, runtime.GOMAXPROCS(0)), lg: lg}
 }
 
-// lanes gives each Redis node its own coalescer on a cluster, so that a
-// shared pipeline never waits for a node other than its own (a slow or dead
-// master would otherwise hold up calls to the healthy ones), and one
-// coalescer for everything elsewhere.
-type lanes struct {
-	rdb     scripter
-	lg      *slog.Logger
-	cluster *redis.ClusterClient // nil unless rdb is one
-
-	mu     sync.Mutex
-	byNode map[string]*coalescer // by master address, on a cluster
-	one    *coalescer
-}
-
-func newLanes(rdb redis.UniversalClient, lg *slog.Logger) *lanes {
-	ls := &lanes{rdb: rdb, lg: lg}
-	if cl, ok := rdb.(*redis.ClusterClient); ok {
-		ls.cluster, ls.byNode = cl, map[string]*coalescer{}
-	} else {
-		ls.one = newCoalescer(rdb, lg)
-	}
-	return ls
-}
-
-// lane returns the coalescer for the node serving key. When the cluster's
-// slot map is not at hand, calls share one lane: go-redis routes each
-// command of a pipeline by itself either way.
-func (ls *lanes) lane(ctx context.Context, key string) *coalescer {
-	if ls.cluster == nil {
-		return ls.one
-	}
-	addr := masterAddr(ctx, ls.cluster, key)
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	co := ls.byNode[addr]
-	if co == nil {
-		co = newCoalescer(ls.rdb, ls.lg)
-		ls.byNode[addr] = co
-	}
-	return co
-}
-
 var queuedPool = sync.Pool{New: func() any { return &queued{ready: make(chan []*queued, 1)} }}
 
 // do sends cmd and returns nil once cmd holds its reply (or error). When
@@ -208,61 +166,6 @@ type unsentError struct{ cause error }
 
 func (e unsentError) Error() string { return "lock: call not sent: " + e.cause.Error() }
 func (e unsentError) Unwrap() error { return e.cause }
-
-// unansweredError is the error of a call that left a shared pipeline at
-// the end of its ctx, before the reply: it may take effect in Redis until
-// settled closes, and an undo must wait for that (see scriptBackend).
-type unansweredError struct {
-	cause   error
-	settled <-chan struct{}
-}
-
-func (e unansweredError) Error() string {
-	return "lock: call sent, outcome unknown (no reply before ctx ended): " + e.cause.Error()
-}
-func (e unansweredError) Unwrap() error { return e.cause }
-
-// leftUnanswered records that an acquire with token left its pipeline
-// before the reply, until settled closes.
-func (b *scriptBackend) leftUnanswered(token string, settled <-chan struct{}) {
-	b.mu.Lock()
-	if b.unanswered == nil {
-		b.unanswered = map[string]<-chan struct{}{}
-	}
-	b.unanswered[token] = settled
-	b.n.Add(1)
-	b.mu.Unlock()
-	go func() {
-		<-settled
-		b.mu.Lock()
-		if b.unanswered[token] == settled {
-			delete(b.unanswered, token)
-			b.n.Add(-1)
-		}
-		b.mu.Unlock()
-	}()
-}
-
-// awaitAcquire waits until no pipeline carrying an acquire with token is
-// out, or ctx ends (then the release must not be sent: it would land
-// before the acquire it undoes).
-func (b *scriptBackend) awaitAcquire(ctx context.Context, token string) error {
-	if b.n.Load() == 0 {
-		return nil
-	}
-	b.mu.Lock()
-	settled := b.unanswered[token]
-	b.mu.Unlock()
-	if settled == nil {
-		return nil
-	}
-	select {
-	case <-settled:
-		return nil
-	case <-ctx.Done():
-		return unsentError{context.Cause(ctx)}
-	}
-}
 
 // sent reports whether a call that failed with err may have reached Redis.
 func sent(err error) bool {

@@ -13,6 +13,37 @@
 // once, [Lock.Release] and [Lock.Extend] act only on our own hold
 // ([ErrNotHeld] otherwise). Waiters wake as soon as a holder releases.
 //
+// # Kinds of lock
+//
+// Every kind is built on the same leases; each hold is a [*Lock] or has its
+// verbs. A read-write lock admits many readers at once, or one writer:
+//
+//	rw := locks.NewRWLock("index:" + tenant)
+//	err := rw.WithReadLock(ctx, search) // WithWriteLock; ReadLock, WriteLock give *Lock
+//
+// A semaphore admits at most n holders at once, each holding a permit:
+//
+//	sem := locks.NewSemaphore("llm-quota:"+tenant, 8)
+//	err := sem.WithPermit(ctx, callModel) // sem.Permit() gives a *Lock
+//
+// A fair lock hands the key to the waiters of every process in arrival order:
+//
+//	l := locks.NewLock("user:"+id, lock.WithFair(true))
+//
+// A multi-lock holds several keys, all or none, in an order that cannot
+// deadlock:
+//
+//	err := locks.WithMultiLock(ctx, []string{"acct:1", "acct:2"}, transfer)
+//
+// Once runs a function once across the fleet and gives every caller its
+// stored result, a distributed singleflight ([OnceValue] stores JSON):
+//
+//	val, shared, err := locks.Once(ctx, "rag:"+hash, build, lock.WithResultTTL(time.Hour))
+//
+// Operators see and free holds with [Client.Inspect], [Client.List] and
+// [Client.ForceRelease] (package admin and cmd/lockctl too). Package redlock
+// gives a mutex with the same verbs over a quorum of independent Redis nodes.
+//
 // # What a lock guarantees, and what it does not
 //
 // A lock is a lease. Redis keeps it for a TTL, and the Client renews every

@@ -8,52 +8,21 @@ import (
 	"github.com/agentlock/lock/internal/luascripts"
 )
 
-// WithFair makes a lock fair (default off): the Acquires waiting for its
+// WithFair makes a mutex fair (default off): the Acquires waiting for its
 // key, in every process, get it in the order they arrived, through a queue
-// kept in Redis beside the lock (P{K}:queue and P{K}:qtimes, and P{K}:qgone
-// for the waiters that left; each expires with its last entry).
+// kept in Redis beside the lock. A Release hands the key to the queue's
+// head in the same script and wakes that waiter alone; with nobody queued
+// the key is freed as a plain lock's is. A waiter that dies or hangs leaves
+// the queue [FairEntryTimeout] after its last attempt; an Acquire that gives
+// up leaves it on its way out. [Lock.TryAcquire] takes only a free key that
+// nobody waits for and never queues; [Lock.Waiters] reads the queue's length.
+// Fairness holds among fair locks: a plain lock may take the key when free.
 //
-// An Acquire that finds the key held joins the queue's tail. A Release
-// hands the key, in the same script, to the queue's head — whichever
-// process it is in: the key is set to the head's token with the head's TTL
-// and a new fence, and a message ("give:", token, fence) on the inbox of
-// the waiter's Client (P{K}:notify:<id>, a channel only that Client reads;
-// the id is in the waiter's queue entry) wakes that waiter alone, which
-// holds the lock from then on without a call of its own. A message lost
-// on the way costs time, not the key: the waiter's next attempt finds the
-// key holding its token and takes the hold. Its lease counts from when its
-// last attempt was sent, which came before the release; if that was half
-// its TTL ago or more, or an attempt of its own is out, it confirms the
-// hold with one more attempt instead. With nobody queued the key is freed
-// as a mutex's is. The in-process handoff of a plain lock is off for fair
-// locks, so the queue alone decides who is next. A head whose process
-// died before taking the hold keeps the key for its TTL, as a holder that
-// died would.
-//
-// Each queued waiter's place expires [FairEntryTimeout] after its last
-// attempt; a live waiter renews it with each attempt, which it sends every
-// max/2 to max of its backoff ([WithBackoff]: the lower bound is raised to
-// max/2, since the head is woken by its message and the others need not
-// poll). So a waiter whose process died or hangs leaves the queue by that
-// timeout. An Acquire that gives up (ctx done, wait timeout, Close) takes
-// its place out of the queue on its way out, in the background (and passes
-// the key on if it was handed to it meanwhile), once no attempt of its is
-// out (Close waits for an Acquire it ends to do so); Redis then refuses
-// its token for FairEntryTimeout, so an attempt of its that arrives late
-// (a lost reply, a delayed write) neither rejoins the queue nor takes the
-// key. A [Lock.TryAcquire] takes the key only when it is free and nobody
-// waits, and never joins the queue. [Lock.Waiters] reads the queue's
-// length.
-//
-// Fairness holds among fair locks: a plain lock on the same key takes a
-// free key without looking at the queue (it never takes a key handed to a
-// waiter, which stays held). A fair lock needs [ReleaseScript], cannot be
-// re-entrant ([WithOwner]), use [WithReplicaAck] or write holder info
-// ([WithHolderInfo], [WithMetadata]): those are [ErrInvalid]. Only a mutex
-// ([Client.NewLock], [Client.WithLock]) can be fair: WithFair(true) given
-// to a read-write lock, a semaphore, a multi-lock or Once is ErrInvalid;
-// set on the Client, it makes its mutexes fair and the other kinds ignore
-// it.
+// Only a mutex can be fair: WithFair(true) given to another kind, or with
+// [ReleaseWatch], [WithOwner], [WithReplicaAck], [WithHolderInfo] or
+// [WithMetadata], is [ErrInvalid]; set on the Client, it makes its mutexes
+// fair and the other kinds ignore it. See docs/guide.md#fair-locks and
+// docs/safety.md#fair-locks.
 func WithFair(on bool) Option { return func(c *config) { c.fair = on; c.given |= optFair } }
 
 // FairEntryTimeout returns how long a fair lock's queued waiter keeps its

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,41 +39,19 @@ func (f Fallback) String() string {
 
 // WithFallback sets what a mutex's Acquire, TryAcquire and WithLock do when
 // Redis is unreachable. [FallbackNone] (the default) fails closed.
-// [FallbackLocal] degrades: when an acquire attempt fails because Redis
-// cannot be reached — a dial or connection error, a connection reset or
-// closed by the server, a network timeout, or no free connection in the
-// pool — the call stops trying Redis and takes an in-process lock on the key
-// instead, shared by every lock of the same [Client]. A Redis error reply
-// (LOADING, READONLY, NOPERM, a script error), an answer that someone else
-// holds the lock, and the caller's own context ending never fall back. An
-// Acquire's wait timeout ([WithWaitTimeout]) counts from its start, the
-// Redis part included.
+// [FallbackLocal] degrades: when an attempt fails with a network error
+// (dial, reset, closed connection, timeout, empty pool), the call takes an
+// in-process lock on the key instead, shared by every lock of the [Client],
+// with an [EventFallback] to the Observer. Error replies, a key held by
+// another and the caller's own ctx never fall back.
 //
-// A degraded hold ([Lock.Degraded] reports true) excludes only the other
-// locks of the same key in this Client: it gives NO exclusion against other
-// processes, which may hold the key in Redis or degraded themselves at the
-// same time. Its fence is 0, its token a random UUID that Redis never sees;
-// it is never renewed and never lost (its [Lock.Lost] channel never
-// closes), [Lock.Extend] is a no-op and [Lock.TTL] returns an error
-// wrapping [ErrNotHeld]; Release frees the local lock and does not talk to
-// Redis. When Redis comes back while it is held, nothing changes for it: it
-// stays degraded until released, and it does not take the Redis key.
-//
-// Within the Client, degraded and Redis holds of a key exclude each other,
-// for every kind of lock on the key: while a degraded hold is live, the
-// attempts of every lock of the Client on the key (a mutex, re-entrant or
-// fair; a read or write hold; a semaphore permit; a [MultiLock] with the
-// key among its members; [Client.Once]) find the key held and are not
-// sent; and a degraded acquire waits while a lock of the Client holds the
-// key in Redis or is acquiring it. A lock takes part when it or its Client
-// has WithFallback or WithMaxWaiters: give the option to [NewClient] so
-// that every lock does (the others pay nothing for the gate). The fallback
-// is taken with an [EventFallback] to the Observer and a warning in the log
-// ([WithLogger]).
-//
-// Only mutexes fall back (plain, re-entrant or fair): read-write locks,
-// semaphore permits, MultiLocks and Once keep trying Redis until their
-// wait ends, as without the option.
+// A degraded hold ([Lock.Degraded]) gives NO exclusion against other
+// processes. Its fence is 0; it is never renewed or lost, Extend does
+// nothing, TTL returns [ErrNotHeld], and Release does not talk to Redis.
+// Within the Client it excludes every kind of lock on the key, for locks
+// that have WithFallback or [WithMaxWaiters]: give it to [NewClient]. Only
+// mutexes fall back; the other kinds keep trying Redis. See
+// docs/guide.md#degrading-redis-down-a-key-swamped and docs/safety.md.
 func WithFallback(f Fallback) Option {
 	return func(c *config) { c.fallback = f; c.given |= optFallback }
 }
@@ -86,174 +63,6 @@ type localHold struct {
 	since    time.Time
 	lost     chan struct{} // never closed: a degraded hold is never lost
 	released atomic.Bool
-}
-
-// localGate is a Client's in-process state by key: the live degraded hold,
-// the acquisitions and holds of the key in Redis, and the count of waiters
-// ([WithMaxWaiters]). Every kind's acquisitions go through it when its
-// settings ask for it ([settings.gated]), from before the first attempt
-// of an Acquire or TryAcquire (lease.Policy.Gate) until the acquisition
-// ends holding nothing, or its hold ends (released, lost, force-released,
-// abandoned by Close).
-type localGate struct {
-	mu      sync.Mutex
-	keys    map[string]*gateEntry
-	carries map[*lease.Handle]*waiterCarry // Acquires that may fall back, with WithMaxWaiters
-}
-
-type gateEntry struct {
-	held    *localHold             // the live degraded hold, or nil
-	passes  map[*gatePass]struct{} // acquisitions and holds of the key in Redis
-	waiters int                    // Acquire calls under way, with WithMaxWaiters
-	freed   chan struct{}          // closed when the key is free in the gate; nil when nobody waits for that
-}
-
-// gatePass is one acquisition in the gate (a lease.GatePass), on the
-// Redis lock keys of its lock (a MultiLock's members), and then the hold
-// it took.
-type gatePass struct {
-	g       *localGate
-	keys    []string
-	waiting bool // counted among its keys' waiters until Leave
-	carry   bool // a waiterCarry takes over its count when it leaves without a hold
-	carried bool // its count is the waiterCarry's now
-	gone    bool // left the gate (g.mu)
-}
-
-// entry returns key's entry, making it; g.mu is held.
-func (g *localGate) entry(key string) *gateEntry {
-	e := g.keys[key]
-	if e == nil {
-		if g.keys == nil {
-			g.keys = make(map[string]*gateEntry)
-		}
-		e = &gateEntry{}
-		g.keys[key] = e
-	}
-	return e
-}
-
-// tidy wakes those waiting for key to be free, if it is, and drops its
-// entry if it keeps nothing; g.mu is held.
-func (g *localGate) tidy(key string, e *gateEntry) {
-	if e.held != nil || len(e.passes) > 0 {
-		return
-	}
-	if e.freed != nil {
-		close(e.freed)
-		e.freed = nil
-	}
-	if e.waiters == 0 {
-		delete(g.keys, key)
-	}
-}
-
-// enter admits an acquisition on keys: counted among their waiters when
-// maxWaiters > 0 (an Acquire with [WithMaxWaiters]), which fails with
-// ErrContended while maxWaiters are counted on one of them already.
-func (g *localGate) enter(hd *lease.Handle, keys []string, maxWaiters int) (*gatePass, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err := g.count(hd, keys, maxWaiters); err != nil {
-		return nil, err
-	}
-	p := &gatePass{g: g, keys: keys, waiting: maxWaiters > 0}
-	if c := g.carries[hd]; c != nil && c.p == nil && p.waiting {
-		c.p, p.carry = p, true
-	}
-	for _, key := range keys {
-		e := g.entry(key)
-		if e.passes == nil {
-			e.passes = make(map[*gatePass]struct{})
-		}
-		e.passes[p] = struct{}{}
-	}
-	return p, nil
-}
-
-// Open reports whether p's attempt may go to Redis: not while a degraded
-// hold of one of its keys is live.
-func (p *gatePass) Open() bool {
-	g := p.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, key := range p.keys {
-		if e := g.keys[key]; e != nil && e.held != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// Leave ends p's acquisition, which took h (nil: none): p stays in the
-// gate until h ends.
-func (p *gatePass) Leave(h *lease.Hold) {
-	switch {
-	case p.waiting && p.carry && h == nil:
-		p.carried = true // still under way: it may fall back (waiterCarry)
-	case p.waiting:
-		p.g.uncount(p.keys)
-	}
-	if h == nil {
-		p.drop()
-		return
-	}
-	h.OnEnd(p.drop)
-}
-
-// drop takes p out of the gate.
-func (p *gatePass) drop() {
-	g := p.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if p.gone {
-		return
-	}
-	p.gone = true
-	for _, key := range p.keys {
-		if e := g.keys[key]; e != nil {
-			delete(e.passes, p)
-			g.tidy(key, e)
-		}
-	}
-}
-
-// takeLocal takes key's in-process lock; when it cannot (a degraded hold,
-// or an acquisition or hold of the key in Redis, is in the way), it
-// returns nil and a channel closed once the key is free in the gate.
-func (g *localGate) takeLocal(key string) (*localHold, <-chan struct{}) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	e := g.entry(key)
-	if e.held != nil || len(e.passes) > 0 {
-		if e.freed == nil {
-			e.freed = make(chan struct{})
-		}
-		return nil, e.freed
-	}
-	token, err := lease.NewToken()
-	if err != nil {
-		token = "local"
-	}
-	d := &localHold{key: key, token: token, since: time.Now(), lost: make(chan struct{})}
-	e.held = d
-	return d, nil
-}
-
-// releaseLocal frees d; it reports false when d was already released.
-func (g *localGate) releaseLocal(d *localHold) bool {
-	if !d.released.CompareAndSwap(false, true) {
-		return false
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	e := g.keys[d.key]
-	if e == nil || e.held != d {
-		return true
-	}
-	e.held = nil
-	g.tidy(d.key, e)
-	return true
 }
 
 // claimHandle marks an acquisition on l as under way when l falls back to

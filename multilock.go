@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -15,33 +14,20 @@ import (
 )
 
 // MultiLock holds several keys at once: all of them or none. Each member is
-// a plain mutex hold of its key (the same as [Client.NewLock] on it), so a
-// Lock on any member key excludes the MultiLock and the other way round;
-// every member carries one token and its own fence. It is one hold for the
-// engine: renewed, extended, released and lost as a whole; once it is
-// lost, the members still ours are released (see [MultiLock.Lost]).
-//
-// Keys are taken in a canonical order — by Redis Cluster slot, then by key
-// — and the keys of one slot group (every key on a single Redis, or those
-// sharing a slot on a cluster) by one script that takes all of them or
-// none: one round trip per slot group, not per key. When a later group is
-// held by someone else or its call fails, the attempt releases the groups
-// it took, and undoes the one whose call failed, before it reports: a
-// waiting MultiLock holds no member between attempts, and two MultiLocks
-// over overlapping keys never deadlock. A release that fails is sent
-// again in the background; a member whose release never lands expires by
-// its TTL, and no later attempt (each has a token of its own) keeps it.
-// A waiting Acquire retries with its backoff ([WithBackoff]), capped by the
-// remaining TTL of the member that stopped it; it does not listen for
-// releases, since the release of one member says nothing of the others.
+// a plain mutex hold of its key (the same as [Client.NewLock] on it), with
+// one token and its own fence. It is one hold for the engine: renewed,
+// extended, released and lost as a whole; once it is lost, the members
+// still ours are released (see [MultiLock.Lost]). Keys are taken in a
+// canonical order, one script per slot group, and an attempt that fails
+// releases what it took, so a waiting MultiLock holds no member and two
+// MultiLocks over overlapping keys never deadlock.
 //
 // Its methods are safe for concurrent use, but one MultiLock holds its keys
-// at most once at a time. A MultiLock needs [ReleaseScript], and cannot be
-// fair ([WithFair]), re-entrant ([WithOwner]), use [WithReplicaAck], listen
-// for releases ([WithNotify]) or write holder info ([WithHolderInfo],
-// [WithMetadata]): those, given to [Client.NewMultiLock], are [ErrInvalid]
-// (set on the Client, a MultiLock ignores them), as are an empty key list,
-// an empty key and a key listed twice, reported by every verb.
+// at most once at a time. [ReleaseWatch], [WithFair], [WithOwner],
+// [WithReplicaAck], [WithNotify], [WithHolderInfo] and [WithMetadata] given
+// to [Client.NewMultiLock] are [ErrInvalid] (set on the Client, a MultiLock
+// ignores them), as are an empty key list, an empty key and a key listed
+// twice. See docs/guide.md#multi-locks and docs/safety.md#multi-locks.
 type MultiLock struct {
 	cfg    *settings
 	pol    lease.Policy // the settings' policy, renewed by the MultiLock's own group
@@ -268,172 +254,4 @@ func (m *MultiLock) handle() *lease.Handle {
 		return nil
 	}
 	return &m.hd
-}
-
-// multiKind is a MultiLock as the engine sees it (lease.Kind).
-type multiKind MultiLock
-
-func (k *multiKind) Token() (string, error) { return lease.NewToken() }
-
-func (k *multiKind) CheckTTL(ttl time.Duration) error { return (*kind)(nil).CheckTTL(ttl) }
-
-// Try takes the slot groups in order with token, which no other attempt
-// carries (lease.Fresh). When a group is held by someone else, or
-// its call fails, the attempt backs out before it reports: it releases the
-// groups it took and undoes the group whose call failed (see backOut), so
-// a waiting MultiLock holds no member between attempts.
-func (k *multiKind) Try(ctx context.Context, token string) lease.Attempt {
-	m := (*MultiLock)(k)
-	start := time.Now()
-	fences := make(map[string]int64, len(m.keys))
-	for i, g := range m.groups {
-		r, err := m.acquireGroup(ctx, g, token)
-		if err != nil {
-			if kerr := kindReply(m.hd.Keys.User, err, "mutex"); kerr != nil {
-				// The script refused before it set anything in group i.
-				return m.backOut(ctx, token, i, lease.Attempt{Err: kerr, Final: true})
-			}
-			// The call may have reached Redis and taken group i.
-			return m.backOut(ctx, token, i+1, lease.Attempt{Err: err, Final: !retryable(err)})
-		}
-		if r[0] == 0 {
-			return m.backOut(ctx, token, i, lease.Attempt{PTTL: time.Duration(r[1]) * time.Millisecond})
-		}
-		for j := range g {
-			fences[g[j].User] = r[j+1]
-		}
-	}
-	m.mu.Lock()
-	m.token, m.fences = token, fences
-	m.mu.Unlock()
-	return lease.Attempt{OK: true, Fence: fences[m.keys[0]], Sent: start}
-}
-
-// acquireGroup runs multi_acquire.lua for token on slot group g and checks
-// the shape of its reply.
-func (m *MultiLock) acquireGroup(ctx context.Context, g []luascripts.Keys, token string) ([]int64, error) {
-	keys := make([]string, 0, 2*len(g))
-	for j := range g {
-		keys = append(keys, g[j].AcquireKeys()...)
-	}
-	r, err := luascripts.MultiAcquire.Run(ctx, m.cfg.c.rdb, keys,
-		token, ttlArg(m.cfg.ttl), flag(m.cfg.fencing)).Int64Slice()
-	if err == nil && (len(r) < 1 || r[0] == 1 && len(r) != len(g)+1 || r[0] == 0 && len(r) != 2) {
-		err = errors.New("lock: unexpected multi-lock acquire reply")
-	}
-	return r, err
-}
-
-// Undo releases every member an attempt with token may have taken.
-func (k *multiKind) Undo(ctx context.Context, token string) {
-	m := (*MultiLock)(k)
-	_ = m.releaseOrLater(ctx, token, m.groups)
-}
-
-// Release releases every member of h.
-// A member found gone that an operator force-released is reported so.
-func (k *multiKind) Release(ctx context.Context, h *lease.Hold, _ bool) lease.Outcome {
-	m := (*MultiLock)(k)
-	out := []lease.Outcome{outcome(m.release(ctx, h.Token()))}
-	markForcedBy(ctx, m.cfg.c.rdb, []*lease.Hold{h}, out, m.forceRecords)
-	return out[0]
-}
-
-// Extend sets the TTL of every member of h, if all are ours.
-func (k *multiKind) Extend(ctx context.Context, h *lease.Hold, ttl time.Duration) (lease.Outcome, <-chan struct{}) {
-	var o [1]lease.Outcome
-	multiGroup{(*MultiLock)(k)}.Renew(ctx, []*lease.Hold{h}, []time.Duration{ttl}, o[:])
-	return o[0], nil
-}
-
-// release runs multi_release.lua for token on every slot group, in one
-// pipeline, each call sent once. The worst status of the groups wins. The
-// groups whose call failed are released again in the background.
-func (m *MultiLock) release(ctx context.Context, token string) (extendStatus, error) {
-	cmds := m.sendRelease(ctx, token, m.groups)
-	st, err := worst("release", cmds)
-	if err != nil {
-		m.releaseLater(token, m.failed(cmds, m.groups))
-	}
-	return st, err
-}
-
-// sendRelease sends multi_release.lua for token on each of groups, in one
-// pipeline, each call sent once, and returns one command per group.
-func (m *MultiLock) sendRelease(ctx context.Context, token string, groups [][]luascripts.Keys) []*redis.Cmd {
-	calls := make([]luascripts.Call, len(groups))
-	s, src := m.cfg.c.pub.script(ctx, luascripts.MultiRelease, luascripts.MultiReleaseSrc)
-	for i, g := range groups {
-		keys := make([]string, 0, 2*len(g))
-		for j := range g {
-			keys = append(keys, g[j].ReleaseKeys()...)
-		}
-		calls[i] = luascripts.Call{Script: s, Src: src, Keys: keys, Args: []any{token}}
-	}
-	return luascripts.EvalAllOnce(ctx, m.cfg.c.rdb, calls)
-}
-
-// worst reads one status per slot group and returns the worst: an error,
-// then stolen, then gone.
-func worst(op string, cmds []*redis.Cmd) (extendStatus, error) {
-	st := extendOK
-	for _, cmd := range cmds {
-		n, err := cmd.Int64()
-		s, err := checkStatus(op, n, err)
-		if err != nil {
-			return 0, err
-		}
-		if s == extendStolen || s == extendGone && st == extendOK {
-			st = s
-		}
-	}
-	return st, nil
-}
-
-// forceRecords names the force record of every member (forcerelease.lua).
-func (m *MultiLock) forceRecords(*lease.Hold) []string {
-	out := make([]string, 0, len(m.keys))
-	for _, g := range m.groups {
-		for j := range g {
-			out = append(out, g[j].Forced())
-		}
-	}
-	return out
-}
-
-// multiGroup renews the holds of one MultiLock: for each, one
-// multi_extend.lua per slot group, all in one pipeline. The slot groups
-// are extended one by one, not at once: a hold that one group finds gone
-// or taken is lost, and its members in the other groups, which that call
-// may have extended, are released before Renew returns (releaseLost).
-type multiGroup struct{ m *MultiLock }
-
-// Renew extends every hold hs[i] to ttls[i].
-func (g multiGroup) Renew(ctx context.Context, hs []*lease.Hold, ttls []time.Duration, out []lease.Outcome) {
-	m := g.m
-	var calls []luascripts.Call
-	for i, h := range hs {
-		for _, grp := range m.groups {
-			keys := make([]string, len(grp))
-			for j := range grp {
-				keys[j] = grp[j].Lock()
-			}
-			calls = append(calls, luascripts.Call{Script: luascripts.MultiExtend, Keys: keys, Args: []any{h.Token(), ms(ttls[i])}})
-		}
-	}
-	cmds := luascripts.EvalAll(ctx, m.cfg.c.rdb, calls)
-	n := len(m.groups)
-	for i := range hs {
-		out[i] = outcome(renewed(cmds[i*n : (i+1)*n]))
-	}
-	// A member gone because an operator force-released it, the force
-	// message missed, is reported force-released, not vanished.
-	markForcedBy(ctx, m.cfg.c.rdb, hs, out, m.forceRecords)
-	for i, h := range hs {
-		if s := out[i].Status; s == lease.Gone || s == lease.Stolen || s == lease.Forced {
-			// The hold is lost, but the other groups may have just been
-			// extended: they go now, before the loss is reported.
-			m.releaseLost(ctx, h.Token())
-		}
-	}
 }

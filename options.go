@@ -2,26 +2,16 @@ package lock
 
 import (
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/agentlock/lock/internal/lease"
 )
 
 // MinTTL is the shortest lease [WithTTL] and [Lock.Extend] accept; shorter
-// ones are [ErrInvalid]. A hold is renewed every TTL/3 and given up TTL/10 +
-// 2ms before its TTL runs out, so each renewal's round trip, with the
-// scheduling of the goroutines at both ends, must fit in about half the
-// TTL; a shorter lease is reported lost ("unanswered", "expired") by a
-// pause that a healthy system takes in its stride. Measured on a 2-core VM
-// shared with other work, holders renewing for 2-4s against a local Redis:
-// 50 holders lost every 5ms and 10ms lease and, in one round of three,
-// every 20ms one; 300 holders under the race detector lost every 20ms lease,
-// and 50ms ones in one run of several, never 100ms ones. 100ms also leaves
-// room for the stalls Redis itself takes, such as the fork of a BGSAVE
-// (about 10-20ms per GB of data). No TTL survives an overloaded machine
-// (with two more CPU-bound processes on those two cores, 100ms and 200ms
-// leases were lost too): pick one well above the worst pause you expect.
+// ones are [ErrInvalid]. Each renewal's round trip must fit in about half
+// the TTL, so a shorter lease is lost to pauses a healthy system takes in
+// its stride. No TTL survives an overloaded machine: pick one well above
+// the worst pause you expect. See docs/design/min-ttl.md.
 const MinTTL = lease.MinTTL
 
 // Defaults, documented on the options that change them.
@@ -31,30 +21,6 @@ const (
 	DefaultBackoffMax = 500 * time.Millisecond
 	DefaultPrefix     = "lock:"
 )
-
-// ReleaseMode selects how a lock talks to Redis; see [WithReleaseMode].
-type ReleaseMode int
-
-const (
-	// ReleaseScript runs every operation as one Lua script: one round trip to
-	// acquire, one to release. The default.
-	ReleaseScript ReleaseMode = iota
-	// ReleaseWatch runs no script at all, for servers where scripting is
-	// denied: acquire is SET NX PX with the fence INCR in one MULTI; release,
-	// extend and renewal use WATCH/GET/MULTI/EXEC, retried on conflict.
-	ReleaseWatch
-)
-
-// String names the mode.
-func (m ReleaseMode) String() string {
-	switch m {
-	case ReleaseScript:
-		return "script"
-	case ReleaseWatch:
-		return "watch"
-	}
-	return "ReleaseMode(" + strconv.Itoa(int(m)) + ")"
-}
 
 // Option configures a [Client] (as the default for its locks) or one lock
 // ([Client.NewLock], [Client.WithLock] and the other kinds' constructors).
@@ -66,119 +32,6 @@ func (m ReleaseMode) String() string {
 // by every verb of that lock; set on the Client, it is a default for the
 // kinds it applies to, and the others ignore it.
 type Option func(*config)
-
-type config struct {
-	ttl        time.Duration
-	wait       time.Duration
-	backoffMin time.Duration
-	backoffMax time.Duration
-	notify     bool
-	watchdog   bool // the bools together: NewLock with options allocates a config
-	fencing    bool
-	mode       ReleaseMode
-	prefix     string
-	owner      string
-	ownerSet   bool
-	observer   Observer
-	logger     *slog.Logger
-	maxHold    time.Duration
-	acks       int           // WithReplicaAck: replicas that must confirm an acquire
-	coalesce   bool          // WithCoalescing
-	ackTimeout time.Duration // WithReplicaAck: how long WAIT may block
-	resultTTL  time.Duration // WithResultTTL: how long Once keeps a result
-	errorTTL   time.Duration // WithErrorTTL: how long Once keeps a failure; 0: not at all
-	fair       bool          // WithFair: waiters take the key in arrival order
-	metadata   string        // WithMetadata
-	infoSet    bool          // WithHolderInfo was given
-	infoOn     bool          // WithHolderInfo's value
-	auditSet   bool          // WithAudit
-	audit      string        // WithAudit: "" for none
-	auditMax   int64         // WithAudit: the stream's approximate cap
-	fallback   Fallback      // WithFallback: what an Acquire does when Redis is unreachable
-	maxWaiters int           // WithMaxWaiters: Acquire calls that may wait at once per key; 0: no cap
-	// given names the options applied since it was last cleared: a
-	// lock's own, which forKind tells from the Client's defaults.
-	given optID
-}
-
-func defaultConfig() config {
-	return config{
-		ttl:        DefaultTTL,
-		watchdog:   true,
-		backoffMin: DefaultBackoffMin,
-		backoffMax: DefaultBackoffMax,
-		notify:     true,
-		prefix:     DefaultPrefix,
-		fencing:    true,
-		coalesce:   true,
-		resultTTL:  DefaultResultTTL,
-	}
-}
-
-func (cfg config) with(opts []Option) config { return lease.With(cfg, opts) }
-
-// validate reports the first out-of-range value, wrapping ErrInvalid.
-func (cfg *config) validate() error {
-	if err := lease.CheckOptions(cfg.ttl, cfg.wait, cfg.backoffMin, cfg.backoffMax, cfg.prefix); err != nil {
-		return err
-	}
-	for _, check := range []func() error{cfg.validateHold, cfg.validateOnce, cfg.validateOps, cfg.validateFair} {
-		if err := check(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// validateHold checks the options of a hold: release mode, owner, cap and
-// replica acknowledgements.
-func (cfg *config) validateHold() error {
-	switch {
-	case cfg.mode != ReleaseScript && cfg.mode != ReleaseWatch:
-		return invalidf("release mode %d: unknown", int(cfg.mode))
-	case cfg.ownerSet && cfg.owner == "":
-		return invalidf("owner: must not be empty")
-	case cfg.ownerSet && cfg.mode == ReleaseWatch:
-		return invalidf("owner %q: re-entrant holds need ReleaseScript", cfg.owner)
-	case cfg.maxHold < 0:
-		return invalidf("max hold %v: must not be negative", cfg.maxHold)
-	case cfg.acks < 0:
-		return invalidf("replica acks %d: must not be negative", cfg.acks)
-	case cfg.acks > 0 && cfg.ackTimeout < time.Millisecond:
-		return invalidf("replica ack timeout %v: must be at least 1ms", cfg.ackTimeout)
-	case cfg.acks > 0 && cfg.mode == ReleaseWatch:
-		return invalidf("replica acks: need ReleaseScript")
-	}
-	return nil
-}
-
-// validateOnce checks Once's stored-result options.
-func (cfg *config) validateOnce() error {
-	switch {
-	case cfg.resultTTL < time.Millisecond:
-		return invalidf("result TTL %v: must be at least 1ms", cfg.resultTTL)
-	case cfg.errorTTL != 0 && cfg.errorTTL < time.Millisecond:
-		return invalidf("error TTL %v: must be 0 or at least 1ms", cfg.errorTTL)
-	}
-	return nil
-}
-
-// validateOps checks the audit, fallback and max-waiters options.
-func (cfg *config) validateOps() error {
-	switch {
-	case cfg.auditSet && (cfg.audit == "" || cfg.auditMax <= 0):
-		return invalidf("audit stream %q, max length %d: need a name and a positive length", cfg.audit, cfg.auditMax)
-	case cfg.fallback != FallbackNone && cfg.fallback != FallbackLocal:
-		return invalidf("fallback %d: unknown", int(cfg.fallback))
-	case cfg.maxWaiters < 0:
-		return invalidf("max waiters %d: must not be negative", cfg.maxWaiters)
-	}
-	return nil
-}
-
-// ttlError is the error for a lease shorter than MinTTL, from WithTTL or
-// Extend.
-func ttlError(ttl time.Duration) error { return lease.TTLError(ttl) }
 
 // WithTTL sets the lease length: how long Redis keeps the lock if its holder
 // stops renewing it (crash, partition). Default 30s; at least [MinTTL]
@@ -288,20 +141,13 @@ func WithFencing(on bool) Option { return func(c *config) { c.fencing = on; c.gi
 
 // WithCoalescing sets whether a lock's calls may share round trips with
 // other calls of the same Client (default on). While a few calls are out at
-// once (at least 2, GOMAXPROCS when more), every further call waits for one
-// of them to come back and then goes out with the others queued meanwhile,
-// as one pipeline (on a Redis Cluster, per master): under load, many
-// acquires and releases share a round trip and the system calls on both
-// sides, which raises throughput; a lone call is sent at once, as without
-// coalescing. Calls in a shared pipeline show in go-redis hooks as a
-// pipeline, not as single commands. A call whose ctx ends while it is
-// queued returns at once, unsent. A call riding a shared pipeline, or sent
-// alone, returns by its ctx's deadline, its outcome unknown (an acquire is
-// then undone once the pipeline is through; an Extend counts as out until
-// then): with coalescing on, a call whose ctx has a deadline runs on a
-// goroutine of its own, whatever ContextTimeoutEnabled says.
-// Renewals are batched by the renewal loop either way; ReleaseWatch and
-// [WithReplicaAck] calls are never coalesced.
+// once, further calls wait and then go out together as one pipeline (per
+// master on a Cluster), which raises throughput under load; a lone call is
+// sent at once. Calls in a shared pipeline show in go-redis hooks as a
+// pipeline. A call whose ctx ends while queued returns at once, unsent; one
+// sent returns by its ctx's deadline, its outcome unknown. ReleaseWatch and
+// [WithReplicaAck] calls are never coalesced. See
+// docs/design/storage.md#round-trips-and-coalescing.
 func WithCoalescing(on bool) Option {
 	return func(c *config) { c.coalesce = on; c.given |= optCoalescing }
 }

@@ -9,35 +9,19 @@ import (
 )
 
 // Release gives the lock up: it takes the hold out of renewal, then, if the
-// key still holds our token, either hands the hold straight to the
-// longest-waiting Acquire of the same Client on this key (one round trip; the
-// waiter returns without one of its own), or deletes the key and publishes
-// on its notify channel so that waiters everywhere try at once. After 16
-// handoffs in a row on a key, one release frees it, so waiters in other
-// processes get their turn. It returns nil when our hold was released; an
-// error wrapping [ErrNotHeld] when Redis no longer has it (expired, deleted,
-// taken over: the hold is then reported lost, if it was not already) or when
-// the handle was never acquired; a wrapped Redis error when the call failed
-// or its reply was lost.
+// key still holds our token, hands the hold to a waiting Acquire of the
+// same Client or deletes the key and wakes the waiters. It returns nil when
+// our hold was released; an error wrapping [ErrNotHeld] when Redis no longer
+// has it (the hold is then reported lost, if it was not already), when the
+// handle was never acquired, or on a second Release; a wrapped Redis error
+// when the call failed or its reply was lost.
 //
-// After such an error the outcome is unknown: the release may or may not
-// have taken effect. The library sends a release once (go-redis does not
-// resend it after a connection error), because a resent release would find
-// the hold gone and report our own release as a loss, or drop a re-entrant
-// level twice. The hold is no longer renewed and, if still there, expires
-// by its TTL. Release may be called again: it asks Redis, and returns nil
-// if that call released what was left, or [ErrNotHeld] if the hold is
-// already gone (by the first call or by expiry, which cannot be told
-// apart); either way no loss is reported, [Lock.Lost] stays open.
-//
-// A second Release after a successful one likewise asks Redis, returns
-// ErrNotHeld and touches nothing of anyone else's, for re-entrant holds too.
-// Release returns by ctx's deadline, give or take a goroutine's scheduling,
-// even when Redis does not answer: the outcome is then unknown, and the
-// call goes on in the background. Release works after [Client.Close].
-//
-// Release of a degraded hold ([Lock.Degraded]) frees the in-process lock
-// without talking to Redis; a second one returns ErrNotHeld.
+// After such an error the outcome is unknown: Release is sent once, never
+// resent. The hold is no longer renewed and, if still there, expires by its
+// TTL; Release may be called again and asks Redis; [Lock.Lost] stays open.
+// Release returns by ctx's deadline, and works after [Client.Close]. On a
+// degraded hold ([Lock.Degraded]) it frees the in-process lock without
+// talking to Redis. See docs/guide.md#the-verbs-in-detail.
 func (l *Lock) Release(ctx context.Context) error {
 	if d := l.degraded(); d != nil {
 		return l.releaseLocal(ctx, d)
@@ -73,30 +57,17 @@ func (k *kind) checkForced(ctx context.Context, h *lease.Hold, o lease.Outcome) 
 }
 
 // Extend sets the hold's TTL to ttl, counted from now, if Redis still has
-// our hold; later renewals keep the new TTL. A shorter TTL brings the hold's
-// safety deadline forward before the call is sent, and keeps it there if
-// the call fails. A failed call may still reach Redis later (one cut at its
-// deadline can be on the wire), so after it no safety deadline of the hold
-// counts on a TTL longer than ttl, not even one a later Extend or renewal
-// confirms: those still set their TTL in Redis, but the hold is renewed at
-// a third of ttl and declared lost by what ttl leaves. It returns an error
-// wrapping [ErrNotHeld] when the hold was released or reported lost
-// (without asking Redis: a hold given up is not revived), when Redis no
-// longer has it or someone else does (reporting it lost), or when it was
-// reported lost before the reply came; [ErrInvalid] for ttl < [MinTTL],
-// [ErrClosed] after Close, or the Redis error. It returns by ctx's
-// deadline, as Release does: a call still unanswered then counts, for the
-// hold's safety deadline, as out until it returns.
+// our hold; later renewals keep the new TTL. A shorter ttl brings the hold's
+// safety deadline forward before the call is sent, and after a failed call
+// no safety deadline of the hold counts on a longer TTL.
 //
-// Once a Release of the hold has begun, whatever its outcome, the hold is
-// no longer the caller's: it is out of renewal and its [Lock.Lost] never
-// closes, so Extend returns ErrNotHeld without asking Redis. It does so
-// too when such a Release begins while its own call is out: that call may
-// still set ttl on what a failed Release left in Redis, which then lives at
-// most ttl and is nobody's hold. [Lock.TTL] follows the same rule.
-//
-// Extend of a degraded hold ([Lock.Degraded]) does nothing and returns nil
-// while it is held (ttl must still be valid), ErrNotHeld once released.
+// It returns an error wrapping [ErrNotHeld] when Redis no longer has the
+// hold or someone else does (reporting it lost), and, without asking Redis,
+// once a Release of the hold has begun or the hold was reported lost;
+// [ErrInvalid] for ttl < [MinTTL]; [ErrClosed] after Close; or the Redis
+// error. It returns by ctx's deadline, as Release does. Extend of a degraded
+// hold ([Lock.Degraded]) does nothing. See docs/guide.md#the-verbs-in-detail
+// and docs/safety.md#overlapping-calls-on-one-hold.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if d := l.degraded(); d != nil {
 		return l.extendLocal(d, ttl)

@@ -9,39 +9,19 @@ import (
 
 // Semaphore lets at most n holders at once hold one key, across every
 // process: each holder holds a permit, a *Lock leased, renewed, lost and
-// fenced like a mutex's hold. Make one with [Client.NewSemaphore]; it is
-// safe for concurrent use, and holds nothing itself.
+// fenced like a mutex's hold; a crashed holder's permit counts until its
+// TTL runs out. Every permit's fence is greater than any earlier permit's
+// of the key. Make one with [Client.NewSemaphore]; it is safe for
+// concurrent use, and holds nothing itself.
 //
-// In Redis a semaphore is a sorted set at P{K}: one member per permit, its
-// score the permit's expiry on the server's clock (TIME), so a permit whose
-// holder crashed counts until its TTL runs out and no longer. Fences come
-// from the same P{K}:fence counter as a mutex's: every permit gets a fence
-// greater than any permit of the key had before.
-//
-// n belongs to each Semaphore value, not to the key: an acquire lets its
-// caller in while fewer than its own n permits are live. Changing n while
-// permits are out revokes nothing: a smaller n lets nobody in until the
-// live permits drop below it (the permits already out keep running and
-// renewing), a larger n lets more in at once. While processes disagree
-// about n, the key holds at most the largest n any of them uses.
-//
-// A released permit wakes one waiter, not all. When a waiter of a
-// Semaphore with the same configuration (n, and no options of its own, or
-// the same Semaphore value) waits in this Client, the release hands the permit
-// straight to the longest-waiting one, in the release's round trip (after
-// 16 such handoffs in a row on the key, one release frees the permit
-// instead, so that other processes get their turn). Otherwise the release
-// publishes one message on P{K}:notify, which wakes the longest-waiting
-// Acquire of the key in each process listening (lease.MsgReleased): "one
-// waiter" then means one per process, so with waiters in P processes at
-// most P attempts race for the permit, one takes it and the others go
-// back to waiting, bounded by their backoff and by the earliest permit's
-// expiry.
+// n belongs to each Semaphore value, not to the key: lowering it revokes no
+// permit, and while processes disagree the key holds at most the largest n.
+// A released permit goes to one waiter, not to all of them.
 //
 // A semaphore needs scripting, and its permits are neither re-entrant nor
 // queued: [ReleaseWatch], [WithOwner], [WithReplicaAck] and [WithFair]
 // given to [Client.NewSemaphore] are [ErrInvalid]; set on the Client, a
-// semaphore ignores them.
+// semaphore ignores them. See docs/guide.md#semaphores and docs/safety.md#semaphores.
 type Semaphore struct {
 	key  string
 	n    int

@@ -85,7 +85,7 @@ func (c *Client) fill(s *settings) *settings {
 		s.pol.Inbox = c.forceChannel(cfg.prefix)
 	}
 	if s.gated() {
-		// The local gate and WithMaxWaiters (fallback.go, maxwaiters.go).
+		// The local gate and WithMaxWaiters (localgate.go, maxwaiters.go).
 		s.pol.Gate = lockGate{s}
 	}
 	return s

@@ -12,22 +12,17 @@ import (
 
 // ForceRelease frees the lock on key whoever holds it, for an operator
 // unsticking a holder that will not let go. In one script call it deletes
-// the key (and its holder info) and publishes one message per hold it
-// removed on the key's notify channel, where waiters wake, and on the
-// prefix's force channel (prefix + "force"), on which every lock Client
-// holding locks under that prefix listens: the holder's process reports
-// the hold lost at once (see the lock package's Client.ForceRelease for
-// how it learns of it otherwise). It works for every kind: every reader
-// or writer of a read-write lock and every permit of a semaphore is
-// removed and told; a fair lock's queue is kept, so its head takes the key
-// next.
+// the key and tells each hold it removed, so waiters wake and the holder's
+// process reports the hold lost. It works for every kind: every reader or
+// writer of a read-write lock and every permit of a semaphore is removed;
+// a fair lock's queue is kept, so its head takes the key next.
 //
 // It returns nil when it removed a hold; an error wrapping lock.ErrNotHeld
 // when the key was free; lock.ErrInvalid for an empty key, a nil Admin or
 // a key whose value is no lock kind's; or the Redis error (the call is sent
 // once, never resent: after an error its outcome is unknown, and
 // [Admin.Inspect] tells). With [WithAudit] it records one entry per hold
-// removed.
+// removed. See docs/safety.md#force-release.
 func (a *Admin) ForceRelease(ctx context.Context, key string) error {
 	return a.forceRelease(ctx, key, "")
 }

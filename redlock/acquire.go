@@ -217,38 +217,27 @@ func (k *kind) Undo(_ context.Context, token string) {
 // reach, or an error wrapping [lock.ErrInvalid] (also for a Lock not made
 // by [Client.NewLock]) or [lock.ErrClosed].
 //
-// A failed attempt is undone on every node that may have granted it: each
-// node's delete is sent once that node's acquire call has returned, so that
-// it cannot overtake an acquire still on its way. TryAcquire waits for the
-// deletes up to a node timeout past the attempt's deadline, and never past
-// ctx's end: the deletes still outstanding then are sent by a goroutine of
-// the Client (a node whose acquire call is still out gets its delete from
-// that call's goroutine when the call returns — by the node timeout with
-// ContextTimeoutEnabled, else by go-redis's read timeout; a call that never
-// returns leaves a grant that ends with its TTL — and at once when Close
-// begins; Close waits for every delete).
+// A failed attempt is undone on every node that may have granted it, each
+// node's delete sent only once that node's acquire call has returned.
+// TryAcquire waits for the deletes up to a node timeout past the attempt's
+// deadline, never past ctx's end; the rest are sent in the background, and
+// [Client.Close] waits for them. See docs/safety.md#the-algorithm-as-implemented.
 func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 	return l.handle().TryAcquire(ctx, (*kind)(l))
 }
 
 // Acquire waits until the lock is held on a quorum of nodes, ctx is done, or
-// the wait timeout ([WithWaitTimeout]) passes. Between attempts it sleeps
-// with jittered exponential backoff ([WithBackoff]), never past the
-// holders' shortest remaining TTL, and wakes at once when any node publishes
-// a release ([WithNotify]). Each attempt carries a fresh random token, the
-// same on every node; [Lock.Token] is the token of the attempt that won.
-// (The core lock reuses one token across the attempts of an Acquire; here a
-// late undo of a failed attempt must not delete a later attempt's grant.)
+// the wait timeout ([WithWaitTimeout]) passes, sleeping between attempts with
+// backoff ([WithBackoff]) and waking when any node publishes a release
+// ([WithNotify]). Each attempt carries a fresh random token, the same on
+// every node, so a late undo cannot delete a later attempt's grant;
+// [Lock.Token] is the token of the attempt that won.
 //
 // It returns nil when held; an error wrapping [lock.ErrNotAcquired] when the
 // wait ended (also matching context.Cause(ctx) when ctx ended it, and the
 // last failed attempt's [*QuorumError] when failing nodes were to blame); or
-// [lock.ErrInvalid] or [lock.ErrClosed]. It returns by ctx's deadline and
-// the wait timeout, give or take a goroutine's scheduling. Each failed
-// attempt is reported to the Observer ([lock.EventAttemptFailed]) and
-// logged ([WithLogger]): at debug level, and as a warning at the third
-// failure in a row and every tenth after. A failed Acquire leaves no hold
-// behind on any reachable node: each failed attempt is undone in the
-// background, by a goroutine [Client.Close] waits for. Acquire on a handle
-// that is held returns ErrInvalid.
+// [lock.ErrInvalid] (also for a handle already held) or [lock.ErrClosed]. It
+// returns by ctx's deadline and the wait timeout. Failed attempts go to the
+// Observer ([lock.EventAttemptFailed]) and the log ([WithLogger]), and are
+// undone in the background, by a goroutine [Client.Close] waits for.
 func (l *Lock) Acquire(ctx context.Context) error { return l.handle().Acquire(ctx, (*kind)(l)) }

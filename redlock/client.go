@@ -107,21 +107,16 @@ func isNil(rdb redis.UniversalClient) bool {
 }
 
 // Close stops the renewal loop and the node subscriptions and waits for
-// them; idle call goroutines end too, and a call still in flight ends its
-// goroutine when it returns (by its node timeout, or go-redis's read
-// timeout on clients without ContextTimeoutEnabled). Undos and releases
-// that were waiting for a node's acquire call to return are sent at once,
-// and Close waits for every delete still out (each bounded by a node
-// timeout; in all at most 5s). Close waits at most 100ms for the
-// subscriptions: one still connecting to a stopped node holds
-// go-redis's PubSub until the node answers or go-redis's read timeout
-// passes, and its goroutine ends then, after Close has returned.
+// them (at most 100ms for a subscription still connecting to a stopped
+// node, which ends on its own later). Undos and releases waiting for a
+// node's acquire call to return are sent at once, and Close waits for every
+// delete still out (each bounded by a node timeout; in all at most 5s).
 //
 // Close is idempotent and returns nil, also for a zero Client. Locks still
 // held are no longer renewed: their Lost channels close when their validity
 // runs out. Afterwards Acquire, TryAcquire, Extend and WithLock return
 // [lock.ErrClosed]; Release still deletes a hold on every node. Close does
-// not close the node clients.
+// not close the node clients. See docs/safety.md#the-algorithm-as-implemented.
 func (c *Client) Close() error {
 	if c.check() != nil {
 		return nil // a zero Client has nothing to stop

@@ -201,21 +201,17 @@ func (t *tally) quorumError(quorum int) *QuorumError {
 }
 
 // Release gives the lock up on every node: it stops the hold's renewal,
-// then deletes the key wherever it still holds our token (publishing on
-// the notify channel there, so that waiters try at once). It returns nil
-// when at least one node dropped our hold (a node that could not be reached
-// keeps its copy until its TTL); an error wrapping [lock.ErrNotHeld] when no
-// node held it and a quorum said so, or when the handle was never acquired
-// (the hold is then reported lost, if it was not already); otherwise an error
-// wrapping the [*QuorumError] of the round; [lock.ErrInvalid] for a Lock not
-// made by [Client.NewLock].
+// then deletes the key wherever it still holds our token, waking waiters.
+// It returns nil when at least one node dropped our hold (a node that could
+// not be reached keeps its copy until its TTL); an error wrapping
+// [lock.ErrNotHeld] when no node held it and a quorum said so, or when the
+// handle was never acquired (the hold is then reported lost, if it was not
+// already); otherwise an error wrapping the [*QuorumError] of the round;
+// [lock.ErrInvalid] for a Lock not made by [Client.NewLock].
 //
-// The deletes do not end with ctx: Release sends them, and waits for the
-// replies up to the node timeout, even when ctx is already done, and
-// reports what the nodes did. A node whose acquire call of this hold has
-// not returned yet gets its delete when it does (see [Lock.TryAcquire]).
-// Each delete is sent once: go-redis does not resend it after a connection
-// error. Release works after [Client.Close].
+// The deletes do not end with ctx: Release waits for the replies up to the
+// node timeout, even when ctx is already done. Each delete is sent once,
+// never resent. Release works after [Client.Close].
 func (l *Lock) Release(ctx context.Context) error { return l.handle().Release(ctx, (*kind)(l)) }
 
 // Release deletes h on every node.
@@ -250,28 +246,18 @@ func (l *Lock) extendRound(h *lease.Hold, ttl time.Duration, deadline time.Time)
 
 // Extend sets the hold's TTL to ttl on every node, counted from now; later
 // renewals keep it. It needs a quorum, and recomputes the validity from the
-// round's start. It returns an error wrapping [lock.ErrNotHeld] when too many
-// nodes no longer hold our token for a quorum to be possible, or when the
-// validity ran out before the round ended (reporting the hold lost either
-// way); the round's [*QuorumError] when failing nodes kept the quorum out of
-// reach; [lock.ErrInvalid] for a ttl that leaves no validity; or
-// [lock.ErrClosed] after Close.
+// round's start. A shorter ttl takes effect before the round is sent: a
+// failed Extend to it leaves the hold valid only until that earlier end.
+// After any failed or unanswered call, the validity never counts on a
+// longer TTL than that call's. The round's calls do not end with ctx.
 //
-// A shorter TTL takes effect before the round is sent, whatever its
-// outcome: the validity drops at once to what ttl gives from now (if that is
-// less), and renewals use ttl. Nodes that answered late, or not at all, may
-// have applied it; so a failed Extend to a shorter TTL leaves the hold
-// valid only until that earlier end, and [Lock.Lost] closes then unless a
-// renewal is confirmed first. A failed Extend to a longer TTL changes
-// nothing now. The calls that failed or were not answered, in any Extend or
-// renewal round, may still reach their nodes later, so from then on the
-// hold's validity never counts on a longer TTL than theirs, not even after
-// a later round with a longer TTL is confirmed: the nodes get the longer
-// TTL, but [Lock.Validity] counts the shorter one from the round's start,
-// and renewals come at a third of it. The round's calls are bounded by the
-// node timeout for ttl (at most ttl/10) and by the validity; they do not
-// end with ctx, and Extend waits for their replies, also when ctx is
-// already done, and reports what the nodes did.
+// It returns an error wrapping [lock.ErrNotHeld] when too many nodes no
+// longer hold our token for a quorum to be possible, or when the validity
+// ran out before the round ended (reporting the hold lost either way); the
+// round's [*QuorumError] when failing nodes kept the quorum out of reach;
+// [lock.ErrInvalid] for a ttl that leaves no validity; or [lock.ErrClosed]
+// after Close. See docs/safety.md#the-algorithm-as-implemented and
+// docs/safety.md#overlapping-calls-on-one-hold.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return l.handle().Extend(ctx, (*kind)(l), ttl)
 }

@@ -41,13 +41,13 @@ func (c *Client) settings(cfg config) *settings {
 		Margin:      s.drift,
 		Group:       s.group,
 		Lost: func(key string, r lease.Reason, err error) error {
-			return &lock.LostError{Key: key, Reason: lock.LossReason(r), Err: err}
+			return &lock.LostError{Key: key, Reason: r, Err: err}
 		},
 		Logger: cfg.logger,
 	}
 	if o := cfg.observer; o != nil {
 		s.pol.Observe = func(e lease.Event) {
-			o.Observe(lock.Event{Kind: lock.EventKind(e.Kind), Key: e.Key, Token: e.Token, Fence: e.Fence,
+			o.Observe(lock.Event{Kind: e.Kind, Key: e.Key, Token: e.Token, Fence: e.Fence,
 				Duration: e.Duration, Attempts: e.Attempts, Err: e.Err, Ctx: e.Ctx,
 				TTL: e.TTL, Held: e.Held, Validity: e.Validity})
 		}

@@ -1,13 +1,10 @@
-// Package doccheck holds one test: every exported name in the repository's
-// Go packages has a doc comment. It reads the sources; it imports none.
+// Package doccheck holds the tests that check the repository's docs and
+// godoc against the code. It reads the sources; it imports none.
 package doccheck
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -20,45 +17,21 @@ import (
 // A constant or variable in a documented group, and a field with a comment
 // on its line, count as documented.
 func TestExportedNamesHaveDocComments(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var missing []string
-	fset := token.NewFileSet()
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
-		if err != nil {
-			return err
-		}
-		if f.Name.Name == "main" {
-			return nil // commands: nothing is exported to users
-		}
-		rel, _ := filepath.Rel(root, path)
+	walkGo(t, skipHidden, func(rel string, _ *token.FileSet, f *ast.File) {
 		for _, name := range undocumented(f) {
 			missing = append(missing, rel+": "+name)
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sort.Strings(missing)
 	for _, m := range missing {
 		t.Errorf("no doc comment: %s", m)
 	}
+}
+
+// skipHidden reports whether a directory named name is hidden or testdata.
+func skipHidden(_, name string) bool {
+	return strings.HasPrefix(name, ".") || name == "testdata"
 }
 
 // undocumented returns the exported names of f that lack a doc comment.

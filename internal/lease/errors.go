@@ -105,8 +105,9 @@ func JoinErrs(errs ...error) error {
 	return errors.Join(errs...)
 }
 
-// Reason says why a hold ended involuntarily. The root package's
-// LossReason constants are defined from these.
+// Reason says why a hold ended involuntarily. The root package names it
+// lock.LossReason (a type alias) and its values, so each is defined here
+// alone.
 type Reason int
 
 // The reasons. Add new ones at the end: the values are public.
@@ -130,11 +131,11 @@ var reasonNames = [...]string{
 	LossVanished:      "vanished",
 }
 
-// Name returns the reason in a word or two, as used in messages; "" for a
-// value that is none of the reasons.
-func (r Reason) Name() string {
+// String returns the reason in a word or two, as used in messages, or
+// "LossReason(n)" for a value that is none of the reasons.
+func (r Reason) String() string {
 	if r > 0 && int(r) < len(reasonNames) {
 		return reasonNames[r]
 	}
-	return ""
+	return "LossReason(" + strconv.Itoa(int(r)) + ")"
 }

@@ -22,7 +22,7 @@ func TestNotifier_listen_subscribeRetried(t *testing.T) {
 	const channel = "lock:force:c1"
 	pol := &Policy{Engine: e, Pkg: "lock", Inbox: channel, TTL: time.Minute,
 		Margin: func(time.Duration) time.Duration { return time.Millisecond },
-		Lost:   func(key string, r Reason, err error) error { return errors.New(r.Name()) }}
+		Lost:   func(key string, r Reason, err error) error { return errors.New(r.String()) }}
 	hd := &Handle{pol: pol}
 	hd.Keys.User = "k"
 	h := newHold(hd, "t1", 1, time.Now())
@@ -60,7 +60,7 @@ func forceEngine(t testing.TB, channel string) (*Engine, *Policy) {
 	t.Cleanup(func() { e.Close(nil) })
 	pol := &Policy{Engine: e, Pkg: "lock", Inbox: channel, TTL: time.Minute,
 		Margin: func(time.Duration) time.Duration { return time.Millisecond },
-		Lost:   func(key string, r Reason, err error) error { return errors.New(r.Name()) }}
+		Lost:   func(key string, r Reason, err error) error { return errors.New(r.String()) }}
 	return e, pol
 }
 

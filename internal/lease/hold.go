@@ -324,7 +324,7 @@ func (h *Hold) lose(reason Reason, err error, byRelease bool) {
 	// loss already reported.
 	p.observe(h.hd.Keys.User, Event{Kind: EventLost, Token: h.token, Fence: h.fence, Err: cause, Held: h.heldUntil(time.Now())})
 	if lg := p.Logger; lg != nil {
-		lg.Warn(p.Pkg+" lost", slog.String("key", h.hd.Keys.User), slog.String("reason", reason.Name()),
+		lg.Warn(p.Pkg+" lost", slog.String("key", h.hd.Keys.User), slog.String("reason", reason.String()),
 			slog.Int64("fence", h.fence), slog.Any("err", cause))
 	}
 }

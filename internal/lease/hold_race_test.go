@@ -15,7 +15,7 @@ func racedHold(t *testing.T) (*Engine, *Hold) {
 	e := &Engine{lowered: make(chan struct{})}
 	pol := &Policy{Engine: e, Pkg: "lock", TTL: time.Hour,
 		Margin: func(time.Duration) time.Duration { return time.Millisecond },
-		Lost:   func(key string, r Reason, err error) error { return errors.New(r.Name()) }}
+		Lost:   func(key string, r Reason, err error) error { return errors.New(r.String()) }}
 	hd := &Handle{pol: pol}
 	hd.Keys.User = "k"
 	h := newHold(hd, "token", 1, time.Now())

@@ -41,7 +41,7 @@ func TestFailedReason(t *testing.T) {
 		{"refused after timeout", lastFailure(readTimeout, refused), LossUnreachable},
 	} {
 		if got := failedReason(tt.err); got != tt.want {
-			t.Errorf("%s: failedReason(%v) = %s, want %s", tt.name, tt.err, got.Name(), tt.want.Name())
+			t.Errorf("%s: failedReason(%v) = %s, want %s", tt.name, tt.err, got.String(), tt.want.String())
 		}
 	}
 }

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -78,8 +79,9 @@ type GatePass interface {
 	Leave(h *Hold)
 }
 
-// EventKind says what an Event reports. The root package's EventKind
-// constants are defined from these.
+// EventKind says what an Event reports. The root package names it
+// lock.EventKind (a type alias) and its values, so each is defined here
+// alone.
 type EventKind int
 
 // The kinds of events. Add new ones at the end: the values are public.
@@ -95,6 +97,28 @@ const (
 	EventWithLock
 	EventFallback
 )
+
+var eventNames = [...]string{
+	EventAcquireStart:  "acquire_start",
+	EventAcquire:       "acquire",
+	EventRelease:       "release",
+	EventExtend:        "extend",
+	EventRenewalFailed: "renewal_failed",
+	EventLost:          "lost",
+	EventAttemptFailed: "attempt_failed",
+	EventRenewed:       "renewed",
+	EventWithLock:      "with_lock",
+	EventFallback:      "fallback",
+}
+
+// String returns a short snake_case name, fit for a metric label, or
+// "event_n" for a value that is none of the kinds.
+func (k EventKind) String() string {
+	if k > 0 && int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return "event_" + strconv.Itoa(int(k))
+}
 
 // Event is one thing that happened to one lock; the root package's Event
 // has the same fields.

@@ -22,7 +22,7 @@ func TestRenewal_holdsInTurnDoNotWakeTheLoop(t *testing.T) {
 		e.Init(nil, nil)
 		pol := &Policy{Engine: e, Pkg: "lock", TTL: 3 * time.Second, Watchdog: true,
 			Margin: func(time.Duration) time.Duration { return time.Millisecond },
-			Lost:   func(key string, r Reason, err error) error { return errors.New(r.Name()) }}
+			Lost:   func(key string, r Reason, err error) error { return errors.New(r.String()) }}
 		hd := &Handle{pol: pol}
 		hd.Keys.User = "k"
 		const cycles = 400 // 4s of fake time: the idle loop's timer fires several times

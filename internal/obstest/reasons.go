@@ -15,31 +15,30 @@ import (
 // LossReasons returns every [lock.LossReason] the code declares, read
 // from the source rather than listed by hand, so that a reason added
 // later is checked by every test that ranges over them: the constants of
-// type lock.LossReason in the root package's errors.go. Each is checked to
-// be defined from the engine's reason of the same name, whose value its
-// const block (internal/lease/errors.go, iota from 1) gives.
+// type lock.LossReason in the root package's losterror.go. Each is checked to
+// name the engine's reason of the same name, whose value its const block
+// (internal/lease/errors.go, iota from 1) gives.
 func LossReasons(t testing.TB) []lock.LossReason {
 	t.Helper()
 	engine := leaseReasons(t)
 	var out []lock.LossReason
-	for _, spec := range constSpecs(t, SourcePath(t, "errors.go")) {
-		call, ok := singleValue(spec).(*ast.CallExpr)
-		if !ok || !isIdent(call.Fun, "LossReason") || len(call.Args) != 1 {
+	for _, spec := range constSpecs(t, SourcePath(t, "losterror.go")) {
+		if !isIdent(spec.Type, "LossReason") {
 			continue
 		}
-		sel, ok := call.Args[0].(*ast.SelectorExpr)
+		sel, ok := singleValue(spec).(*ast.SelectorExpr)
 		name := spec.Names[0].Name
-		if !ok || sel.Sel.Name != name {
-			t.Fatalf("errors.go: %s is not LossReason(lease.%s)", name, name)
+		if !ok || !isIdent(sel.X, "lease") || sel.Sel.Name != name {
+			t.Fatalf("losterror.go: %s is not LossReason = lease.%s", name, name)
 		}
 		v, ok := engine[name]
 		if !ok {
-			t.Fatalf("errors.go: %s has no reason in internal/lease/errors.go", name)
+			t.Fatalf("losterror.go: %s has no reason in internal/lease/errors.go", name)
 		}
 		out = append(out, lock.LossReason(v))
 	}
 	if len(out) != len(engine) {
-		t.Fatalf("errors.go declares %d loss reasons, internal/lease %d", len(out), len(engine))
+		t.Fatalf("losterror.go declares %d loss reasons, internal/lease %d", len(out), len(engine))
 	}
 	return out
 }
