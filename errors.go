@@ -132,3 +132,8 @@ func invalidf(format string, args ...any) error { return lease.Invalidf(format, 
 func newLostError(key string, r lease.Reason, err error) error {
 	return &LostError{Key: key, Reason: LossReason(r), Err: err}
 }
+
+// ErrNoLeader is returned by [Election.Leader] when nobody leads the
+// election: no candidate won a term, or the last one resigned or its term
+// ran out.
+var ErrNoLeader = errors.New("lock: no leader")
