@@ -69,15 +69,24 @@ func (e *Election) observe(ctx context.Context, w *lease.Watch, out chan Leaders
 
 // read reads the election's state for an observer: nobody leading is the
 // zero Leadership, with no error.
-func (e *Election) read(ctx context.Context) (l Leadership, left time.Duration, err error) {
-	err = e.set.c.callBounded(ctx, func() (err error) {
-		l, left, err = readLeader(ctx, e.set.c.rdb, &e.l.hd.Keys)
+func (e *Election) read(ctx context.Context) (Leadership, time.Duration, error) {
+	// Filled by the call, and read only once it returned: a call cut
+	// short by ctx goes on in the background.
+	var r struct {
+		l    Leadership
+		left time.Duration
+	}
+	err := e.set.c.callBounded(ctx, func() (err error) {
+		r.l, r.left, err = readLeader(ctx, e.set.c.rdb, &e.l.hd.Keys)
 		return err
 	})
-	if errors.Is(err, ErrNoLeader) {
+	switch {
+	case errors.Is(err, ErrNoLeader):
 		return Leadership{}, 0, nil
+	case err != nil:
+		return Leadership{}, 0, err
 	}
-	return l, left, err
+	return r.l, r.left, nil
 }
 
 // observeWait is how long an observer sleeps without a wake-up: until the
