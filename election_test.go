@@ -203,3 +203,30 @@ func TestElection_leadCancelsOnLoss(t *testing.T) {
 		}
 	})
 }
+
+// TestElection_inspect: Inspect and List show an election as kind
+// "election", its leader as the holder with the value and the term.
+func TestElection_inspect(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		key := keyFor(t)
+		c := newClient(t, tg.rdb)
+		e := c.NewElection(key)
+		must(t, "Campaign()", e.Campaign(ctx, "host-a:8080"))
+		info, err := c.Inspect(ctx, key)
+		must(t, "Inspect()", err)
+		if info.Kind != "election" || len(info.Holders) != 1 || info.Fence != e.Term() {
+			t.Fatalf("Inspect() = %+v, want kind election, one holder, fence %d", info, e.Term())
+		}
+		h := info.Holders[0]
+		if h.Metadata != "host-a:8080" || h.Fence != e.Term() || h.Since.IsZero() || h.TTL <= 0 {
+			t.Fatalf("holder = %+v, want the leader's value, term %d, since and TTL", h, e.Term())
+		}
+		must(t, "ForceRelease()", c.ForceRelease(ctx, key))
+		waitClosed(t, e.Lost(), 5*time.Second, "Lost() after ForceRelease")
+		if _, err := e.Leader(ctx); !errors.Is(err, lock.ErrNoLeader) {
+			t.Fatalf("Leader() after ForceRelease = %v, want ErrNoLeader", err)
+		}
+	})
+}
