@@ -3,11 +3,13 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/agentlock/lock"
 	"github.com/agentlock/lock/internal/hooktest"
+	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -132,4 +134,76 @@ func TestElection_cluster(t *testing.T) {
 	}
 	must(t, "b.Resign()", b.Resign(ctx))
 	wantState(t, ch, "", &last)
+}
+
+// TestElection_lostResign: a Resign whose reply never comes back (it ran
+// in Redis) returns at its deadline with an error; the waiting candidate
+// leads, and the resigned one no longer acts as leader: Proclaim is
+// ErrNotHeld, and its Lost stays open (it resigned; nothing took it).
+func TestElection_lostResign(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := keyFor(t)
+	rdb := srv.Client(t)
+	g := hooktest.New(t, hooktest.Config{On: hooktest.Calls, After: true, Nth: 1,
+		Match: hooktest.Script(luascripts.ElectionResign.Hash(), luascripts.ElectionResignSrc)})
+	rdb.AddHook(g)
+	ca := newClient(t, rdb, lock.WithTTL(time.Minute))
+	t.Cleanup(g.Release)
+	cb := newClient(t, srv.Client(t), lock.WithTTL(time.Minute), lock.WithBackoff(time.Hour, time.Hour))
+	a, b := ca.NewElection(key), cb.NewElection(key)
+	must(t, "a.Campaign()", a.Campaign(ctx, "a"))
+	// Loaded, so that the reply held is the resign's own, not a NOSCRIPT.
+	must(t, "Load()", luascripts.ElectionResign.Load(ctx, rdb).Err())
+	done := campaignAsync(ctx, b, "b")
+	g.Arm()
+	rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer rcancel()
+	if err := a.Resign(rctx); err == nil {
+		t.Fatal("a.Resign() with its reply held = nil, want an error")
+	}
+	must(t, "b.Campaign()", <-done)
+	wantErr(t, "a.Proclaim() after the resign", a.Proclaim(ctx, "a2"), lock.ErrNotHeld)
+	select {
+	case <-a.Lost():
+		t.Fatal("a's Lost() closed by its own resign")
+	default:
+	}
+	if l, err := b.Leader(ctx); err != nil || l.Value != "b" || l.Term <= a.Term() {
+		t.Fatalf("Leader() = %+v, %v; want b in a later term than %d", l, err, a.Term())
+	}
+	g.Release()
+	must(t, "b.Resign()", b.Resign(ctx))
+}
+
+// TestElection_stuckObserver: an observer that never reads blocks no
+// other observer and no leader change; its channel holds the latest state.
+func TestElection_stuckObserver(t *testing.T) {
+	t.Parallel()
+	tg := realTarget(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := keyFor(t)
+	c := newClient(t, tg.rdb, lock.WithTTL(time.Minute))
+	stuck := c.NewElection(key).Observe(ctx)
+	live := c.NewElection(key).Observe(ctx)
+	var last int64
+	wantState(t, live, "", &last)
+	e := c.NewElection(key)
+	for i := range 20 {
+		v := fmt.Sprint("v", i)
+		must(t, "Campaign()", e.Campaign(ctx, v))
+		wantState(t, live, v, &last)
+		must(t, "Resign()", e.Resign(ctx))
+		wantState(t, live, "", &last)
+	}
+	must(t, "Campaign()", e.Campaign(ctx, "final"))
+	wantState(t, live, "final", &last)
+	var stuckLast int64
+	if l := wantState(t, stuck, "final", &stuckLast); l.Term != e.Term() {
+		t.Fatalf("the stuck observer ends at term %d, want %d", l.Term, e.Term())
+	}
+	must(t, "Resign()", e.Resign(ctx))
 }
