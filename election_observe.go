@@ -14,15 +14,13 @@ import (
 // closed when ctx ends or the Client closes, and at once for an invalid
 // Election. It needs no campaign.
 //
-// Changes are pushed: every change publishes on the election's channel,
-// which the Client's wake-up subscription hears, and the observer then
-// reads the state. A term that runs out without a message (its leader
-// crashed) is read at its expiry; while the subscription is down (a
-// reconnect), the state is read every backoff ([WithBackoff]'s max). The
-// channel is buffered one deep and the latest state wins: a reader slower
-// than the changes skips the states it missed, never blocks anyone, and
-// always ends at the current one. Each Observe runs one goroutine of the
-// Client until ctx ends.
+// Every change publishes on the election's channel, which the Client's
+// wake-up subscription hears; the observer then reads the state. A term
+// that ends silently (a crashed leader) is read at its expiry, and while
+// the subscription is down the state is read every backoff. The channel
+// holds one state and the latest wins: a slow reader skips states, blocks
+// nobody, and ends at the current one. Each Observe runs one goroutine of
+// the Client until ctx ends. See docs/design/election.md.
 func (e *Election) Observe(ctx context.Context) <-chan Leadership {
 	out := make(chan Leadership, 1)
 	if e.usable() != nil {
