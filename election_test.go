@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,9 +66,7 @@ func TestElection_resignHandsOver(t *testing.T) {
 			t.Fatalf("Leader() = %+v, want a's value and term %d", l, a.Term())
 		}
 		done := campaignAsync(ctx, b, "b")
-		for !lock.ElectionListening(b) {
-			time.Sleep(time.Millisecond)
-		}
+		waitUntil(t, "b listening", func() bool { return lock.ElectionListening(b) })
 		select {
 		case err := <-done:
 			t.Fatalf("b.Campaign() = %v while a leads", err)
@@ -164,6 +163,12 @@ func TestElection_badInput(t *testing.T) {
 	if _, err := c.NewElection(key + ":m").Leader(ctx); !errors.Is(err, lock.ErrInvalid) {
 		t.Fatalf("Leader() of a mutex = %v, want ErrInvalid", err)
 	}
+	must(t, "Campaign()", e.Campaign(ctx, "v"))
+	ok, err := c.NewLock(key).TryAcquire(ctx)
+	if ok || !errors.Is(err, lock.ErrInvalid) || !strings.Contains(err.Error(), "election") {
+		t.Fatalf("mutex TryAcquire() on an election = %v, %v; want ErrInvalid naming the election", ok, err)
+	}
+	must(t, "Resign()", e.Resign(ctx))
 	ch := new(lock.Election).Observe(ctx)
 	if _, ok := <-ch; ok {
 		t.Fatal("Observe() of a zero Election gave a state")
