@@ -207,3 +207,47 @@ func TestElection_stuckObserver(t *testing.T) {
 	}
 	must(t, "Resign()", e.Resign(ctx))
 }
+
+// TestElection_observeAfterReconnect: an observer whose subscription
+// breaks misses the messages of the changes made meanwhile (its redial is
+// held); once it is subscribed again it reads the state, and ends at the
+// current leader, with a one-hour backoff, so the reconnect is what made
+// it look.
+func TestElection_observeAfterReconnect(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := keyFor(t)
+	rdb := srv.Client(t)
+	g := hooktest.New(t, hooktest.Config{On: hooktest.Dials})
+	rdb.AddHook(g)
+	oc := newClient(t, rdb, lock.WithBackoff(time.Hour, time.Hour))
+	t.Cleanup(g.Release)
+	c := newClient(t, srv.Client(t), lock.WithTTL(time.Minute))
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	ch := oc.NewElection(key).Observe(octx)
+	var last int64
+	wantState(t, ch, "", &last)
+	a, b := c.NewElection(key), c.NewElection(key)
+	must(t, "a.Campaign()", a.Campaign(ctx, "a"))
+	wantState(t, ch, "a", &last)
+
+	g.Arm()
+	if err := srv.Client(t).ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+		t.Fatalf("CLIENT KILL TYPE pubsub: %v", err)
+	}
+	select {
+	case <-g.Held():
+	case <-ctx.Done():
+		t.Fatal("the subscription did not redial")
+	}
+	must(t, "a.Resign()", a.Resign(ctx))
+	must(t, "b.Campaign()", b.Campaign(ctx, "b"))
+	g.Release()
+	if l := wantState(t, ch, "b", &last); l.Term != b.Term() {
+		t.Fatalf("observed b in term %d, b's is %d", l.Term, b.Term())
+	}
+	must(t, "b.Resign()", b.Resign(ctx))
+}
