@@ -58,3 +58,8 @@ var ErrOnceFailed = errors.New("lock: once failed")
 var ErrContended = errors.New("lock: contended")
 
 func invalidf(format string, args ...any) error { return lease.Invalidf(format, args...) }
+
+// ErrNoLeader is returned by [Election.Leader] when nobody leads the
+// election: no candidate won a term, or the last one resigned or its term
+// ran out.
+var ErrNoLeader = errors.New("lock: no leader")

@@ -18,6 +18,7 @@ var kindNames = map[string]string{
 	"mutex":     "mutex",
 	"rwlock":    "read-write lock",
 	"semaphore": "semaphore",
+	"election":  "election",
 }
 
 // mixedKind returns err, or, for a KIND reply, an error wrapping
@@ -47,7 +48,15 @@ func kindError(key, have, want string) error {
 	} else {
 		have = "Redis " + have + " value"
 	}
-	return invalidf("key %q is a %s, not a %s", key, have, want)
+	return invalidf("key %q is %s, not %s", key, withArticle(have), withArticle(want))
+}
+
+// withArticle returns "a s", or "an s" when s starts with a vowel.
+func withArticle(s string) string {
+	if s != "" && strings.ContainsRune("aeiou", rune(s[0])) {
+		return "an " + s
+	}
+	return "a " + s
 }
 
 // otherKind returns, for a key whose value the script-free mutex could not

@@ -11,6 +11,7 @@ const (
 	kindPermit                    // NewSemaphore
 	kindMulti                     // NewMultiLock, WithMultiLock
 	kindOnce                      // Once, OnceValue, Forget
+	kindElection                  // NewElection
 	numKinds
 )
 
@@ -23,6 +24,7 @@ var kindLabels = [numKinds]string{
 	kindPermit:    "a semaphore permit",
 	kindMulti:     "a multi-lock",
 	kindOnce:      "Once",
+	kindElection:  "an election",
 }
 
 // kindSet is a set of kinds.

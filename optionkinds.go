@@ -54,7 +54,7 @@ type optionRule struct {
 
 // scriptOnly are the kinds whose every call is a script: they cannot run
 // script-free, be re-entrant, or wait for replicas.
-var scriptOnly = kinds(kindFair, kindRW, kindPermit, kindMulti, kindOnce)
+var scriptOnly = kinds(kindFair, kindRW, kindPermit, kindMulti, kindOnce, kindElection)
 
 // optionRules is every option, in the order of its bit. A kind not in an
 // option's notFor supports it. The fallback and waiter-cap rows apply to
@@ -88,8 +88,20 @@ var optionRules = [...]optionRule{
 	{id: optObserver, name: "WithObserver"},
 	{id: optLogger, name: "WithLogger"},
 	{id: optMaxHold, name: "WithMaxHold"},
-	{id: optFencing, name: "WithFencing"},
-	{id: optCoalescing, name: "WithCoalescing"},
+	{
+		// An election's terms are its fences.
+		id: optFencing, name: "WithFencing", label: "WithFencing(false)",
+		notFor: kinds(kindElection),
+		asks:   func(c *config) bool { return !c.fencing },
+		reset:  func(c *config) { c.fencing = true },
+	},
+	{
+		// An election's calls are few and go on their own.
+		id: optCoalescing, name: "WithCoalescing", label: "WithCoalescing(true)",
+		notFor: kinds(kindElection),
+		asks:   func(c *config) bool { return c.coalesce },
+		reset:  func(c *config) { c.coalesce = false },
+	},
 	{
 		id: optReplicaAck, name: "WithReplicaAck",
 		notFor: scriptOnly,
@@ -98,36 +110,42 @@ var optionRules = [...]optionRule{
 	},
 	{
 		id: optResultTTL, name: "WithResultTTL",
-		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti),
+		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti, kindElection),
 		reset:  func(c *config) { c.resultTTL = DefaultResultTTL },
 	},
 	{
 		id: optErrorTTL, name: "WithErrorTTL",
-		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti),
+		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti, kindElection),
 		reset:  func(c *config) { c.errorTTL = 0 },
 	},
 	{
 		id: optFair, name: "WithFair", label: "WithFair(true)",
-		notFor: kinds(kindReentrant, kindRW, kindPermit, kindMulti, kindOnce),
+		notFor: kinds(kindReentrant, kindRW, kindPermit, kindMulti, kindOnce, kindElection),
 		asks:   func(c *config) bool { return c.fair },
 		reset:  func(c *config) { c.fair = false },
 	},
 	{
-		// The fair lock's and the multi-lock's scripts write no holder
-		// info, which is where the metadata goes.
+		// The fair lock's, the multi-lock's and the election's scripts
+		// write no holder info, which is where the metadata goes.
 		id: optMetadata, name: "WithMetadata",
-		notFor: kinds(kindFair, kindMulti),
+		notFor: kinds(kindFair, kindMulti, kindElection),
 		asks:   func(c *config) bool { return c.metadata != "" },
 		reset:  func(c *config) { c.metadata = "" },
 	},
 	{
 		id: optHolderInfo, name: "WithHolderInfo", label: "WithHolderInfo(true)",
-		notFor: kinds(kindFair, kindMulti),
+		notFor: kinds(kindFair, kindMulti, kindElection),
 		asks:   func(c *config) bool { return c.infoOn },
 		reset:  func(c *config) { c.infoSet, c.infoOn = false, false },
 	},
 	{id: optAudit, name: "WithAudit"},
-	{id: optFallback, name: "WithFallback"},
+	{
+		// An in-process term would be a second leader.
+		id: optFallback, name: "WithFallback", label: "WithFallback(FallbackLocal)",
+		notFor: kinds(kindElection),
+		asks:   func(c *config) bool { return c.fallback != FallbackNone },
+		reset:  func(c *config) { c.fallback = FallbackNone },
+	},
 	{id: optMaxWaiters, name: "WithMaxWaiters"},
 }
 

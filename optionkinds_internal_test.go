@@ -25,7 +25,7 @@ func TestOptionRules(t *testing.T) {
 		"WithLogger":      WithLogger(slog.New(slog.DiscardHandler)),
 		"WithMaxHold":     WithMaxHold(time.Second),
 		"WithFencing":     WithFencing(false),
-		"WithCoalescing":  WithCoalescing(false),
+		"WithCoalescing":  WithCoalescing(true),
 		"WithReplicaAck":  WithReplicaAck(1, time.Second),
 		"WithResultTTL":   WithResultTTL(time.Second),
 		"WithErrorTTL":    WithErrorTTL(time.Second),

@@ -71,7 +71,17 @@ var matrixKinds = []matrixKind{
 			return c.WithLock(ctx, key, fn, opts...)
 		})
 	}, plainBlock},
+	{"election", "an election", func(_ *testing.T, c *lock.Client, key string, opts ...lock.Option) holding {
+		return candidate{c.NewElection(key, opts...)}
+	}, func(c *lock.Client, key string) holding { return candidate{c.NewElection(key)} }},
 }
+
+// candidate is an election's candidate as a hold: Acquire campaigns,
+// Release resigns.
+type candidate struct{ *lock.Election }
+
+func (c candidate) Acquire(ctx context.Context) error { return c.Campaign(ctx, "matrix") }
+func (c candidate) Release(ctx context.Context) error { return c.Resign(ctx) }
 
 func plainBlock(c *lock.Client, key string) holding { return c.NewLock(key) }
 func writeBlock(c *lock.Client, key string) holding { return c.NewRWLock(key).WriteLock() }
@@ -159,35 +169,35 @@ type matrixOption struct {
 	name string
 	opt  lock.Option
 	// want: mutex, re-entrant, fair, read, write, permit, multi, once,
-	// withlock.
+	// withlock, election.
 	want  string
 	check func(t *testing.T, e *matrixEnv, opt lock.Option) // nil: e.smoke
 }
 
 func matrixOptions() []matrixOption {
 	return []matrixOption{
-		{"WithTTL", lock.WithTTL(time.Minute), "+++++++++", checkTTL},
-		{"WithWatchdog", lock.WithWatchdog(false), "+++++++++", checkWatchdog},
-		{"WithWaitTimeout", lock.WithWaitTimeout(50 * time.Millisecond), "+++++++++", checkWaitTimeout},
-		{"WithBackoff", lock.WithBackoff(time.Millisecond, 2*time.Millisecond), "+++++++++", nil},
-		{"WithNotify", lock.WithNotify(true), "++++++-++", checkNotify},
-		{"WithReleaseMode", lock.WithReleaseMode(lock.ReleaseWatch), "+-------+", checkWatch},
-		{"WithPrefix", lock.WithPrefix("matrix:"), "+++++++++", checkPrefix},
-		{"WithOwner", lock.WithOwner("matrix"), "++------+", checkOwner},
-		{"WithObserver", nil, "+++++++++", checkObserver},
-		{"WithLogger", nil, "+++++++++", checkLogger},
-		{"WithMaxHold", lock.WithMaxHold(lock.MinTTL), "+++++++++", checkMaxHold},
-		{"WithFencing", lock.WithFencing(false), "+++++++++", checkFencing},
-		{"WithCoalescing", lock.WithCoalescing(false), "+++++++++", nil},
-		{"WithReplicaAck", lock.WithReplicaAck(1, 20*time.Millisecond), "++------+", checkReplicaAck},
-		{"WithResultTTL", lock.WithResultTTL(time.Minute), "-------+-", checkResultTTL},
-		{"WithErrorTTL", lock.WithErrorTTL(time.Minute), "-------+-", checkErrorTTL},
-		{"WithFair", lock.WithFair(true), "+-+-----+", checkFair},
-		{"WithMetadata", lock.WithMetadata("matrix md"), "++-+++-++", checkMetadata},
-		{"WithHolderInfo", lock.WithHolderInfo(true), "++-+++-++", checkHolderInfo},
-		{"WithAudit", nil, "+++++++++", checkAudit},
-		{"WithFallback", lock.WithFallback(lock.FallbackLocal), "+++++++++", nil},
-		{"WithMaxWaiters", lock.WithMaxWaiters(1), "+++++++++", nil},
+		{"WithTTL", lock.WithTTL(time.Minute), "++++++++++", checkTTL},
+		{"WithWatchdog", lock.WithWatchdog(false), "++++++++++", checkWatchdog},
+		{"WithWaitTimeout", lock.WithWaitTimeout(50 * time.Millisecond), "++++++++++", checkWaitTimeout},
+		{"WithBackoff", lock.WithBackoff(time.Millisecond, 2*time.Millisecond), "++++++++++", nil},
+		{"WithNotify", lock.WithNotify(true), "++++++-+++", checkNotify},
+		{"WithReleaseMode", lock.WithReleaseMode(lock.ReleaseWatch), "+-------+-", checkWatch},
+		{"WithPrefix", lock.WithPrefix("matrix:"), "++++++++++", checkPrefix},
+		{"WithOwner", lock.WithOwner("matrix"), "++------+-", checkOwner},
+		{"WithObserver", nil, "++++++++++", checkObserver},
+		{"WithLogger", nil, "++++++++++", checkLogger},
+		{"WithMaxHold", lock.WithMaxHold(lock.MinTTL), "++++++++++", checkMaxHold},
+		{"WithFencing", lock.WithFencing(false), "+++++++++-", checkFencing},
+		{"WithCoalescing", lock.WithCoalescing(false), "++++++++++", nil},
+		{"WithReplicaAck", lock.WithReplicaAck(1, 20*time.Millisecond), "++------+-", checkReplicaAck},
+		{"WithResultTTL", lock.WithResultTTL(time.Minute), "-------+--", checkResultTTL},
+		{"WithErrorTTL", lock.WithErrorTTL(time.Minute), "-------+--", checkErrorTTL},
+		{"WithFair", lock.WithFair(true), "+-+-----+-", checkFair},
+		{"WithMetadata", lock.WithMetadata("matrix md"), "++-+++-++-", checkMetadata},
+		{"WithHolderInfo", lock.WithHolderInfo(true), "++-+++-++-", checkHolderInfo},
+		{"WithAudit", nil, "++++++++++", checkAudit},
+		{"WithFallback", lock.WithFallback(lock.FallbackLocal), "+++++++++-", nil},
+		{"WithMaxWaiters", lock.WithMaxWaiters(1), "++++++++++", nil},
 	}
 }
 

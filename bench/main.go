@@ -54,6 +54,7 @@ var scenarios = []scenario{
 	{"sem", 1, (*env).sem},
 	{"fair", 1, (*env).fair},
 	{"force", 1, (*env).force},
+	{"elect", 1, (*env).elect},
 }
 
 func main() {

@@ -42,6 +42,8 @@ func members(l held) []member {
 		return ms
 	case *lock.Lock:
 		return []member{{x.Key(), x.Fence()}}
+	case candidate:
+		return []member{{x.Name(), x.Term()}}
 	}
 	return nil
 }

@@ -53,6 +53,8 @@ func workerHold(c *lock.Client, getenv func(string) string) (held, byte) {
 		return c.NewRWLock(key).ReadLock(), holdRead
 	case getenv("FT_RW") == "write":
 		return c.NewRWLock(key).WriteLock(), holdExclusive
+	case getenv("FT_ELECTION") == "1": // a candidate (election_test.go)
+		return candidate{c.NewElection(key)}, holdExclusive
 	case getenv("FT_FAIR") == "1":
 		return c.NewLock(key, lock.WithFair(true)), holdExclusive
 	}

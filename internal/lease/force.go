@@ -113,6 +113,7 @@ func (n *Notifier) forced(channel, token string) {
 	force := cs != nil && cs.force
 	if cs != nil {
 		cs.signalHead()
+		cs.wakeWatches()
 	}
 	n.mu.Unlock()
 	if !force {
@@ -344,11 +345,11 @@ func (e *Engine) holdOf(token, channel string) *Hold {
 	return nil
 }
 
-// busy reports whether cs has waiters or holds listening, so it stays
+// busy reports whether cs has waiters, holds or Watches listening, so it stays
 // subscribed; an inbox is busy while its key channel is. Callers hold n.mu.
 func (cs *channelState) busy() bool {
 	cs = cs.owner()
-	return len(cs.waiters) > 0 || cs.holds > 0
+	return len(cs.waiters) > 0 || cs.holds > 0 || len(cs.watches) > 0
 }
 
 // forceLost reports h lost to a force-release, taking it out of renewal.

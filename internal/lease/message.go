@@ -36,6 +36,10 @@ const (
 	// the token of a hold it removed (force.go). The process holding it
 	// reports it lost at once; every process wakes its longest waiter.
 	MsgForce = "force:"
+	// MsgWatch wakes the Watches of the channel only (watch.go): a change
+	// that frees nothing, such as a new holder or a new value, which
+	// waiters need not hear. Every message wakes them.
+	MsgWatch = "watch"
 )
 
 // deliver wakes the waiters of channel that payload names; a message on
@@ -51,8 +55,10 @@ func (n *Notifier) deliver(channel, payload string) {
 	if cs == nil {
 		return
 	}
-	cs = cs.owner() // an inbox's messages are for its key's waiters
+	cs.wakeWatches() // an inbox has none
+	cs = cs.owner()  // an inbox's messages are for its key's waiters
 	switch {
+	case payload == MsgWatch:
 	case payload == MsgAll:
 		for _, w := range cs.waiters {
 			signal(w)

@@ -109,6 +109,7 @@ type channelState struct {
 	ready      bool            // a source confirmed the subscription
 	confirms   int             // confirmations read, from every source (tests: Confirmations)
 	waiters    []*Waiter
+	watches    []*Watch // woken by every message and confirmation (watch.go)
 	// retry, while a subscribe that no source took waits to try again,
 	// makes it try at once: a join sends on it (subscribeOnce). Nil when
 	// no subscribe waits.

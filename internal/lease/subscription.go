@@ -166,6 +166,7 @@ func (n *Notifier) confirmed(channel string) {
 	for _, w := range cs.owner().waiters {
 		signal(w)
 	}
+	cs.wakeWatches()
 	since := heardNow()
 	fresh := cs.heard.CompareAndSwap(0, since)
 	held := cs.holds > 0

@@ -11,6 +11,8 @@
 --   drop(lock, token)   remove one holder; reply true when the key is left
 --                       with no holder (the caller then deletes it)
 --   fence(lock)         (may be absent) the fence of the current holds
+--   info(lock, token)   (may be absent) a holder's info, as acquire.lua
+--                       writes it; by default its field of P{K}:holders
 local KINDS = {}
 
 -- The mutex: P{K} holds the token (a fair lock's too; its queue is a
@@ -98,6 +100,20 @@ KINDS.zset = {
   end,
 }
 
+-- The election (P{K} a hash with the field "term", see election_lib.lua):
+-- one holder, the leader; its fence is its term, and its info shows when
+-- the term began and, as its metadata, the leader's value.
+local ELECTION = {
+  name = 'election',
+  tokens = function(lock) return { redis.call('HGET', lock, 'token') } end,
+  drop = function(lock, token) return true end,
+  fence = function(lock) return tonumber(redis.call('HGET', lock, 'term') or '0') end,
+  info = function(lock, token)
+    local v = redis.call('HMGET', lock, 'term', 'since', 'value')
+    return (v[1] or '0') .. '\31' .. (v[2] or '') .. '\31\31\31\31' .. (v[3] or '')
+  end,
+}
+
 -- kind_of returns the entry of the kind held at lock, nil when the key is
 -- free, and false (with the Redis type) for a type no kind uses.
 local function kind_of(lock)
@@ -107,6 +123,9 @@ local function kind_of(lock)
   end
   if t == 'hash' and redis.call('HEXISTS', lock, 'mode') == 1 then
     return RWLOCK, t
+  end
+  if t == 'hash' and redis.call('HEXISTS', lock, 'term') == 1 and redis.call('HEXISTS', lock, '') == 0 then
+    return ELECTION, t
   end
   return KINDS[t] or false, t
 end

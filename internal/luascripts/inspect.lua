@@ -40,7 +40,11 @@ for _, tok in ipairs(k.tokens(lock)) do
     left = k.ttl(lock, tok)
   end
   out[#out + 1] = tok
-  out[#out + 1] = redis.call('HGET', holders, tok) or ''
+  if k.info then
+    out[#out + 1] = k.info(lock, tok)
+  else
+    out[#out + 1] = redis.call('HGET', holders, tok) or ''
+  end
   out[#out + 1] = left
 end
 return out

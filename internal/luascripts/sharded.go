@@ -26,6 +26,9 @@ var publishing = []struct {
 	{SemHandoff, semHandoffSrc},
 	{FairRelease, FairReleaseSrc},
 	{MultiRelease, MultiReleaseSrc},
+	{ElectionCampaign, ElectionCampaignSrc},
+	{ElectionResign, ElectionResignSrc},
+	{ElectionProclaim, ElectionProclaimSrc},
 }
 
 // classicPublish and shardedPublish are how a script publishes, classic and
