@@ -40,6 +40,11 @@
 //
 //	val, shared, err := locks.Once(ctx, "rag:"+hash, build, lock.WithResultTTL(time.Hour))
 //
+// An election gives one leader per name; its terms are fencing tokens, and
+// observers hear every change, "no leader" too:
+//
+//	err := locks.NewElection("scheduler").Lead(ctx, "host-a", runJobs)
+//
 // Operators see and free holds with [Client.Inspect], [Client.List] and
 // [Client.ForceRelease] (package admin and cmd/lockctl too). Package redlock
 // gives a mutex with the same verbs over a quorum of independent Redis nodes.
@@ -73,7 +78,10 @@
 // off, the TTL must outlast the whole critical section, or call [Lock.Extend].
 //
 // docs/safety.md in the repository describes each failure mode and what holds
-// under it. The examples/ directory has runnable programs: session (state
-// updates), ragcache (cache rebuild with stampede protection), toolcall
-// (at-most-once tool calls) and fencing; each runs with `go run`.
+// under it. The examples/ directory has runnable programs, each run with
+// `go run`: session (state updates), ragcache (cache rebuild with stampede
+// protection), toolcall (at-most-once tool calls), fencing (a store that
+// refuses stale writers), llmquota (a semaphore per tenant), rwindex
+// (readers and a rebuilding writer), scheduler (a leader runs a periodic
+// job) and redlock (a quorum lock).
 package lock
