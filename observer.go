@@ -76,6 +76,12 @@ const (
 	// is why not (TryAcquire: [ErrNotAcquired] when the key is held in
 	// this process).
 	EventFallback = EventKind(lease.EventFallback)
+	// EventLimit: a [Limiter]'s Allow, Reserve or Wait (or AllowAll,
+	// ReserveAll, WaitAll, one event per limiter) ended. Units is what it
+	// took, 0 when it took nothing; Duration, for a Wait, how long it
+	// waited; Err is [ErrNotAcquired] for an Allow refused or a Wait given
+	// up, or the call's error.
+	EventLimit = EventKind(lease.EventLimit)
 )
 
 var eventNames = map[EventKind]string{
@@ -89,6 +95,7 @@ var eventNames = map[EventKind]string{
 	EventRenewed:       "renewed",
 	EventWithLock:      "with_lock",
 	EventFallback:      "fallback",
+	EventLimit:         "limit",
 }
 
 // String returns a short snake_case name, fit for a metric label.
@@ -123,6 +130,8 @@ type Event struct {
 	// Degraded is true for the events of a degraded hold ([Lock.Degraded]):
 	// the EventFallback that took it and its EventRelease.
 	Degraded bool
+	// Units is, for EventLimit, the units the call took.
+	Units int64
 }
 
 // observerFunc adapts o to the engine's events.

@@ -49,6 +49,7 @@ const (
 	kindPermit                    // NewSemaphore
 	kindMulti                     // NewMultiLock, WithMultiLock
 	kindOnce                      // Once, OnceValue, Forget
+	kindLimiter                   // NewLimiter
 	numKinds
 )
 
@@ -61,6 +62,7 @@ var kindLabels = [numKinds]string{
 	kindPermit:    "a semaphore permit",
 	kindMulti:     "a multi-lock",
 	kindOnce:      "Once",
+	kindLimiter:   "a rate limiter",
 }
 
 // kindSet is a set of kinds.
@@ -92,16 +94,25 @@ type optionRule struct {
 
 // scriptOnly are the kinds whose every call is a script: they cannot run
 // script-free, be re-entrant, or wait for replicas.
-var scriptOnly = kinds(kindFair, kindRW, kindPermit, kindMulti, kindOnce)
+var scriptOnly = kinds(kindFair, kindRW, kindPermit, kindMulti, kindOnce, kindLimiter)
+
+// unheld are the kinds that hold nothing: a limiter's units are taken, not
+// leased, so no option of a hold (its TTL, renewal, fence, holder info,
+// audit, fallback) applies.
+var unheld = kinds(kindLimiter)
 
 // optionRules is every option, in the order of its bit. A kind not in an
 // option's notFor supports it. The fallback and waiter-cap rows apply to
-// every kind.
+// every kind that holds.
 var optionRules = [...]optionRule{
-	{id: optTTL, name: "WithTTL"},
-	{id: optWatchdog, name: "WithWatchdog"},
+	{id: optTTL, name: "WithTTL", notFor: unheld, reset: func(c *config) { c.ttl = DefaultTTL }},
+	{id: optWatchdog, name: "WithWatchdog", notFor: unheld, reset: func(c *config) { c.watchdog = true }},
 	{id: optWaitTimeout, name: "WithWaitTimeout"},
-	{id: optBackoff, name: "WithBackoff"},
+	{
+		// A limiter's Wait sleeps until its units are due: no backoff.
+		id: optBackoff, name: "WithBackoff", notFor: unheld,
+		reset: func(c *config) { c.backoffMin, c.backoffMax = DefaultBackoffMin, DefaultBackoffMax },
+	},
 	{
 		id: optNotify, name: "WithNotify", label: "WithNotify(true)",
 		// A multi-lock's waiter does not listen: one member's release says
@@ -124,10 +135,14 @@ var optionRules = [...]optionRule{
 		reset:  func(c *config) { c.owner, c.ownerSet = "", false },
 	},
 	{id: optObserver, name: "WithObserver"},
-	{id: optLogger, name: "WithLogger"},
-	{id: optMaxHold, name: "WithMaxHold"},
-	{id: optFencing, name: "WithFencing"},
-	{id: optCoalescing, name: "WithCoalescing"},
+	{
+		// A limiter returns every failure to its caller: nothing to log.
+		id: optLogger, name: "WithLogger", notFor: unheld,
+		reset: func(c *config) { c.logger = nil },
+	},
+	{id: optMaxHold, name: "WithMaxHold", notFor: unheld, reset: func(c *config) { c.maxHold = 0 }},
+	{id: optFencing, name: "WithFencing", notFor: unheld, reset: func(c *config) { c.fencing = true }},
+	{id: optCoalescing, name: "WithCoalescing", notFor: unheld, reset: func(c *config) { c.coalesce = true }},
 	{
 		id: optReplicaAck, name: "WithReplicaAck",
 		notFor: scriptOnly,
@@ -136,17 +151,17 @@ var optionRules = [...]optionRule{
 	},
 	{
 		id: optResultTTL, name: "WithResultTTL",
-		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti),
+		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti, kindLimiter),
 		reset:  func(c *config) { c.resultTTL = DefaultResultTTL },
 	},
 	{
 		id: optErrorTTL, name: "WithErrorTTL",
-		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti),
+		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti, kindLimiter),
 		reset:  func(c *config) { c.errorTTL = 0 },
 	},
 	{
 		id: optFair, name: "WithFair", label: "WithFair(true)",
-		notFor: kinds(kindReentrant, kindRW, kindPermit, kindMulti, kindOnce),
+		notFor: kinds(kindReentrant, kindRW, kindPermit, kindMulti, kindOnce, kindLimiter),
 		asks:   func(c *config) bool { return c.fair },
 		reset:  func(c *config) { c.fair = false },
 	},
@@ -154,19 +169,22 @@ var optionRules = [...]optionRule{
 		// The fair lock's and the multi-lock's scripts write no holder
 		// info, which is where the metadata goes.
 		id: optMetadata, name: "WithMetadata",
-		notFor: kinds(kindFair, kindMulti),
+		notFor: kinds(kindFair, kindMulti, kindLimiter),
 		asks:   func(c *config) bool { return c.metadata != "" },
 		reset:  func(c *config) { c.metadata = "" },
 	},
 	{
 		id: optHolderInfo, name: "WithHolderInfo", label: "WithHolderInfo(true)",
-		notFor: kinds(kindFair, kindMulti),
+		notFor: kinds(kindFair, kindMulti, kindLimiter),
 		asks:   func(c *config) bool { return c.infoOn },
 		reset:  func(c *config) { c.infoSet, c.infoOn = false, false },
 	},
-	{id: optAudit, name: "WithAudit"},
-	{id: optFallback, name: "WithFallback"},
-	{id: optMaxWaiters, name: "WithMaxWaiters"},
+	{
+		id: optAudit, name: "WithAudit", notFor: unheld,
+		reset: func(c *config) { c.auditSet, c.audit, c.auditMax = false, "", 0 },
+	},
+	{id: optFallback, name: "WithFallback", notFor: unheld, reset: func(c *config) { c.fallback = FallbackNone }},
+	{id: optMaxWaiters, name: "WithMaxWaiters", notFor: unheld, reset: func(c *config) { c.maxWaiters = 0 }},
 }
 
 // forKind fits cfg — the Client's defaults with a lock's options applied

@@ -16,6 +16,7 @@ import (
 var kindColumns = map[string]string{
 	"kindMutex": "Mutex", "kindReentrant": "Re-entrant", "kindFair": "Fair",
 	"kindRW": "Read-write", "kindPermit": "Semaphore", "kindMulti": "Multi-lock", "kindOnce": "Once",
+	"kindLimiter": "Limiter",
 }
 
 // TestGuideOptionKindsMatchCode: each row of docs/guide.md's options table

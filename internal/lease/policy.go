@@ -94,6 +94,9 @@ const (
 	EventRenewed
 	EventWithLock
 	EventFallback
+	// EventLimit: a rate limiter's call ended (the root package emits it;
+	// the engine never does).
+	EventLimit
 )
 
 // Event is one thing that happened to one lock; the root package's Event

@@ -4,8 +4,9 @@
 -- in front of each of those scripts.
 -- The primary key P{K} of each kind: a mutex is a string token, or a hash
 -- with the field '' (re-entrant holds); a read-write lock is a hash with the
--- field "mode" and no '' field; a semaphore is a sorted set.
--- kind_of(key) returns 'mutex', 'rwlock', 'semaphore', 'none', or the Redis
+-- field "mode" and no '' field; a semaphore is a sorted set; a rate limiter
+-- is a hash with the field "tat" (limiter_lib.lua).
+-- kind_of(key) returns 'mutex', 'rwlock', 'semaphore', 'limiter', 'none', or the Redis
 -- type of a value no lock of ours writes. A script that finds another kind
 -- replies with the error "KIND " .. kind_of(key), which the Go side maps to
 -- an error wrapping ErrInvalid that names both kinds.
@@ -18,6 +19,9 @@ local function kind_of(key)
   elseif t == 'hash' then
     if redis.call('HEXISTS', key, '') == 0 and redis.call('HEXISTS', key, 'mode') == 1 then
       return 'rwlock'
+    end
+    if redis.call('HEXISTS', key, '') == 0 and redis.call('HEXISTS', key, 'tat') == 1 then
+      return 'limiter'
     end
     return 'mutex'
   end

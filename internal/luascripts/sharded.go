@@ -26,6 +26,7 @@ var publishing = []struct {
 	{SemHandoff, semHandoffSrc},
 	{FairRelease, FairReleaseSrc},
 	{MultiRelease, MultiReleaseSrc},
+	{LimiterSettle, LimiterSettleSrc},
 }
 
 // classicPublish and shardedPublish are how a script publishes, classic and

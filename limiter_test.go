@@ -1,0 +1,172 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agentlock/lock"
+)
+
+// slowRate lets 10 units through per hour, 5 at once: nothing comes back
+// by itself while a test runs, so counts are exact.
+var slowRate = lock.Rate{N: 10, Per: time.Hour, Burst: 5}
+
+// TestLimiter_Allow_burstThenRefused: an idle limiter gives its burst,
+// then refuses with the time one more unit takes.
+func TestLimiter_Allow_burstThenRefused(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		lim := newClient(t, tg.rdb).NewLimiter(keyFor(t), slowRate)
+		for i := range 5 {
+			if ok, _, err := lim.Allow(ctx, 1); !ok || err != nil {
+				t.Fatalf("Allow() #%d = %v, %v; want true, nil", i, ok, err)
+			}
+		}
+		ok, retry, err := lim.Allow(ctx, 1)
+		if ok || err != nil || retry <= 5*time.Minute || retry > 6*time.Minute {
+			t.Fatalf("Allow() past the burst = %v, %v, %v; want false, about 6m, nil", ok, retry, err)
+		}
+		if n, err := lim.Available(ctx); n != 0 || err != nil {
+			t.Fatalf("Available() = %d, %v; want 0, nil", n, err)
+		}
+	})
+}
+
+// TestLimiter_badInput: n outside [1, Burst], a bad Rate and a bad option
+// are ErrInvalid at once, for every verb.
+func TestLimiter_badInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newClient(t, miniTarget(t).rdb)
+	lim := c.NewLimiter(keyFor(t), slowRate)
+	for _, n := range []int64{0, -1, 6} {
+		_, _, err := lim.Allow(ctx, n)
+		wantErr(t, "Allow()", err, lock.ErrInvalid)
+		_, err = lim.Reserve(ctx, n)
+		wantErr(t, "Reserve()", err, lock.ErrInvalid)
+		wantErr(t, "Wait()", lim.Wait(ctx, n), lock.ErrInvalid)
+	}
+	for _, r := range []lock.Rate{{N: 0, Per: time.Second}, {N: 1, Per: 0}, {N: 1, Per: time.Second, Burst: -1}} {
+		_, err := c.NewLimiter(keyFor(t), r).Available(ctx)
+		wantErr(t, "Available() of a bad rate", err, lock.ErrInvalid)
+	}
+	_, err := c.NewLimiter("", slowRate).Available(ctx)
+	wantErr(t, "Available() of an empty key", err, lock.ErrInvalid)
+	_, err = c.NewLimiter(keyFor(t), slowRate, lock.WithTTL(time.Minute)).Available(ctx)
+	wantErr(t, "Available() WithTTL", err, lock.ErrInvalid)
+	r, err := lim.Reserve(ctx, 1)
+	must(t, "Reserve()", err)
+	wantErr(t, "Settle(-1)", r.Settle(ctx, -1), lock.ErrInvalid)
+	_, err = (*lock.Limiter)(nil).Available(ctx)
+	wantErr(t, "nil Available()", err, lock.ErrInvalid)
+	_, err = lock.ReserveAll(ctx, lock.Take{L: lim, N: 1}, lock.Take{L: lim, N: 1})
+	wantErr(t, "ReserveAll() of one limiter twice", err, lock.ErrInvalid)
+	_, err = lock.ReserveAll(ctx)
+	wantErr(t, "ReserveAll() of nothing", err, lock.ErrInvalid)
+}
+
+// TestLimiter_Reserve_fifo: reservations past the burst queue in order,
+// each due one unit's time after the one before, and a large one is due
+// before the small ones reserved after it.
+func TestLimiter_Reserve_fifo(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		lim := newClient(t, tg.rdb).NewLimiter(keyFor(t), slowRate)
+		var last time.Duration
+		for i, n := range []int64{5, 1, 5, 1, 1} {
+			r, err := lim.Reserve(ctx, n)
+			must(t, "Reserve()", err)
+			if i == 0 && r.Delay() != 0 {
+				t.Fatalf("first Reserve(5).Delay() = %v, want 0", r.Delay())
+			}
+			if i > 0 && r.Delay() <= last {
+				t.Fatalf("Reserve(%d) #%d Delay() = %v, want after the one before (%v)", n, i, r.Delay(), last)
+			}
+			last = r.Delay()
+		}
+		// 5 + 1 + 5 + 1 + 1 units, 5 of them at once: 8 more at 6m each.
+		if want := 8 * 6 * time.Minute; last < want-time.Second || last > want {
+			t.Fatalf("last Delay() = %v, want about %v", last, want)
+		}
+		if ok, _, err := lim.Allow(ctx, 1); ok || err != nil {
+			t.Fatalf("Allow() behind the queue = %v, %v; want false, nil", ok, err)
+		}
+	})
+}
+
+// TestLimiter_Settle_refundAndTakeMore: a settle below the reservation
+// gives units back, above it takes more; both count once.
+func TestLimiter_Settle_refundAndTakeMore(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		lim := newClient(t, tg.rdb).NewLimiter(keyFor(t), slowRate)
+		r, err := lim.Reserve(ctx, 4)
+		must(t, "Reserve()", err)
+		wantUnits(t, lim, 1)
+		must(t, "Settle(1)", r.Settle(ctx, 1))
+		wantUnits(t, lim, 4)
+		must(t, "Settle(1) again", r.Settle(ctx, 1))
+		must(t, "Cancel() after Settle", r.Cancel(ctx))
+		wantUnits(t, lim, 4)
+
+		more, err := lim.Reserve(ctx, 1)
+		must(t, "Reserve()", err)
+		must(t, "Settle(3)", more.Settle(ctx, 3))
+		wantUnits(t, lim, 1)
+		must(t, "Settle(3) again", more.Settle(ctx, 3))
+		wantUnits(t, lim, 1)
+	})
+}
+
+// TestLimiter_Cancel_twiceReturnsOnce: a cancelled reservation gives its
+// units back once; a second Cancel changes nothing.
+func TestLimiter_Cancel_twiceReturnsOnce(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		lim := newClient(t, tg.rdb).NewLimiter(keyFor(t), slowRate)
+		r, err := lim.Reserve(ctx, 5)
+		must(t, "Reserve()", err)
+		q, err := lim.Reserve(ctx, 2)
+		must(t, "Reserve()", err)
+		must(t, "Cancel()", r.Cancel(ctx))
+		must(t, "Cancel() again", r.Cancel(ctx))
+		wantUnits(t, lim, 3) // q's 2 moved up into r's place
+		must(t, "Cancel()", q.Cancel(ctx))
+		wantUnits(t, lim, 5)
+	})
+}
+
+func wantUnits(t *testing.T, lim *lock.Limiter, want int64) {
+	t.Helper()
+	if n, err := lim.Available(context.Background()); n != want || err != nil {
+		t.Fatalf("Available() = %d, %v; want %d, nil", n, err, want)
+	}
+}
+
+// TestLimiter_Wait_ctxEnds: a Wait whose units are due after ctx's
+// deadline gives up at once and gives them back.
+func TestLimiter_Wait_ctxEnds(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, tg *target) {
+		lim := newClient(t, tg.rdb).NewLimiter(keyFor(t), slowRate)
+		must(t, "Wait()", lim.Wait(context.Background(), 5))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := lim.Wait(ctx, 1)
+		wantErr(t, "Wait() past the deadline", err, lock.ErrNotAcquired)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait() error = %v, want it to match context.DeadlineExceeded", err)
+		}
+		r, err := lim.Reserve(context.Background(), 1)
+		must(t, "Reserve()", err)
+		if d := r.Delay(); d > 6*time.Minute {
+			t.Fatalf("Reserve().Delay() = %v: the given-up Wait kept its place", d)
+		}
+	})
+}
