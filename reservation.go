@@ -21,7 +21,9 @@ type Reservation struct {
 	id    string
 	n     int64
 	delay time.Duration
-	due   int64 // server microseconds when due, as the reservation found it
+	// due is when the units are due, server microseconds, as last heard:
+	// from the reservation, then from each look of WaitAll. Tests read it.
+	due int64
 
 	mu      sync.Mutex
 	settled bool
@@ -123,13 +125,17 @@ func waitDue(ctx context.Context, rs []*Reservation) error {
 		// A settle moved the queue, or the subscription was confirmed: the
 		// units may be due sooner than the timer says, never later.
 		lns[i-2].Looked()
-		left, err := when(ctx, rs)
-		if err == nil && left <= 0 {
+		left, now, err := when(ctx, rs)
+		if err != nil {
+			continue // the timer stands: the units are due by then anyway
+		}
+		for _, r := range rs {
+			r.due = now + max(left, 0).Microseconds()
+		}
+		if left <= 0 {
 			return nil
 		}
-		if err == nil {
-			t.Reset(left)
-		}
+		t.Reset(left)
 	}
 }
 
@@ -148,8 +154,9 @@ func waitAllowed(ctx context.Context, rs []*Reservation, d time.Duration) error 
 	return nil
 }
 
-// when asks how long until every reservation of rs is due.
-func when(ctx context.Context, rs []*Reservation) (time.Duration, error) {
+// when asks how long until every reservation of rs is due, and the
+// server's clock (us).
+func when(ctx context.Context, rs []*Reservation) (time.Duration, int64, error) {
 	c := rs[0].l.c
 	keys := make([]string, 0, 2*len(rs))
 	args := make([]any, 0, 4*len(rs))
@@ -169,7 +176,7 @@ func when(ctx context.Context, rs []*Reservation) (time.Duration, error) {
 		err = errors.New("limiter script: unexpected reply")
 	}
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return time.Duration(v[0]) * time.Microsecond, nil
+	return time.Duration(v[0]) * time.Microsecond, v[1], nil
 }
