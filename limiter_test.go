@@ -170,3 +170,49 @@ func TestLimiter_Wait_ctxEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestLimiter_serverClock: a limiter reads only the server's clock, so one
+// a year behind the host's keeps the rate as well: the queue's delays are
+// the rate's, neither a year long nor none.
+func TestLimiter_serverClock(t *testing.T) {
+	t.Parallel()
+	tg := miniTarget(t)
+	ctx := context.Background()
+	lim := newClient(t, tg.rdb).NewLimiter(keyFor(t), slowRate)
+	for _, skew := range []time.Duration{-365 * 24 * time.Hour, 365 * 24 * time.Hour} {
+		tg.mr.SetTime(time.Now().Add(skew))
+		r, err := lim.Reserve(ctx, 5)
+		must(t, "Reserve(5)", err)
+		next, err := lim.Reserve(ctx, 1)
+		must(t, "Reserve(1)", err)
+		if d := next.Delay() - r.Delay(); d < 5*time.Minute || d > 6*time.Minute+time.Second {
+			t.Fatalf("server clock %v off: Delay() %v after %v; want 6m apart at most", skew, next.Delay(), r.Delay())
+		}
+		must(t, "Cancel()", next.Cancel(ctx))
+		must(t, "Cancel()", r.Cancel(ctx))
+		tg.mr.FlushAll()
+	}
+}
+
+// TestLimiter_Reserve_largeNotStarved: a reservation of a whole burst,
+// made between streams of small ones, is due before every small one made
+// after it.
+func TestLimiter_Reserve_largeNotStarved(t *testing.T) {
+	t.Parallel()
+	tg := realTarget(t)
+	ctx := context.Background()
+	lim := newClient(t, tg.rdb).NewLimiter(keyFor(t), lock.Rate{N: 100, Per: time.Hour, Burst: 50})
+	for range 60 {
+		_, err := lim.Reserve(ctx, 1)
+		must(t, "Reserve(1)", err)
+	}
+	large, err := lim.Reserve(ctx, 50)
+	must(t, "Reserve(50)", err)
+	for i := range 60 {
+		small, err := lim.Reserve(ctx, 1)
+		must(t, "Reserve(1)", err)
+		if small.Delay() <= large.Delay() {
+			t.Fatalf("small reservation #%d after the large one: Delay() %v, the large one's %v", i, small.Delay(), large.Delay())
+		}
+	}
+}
