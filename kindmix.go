@@ -18,6 +18,7 @@ var kindNames = map[string]string{
 	"mutex":     "mutex",
 	"rwlock":    "read-write lock",
 	"semaphore": "semaphore",
+	"limiter":   "rate limiter",
 }
 
 // mixedKind returns err, or, for a KIND reply, an error wrapping

@@ -216,3 +216,25 @@ func TestLimiter_Reserve_largeNotStarved(t *testing.T) {
 		}
 	}
 }
+
+// TestLimiter_inspect: Inspect shows a limiter's key as kind "limiter"
+// with no holders, ForceRelease finds nothing to force, and a mutex on
+// the key is refused, naming the limiter.
+func TestLimiter_inspect(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		c := newClient(t, tg.rdb)
+		key := keyFor(t)
+		must(t, "Wait()", c.NewLimiter(key, slowRate).Wait(ctx, 2))
+		info, err := c.Inspect(ctx, key)
+		if err != nil || info.Kind != "limiter" || len(info.Holders) != 0 {
+			t.Fatalf("Inspect() = %+v, %v; want kind limiter, no holders", info, err)
+		}
+		wantErr(t, "ForceRelease()", c.ForceRelease(ctx, key), lock.ErrNotHeld)
+		_, err = c.NewLock(key).TryAcquire(ctx)
+		wantErr(t, "TryAcquire() on a limiter's key", err, lock.ErrInvalid)
+		_, err = c.NewLimiter(key, slowRate).Available(ctx)
+		must(t, "Available() after", err)
+	})
+}

@@ -7,8 +7,9 @@ type Info struct {
 	// Kind is the kind of lock held at the key, as its Redis value tells:
 	// "mutex" (also a fair lock, whose holder is a plain mutex hold, a
 	// multi-lock's member and Once's lock), "rwlock" (a read-write lock:
-	// its readers, or its one writer) or "semaphore" (one holder per permit
-	// out); "" for a free key.
+	// its readers, or its one writer), "semaphore" (one holder per permit
+	// out) or "limiter" (a rate limiter: no holders; its state is the
+	// lock package's Limiter.Available); "" for a free key.
 	Kind string
 	// Holders has one entry per live hold: a re-entrant mutex one per nested
 	// hold, a read-write lock one per reader (or its writer), a semaphore
