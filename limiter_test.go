@@ -62,6 +62,7 @@ func TestLimiter_badInput(t *testing.T) {
 	wantErr(t, "Settle(-1)", r.Settle(ctx, -1), lock.ErrInvalid)
 	_, err = (*lock.Limiter)(nil).Available(ctx)
 	wantErr(t, "nil Available()", err, lock.ErrInvalid)
+	wantErr(t, "nil Settle()", (*lock.Reservation)(nil).Settle(ctx, 1), lock.ErrInvalid)
 	_, err = lock.ReserveAll(ctx, lock.Take{L: lim, N: 1}, lock.Take{L: lim, N: 1})
 	wantErr(t, "ReserveAll() of one limiter twice", err, lock.ErrInvalid)
 	_, err = lock.ReserveAll(ctx)
@@ -237,4 +238,27 @@ func TestLimiter_inspect(t *testing.T) {
 		_, err = c.NewLimiter(key, slowRate).Available(ctx)
 		must(t, "Available() after", err)
 	})
+}
+
+// TestLimiter_Settle_passedTimeStaysSpent: a settle gives back only the
+// part of its reservation still ahead of the server's clock; the part
+// whose time has passed was the rate's to spend, and the reservation
+// behind it moves up by what came back, no more.
+func TestLimiter_Settle_passedTimeStaysSpent(t *testing.T) {
+	t.Parallel()
+	tg := miniTarget(t)
+	ctx := context.Background()
+	t0 := time.Now()
+	tg.mr.SetTime(t0)
+	lim := newClient(t, tg.rdb).NewLimiter(keyFor(t), slowRate) // a unit per 6m, 5 at once
+	r, err := lim.Reserve(ctx, 5)                                // its units run to t0+30m
+	must(t, "Reserve(5)", err)
+	q, err := lim.Reserve(ctx, 1) // due at t0+6m
+	must(t, "Reserve(1)", err)
+	tg.mr.SetTime(t0.Add(12 * time.Minute))
+	must(t, "Cancel()", r.Cancel(ctx)) // 18m of r's 30m are still ahead: 3 units
+	// q moved up 18m, to end at t0+18m: of the 5-unit bucket, 1 is q's.
+	wantUnits(t, lim, 4)
+	must(t, "Cancel()", q.Cancel(ctx))
+	wantUnits(t, lim, 5)
 }

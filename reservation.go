@@ -33,10 +33,20 @@ type Reservation struct {
 // Redis answered then: 0 when they were due at once. Units given back
 // by others may make them due sooner; [WaitAll] hears of that, a caller
 // sleeping Delay itself does not.
-func (r *Reservation) Delay() time.Duration { return r.delay }
+func (r *Reservation) Delay() time.Duration {
+	if r == nil {
+		return 0
+	}
+	return r.delay
+}
 
-// N returns the units reserved.
-func (r *Reservation) N() int64 { return r.n }
+// N returns the units reserved; 0 for a nil Reservation.
+func (r *Reservation) N() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.n
+}
 
 // Settle tells the limiter how many units the reservation used: fewer
 // than N gives the rest back, more takes the difference (a debt later
@@ -44,8 +54,12 @@ func (r *Reservation) N() int64 { return r.n }
 // schedule go back: units whose time has passed were spent. Reservations
 // queued behind this one become due sooner by what comes back, and
 // waiters hear it. The first Settle or Cancel that succeeds counts; later
-// ones change nothing and return nil. actual < 0 is [ErrInvalid].
+// ones change nothing and return nil. actual < 0 or a nil Reservation is
+// [ErrInvalid].
 func (r *Reservation) Settle(ctx context.Context, actual int64) error {
+	if r == nil || r.l == nil {
+		return lease.NewOpError("lock", "settle", "", invalidf("nil Reservation"))
+	}
 	if actual < 0 {
 		return lease.NewOpError("lock", "settle", r.l.key, invalidf("%d units used: must be at least 0", actual))
 	}
