@@ -251,7 +251,7 @@ func TestLimiter_Settle_passedTimeStaysSpent(t *testing.T) {
 	t0 := time.Now()
 	tg.mr.SetTime(t0)
 	lim := newClient(t, tg.rdb).NewLimiter(keyFor(t), slowRate) // a unit per 6m, 5 at once
-	r, err := lim.Reserve(ctx, 5)                                // its units run to t0+30m
+	r, err := lim.Reserve(ctx, 5)                               // its units run to t0+30m
 	must(t, "Reserve(5)", err)
 	q, err := lim.Reserve(ctx, 1) // due at t0+6m
 	must(t, "Reserve(1)", err)
