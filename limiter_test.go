@@ -262,3 +262,27 @@ func TestLimiter_Settle_passedTimeStaysSpent(t *testing.T) {
 	must(t, "Cancel()", q.Cancel(ctx))
 	wantUnits(t, lim, 5)
 }
+
+// TestLimiter_keysExpire: every key a limiter writes has a TTL, the state's
+// as long as the bucket takes to fill again (and a second).
+func TestLimiter_keysExpire(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, tg *target) {
+		ctx := context.Background()
+		key := keyFor(t)
+		lim := newClient(t, tg.rdb).NewLimiter(key, slowRate) // 5 units refill in 30m
+		_, err := lim.Reserve(ctx, 5)
+		must(t, "Reserve()", err)
+		q, err := lim.Reserve(ctx, 1)
+		must(t, "Reserve()", err)
+		must(t, "Settle()", q.Settle(ctx, 1))
+		for _, k := range []string{lockKey(key), lockKey(key) + ":res", lockKey(key) + ":done"} {
+			if d := tg.rdb.PTTL(ctx, k).Val(); d <= 0 {
+				t.Fatalf("PTTL(%s) = %v, want a TTL", k, d)
+			}
+		}
+		if d := tg.rdb.PTTL(ctx, lockKey(key)).Val(); d < 35*time.Minute || d > 36*time.Minute+time.Second {
+			t.Fatalf("PTTL(state) = %v, want about 36m: the 6 units reserved, refilled", d)
+		}
+	})
+}
