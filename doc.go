@@ -13,6 +13,12 @@
 // once, [Lock.Release] and [Lock.Extend] act only on our own hold
 // ([ErrNotHeld] otherwise). Waiters wake as soon as a holder releases.
 //
+// [Client.NewLimiter] is a rate limit shared by the fleet rather than a
+// lock: N units per period, on the Redis server's clock. [Limiter.Wait]
+// and [Limiter.Reserve] queue units in reservation order, and a
+// [Reservation] settles with the units a call really used, as a model
+// call's tokens are known only after it.
+//
 // # What a lock guarantees, and what it does not
 //
 // A lock is a lease. Redis keeps it for a TTL, and the Client renews every
@@ -44,5 +50,6 @@
 // docs/safety.md in the repository describes each failure mode and what holds
 // under it. The examples/ directory has runnable programs: session (state
 // updates), ragcache (cache rebuild with stampede protection), toolcall
-// (at-most-once tool calls) and fencing; each runs with `go run`.
+// (at-most-once tool calls), llmquota (request and token rates, concurrency)
+// and fencing; each runs with `go run`.
 package lock
