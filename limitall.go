@@ -29,7 +29,8 @@ type Take struct {
 // one Client and have distinct keys; on Redis Cluster (or a Ring) their
 // keys must share a hash tag, as "acct}:rpm" and "acct}:tpm" do (tag
 // "acct"): other sets are [ErrInvalid], as is any Take's N < 1 or
-// N > Burst.
+// N > Burst. After [Client.Close] it returns [ErrClosed], as do the other
+// calls that take units; Settle and Cancel still give units back.
 func AllowAll(ctx context.Context, takes ...Take) (ok bool, retryAfter time.Duration, err error) {
 	c, err := checkTakes("allow", takes)
 	if err != nil {
@@ -136,6 +137,8 @@ func checkTakes(op string, takes []Take) (*Client, error) {
 			err = invalidf("%d units: n must be in [1, %d] (the burst)", t.N, b)
 		case t.L.c != c:
 			err = invalidf("limiters of different Clients")
+		case c.eng.Closed():
+			err = ErrClosed // settles still run: they only give back
 		}
 		for _, u := range takes[:i] {
 			if err == nil {

@@ -67,6 +67,9 @@ func TestLimiter_badInput(t *testing.T) {
 	wantErr(t, "ReserveAll() of one limiter twice", err, lock.ErrInvalid)
 	_, err = lock.ReserveAll(ctx)
 	wantErr(t, "ReserveAll() of nothing", err, lock.ErrInvalid)
+	must(t, "Close()", c.Close())
+	wantErr(t, "Wait() after Close", lim.Wait(ctx, 1), lock.ErrClosed)
+	must(t, "Settle() after Close", r.Settle(ctx, 0))
 }
 
 // TestLimiter_Reserve_fifo: reservations past the burst queue in order,
