@@ -45,6 +45,12 @@
 //
 //	err := locks.NewElection("scheduler").Lead(ctx, "host-a", runJobs)
 //
+// [Client.NewLimiter] is a rate limit shared by the fleet rather than a
+// lock: N units per period, on the Redis server's clock. [Limiter.Wait]
+// and [Limiter.Reserve] queue units in reservation order, and a
+// [Reservation] settles with the units a call really used, as a model
+// call's tokens are known only after it.
+//
 // Operators see and free holds with [Client.Inspect], [Client.List] and
 // [Client.ForceRelease] (package admin and cmd/lockctl too). Package redlock
 // gives a mutex with the same verbs over a quorum of independent Redis nodes.
@@ -81,7 +87,7 @@
 // under it. The examples/ directory has runnable programs, each run with
 // `go run`: session (state updates), ragcache (cache rebuild with stampede
 // protection), toolcall (at-most-once tool calls), fencing (a store that
-// refuses stale writers), llmquota (a semaphore per tenant), rwindex
+// refuses stale writers), llmquota (request and token rates, concurrency), rwindex
 // (readers and a rebuilding writer), scheduler (a leader runs a periodic
 // job) and redlock (a quorum lock).
 package lock

@@ -23,7 +23,7 @@ var (
 	ErrLockLost = lease.ErrLockLost
 
 	// ErrClosed is returned by Acquire, TryAcquire, Extend and WithLock after
-	// [Client.Close].
+	// [Client.Close], and by a Limiter's Allow, Reserve and Wait.
 	ErrClosed = lease.ErrClosed
 
 	// ErrInvalid is wrapped by every error that reports bad input: an empty

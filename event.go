@@ -51,6 +51,12 @@ const (
 	// is why not (TryAcquire: [ErrNotAcquired] when the key is held in
 	// this process).
 	EventFallback EventKind = lease.EventFallback
+	// EventLimit: a [Limiter]'s Allow, Reserve or Wait (or AllowAll,
+	// ReserveAll, WaitAll, one event per limiter) ended. Units is what it
+	// took, 0 when it took nothing; Duration, for a Wait, how long it
+	// waited; Err is [ErrNotAcquired] for an Allow refused or a Wait given
+	// up, or the call's error.
+	EventLimit EventKind = lease.EventLimit
 )
 
 // Event is one thing that happened to one lock.
@@ -77,6 +83,8 @@ type Event struct {
 	// Degraded is true for the events of a degraded hold ([Lock.Degraded]):
 	// the EventFallback that took it and its EventRelease.
 	Degraded bool
+	// Units is, for EventLimit, the units the call took.
+	Units int64
 }
 
 // observerFunc adapts o to the engine's events.

@@ -133,3 +133,8 @@ func OptionNames() []string {
 // KindLabels lists, for tests, the kinds of lock the option table tells
 // apart, as its errors name them.
 func KindLabels() []string { return kindLabels[:] }
+
+// ReservationDue returns, for tests, when r's units were due on the
+// server's clock (microseconds), as its reservation or its wait last
+// heard.
+func ReservationDue(r *Reservation) int64 { return r.due }

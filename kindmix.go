@@ -19,6 +19,7 @@ var kindNames = map[string]string{
 	"rwlock":    "read-write lock",
 	"semaphore": "semaphore",
 	"election":  "election",
+	"limiter":   "rate limiter",
 }
 
 // mixedKind returns err, or, for a KIND reply, an error wrapping

@@ -12,6 +12,7 @@ const (
 	kindMulti                     // NewMultiLock, WithMultiLock
 	kindOnce                      // Once, OnceValue, Forget
 	kindElection                  // NewElection
+	kindLimiter                   // NewLimiter
 	numKinds
 )
 
@@ -25,6 +26,7 @@ var kindLabels = [numKinds]string{
 	kindMulti:     "a multi-lock",
 	kindOnce:      "Once",
 	kindElection:  "an election",
+	kindLimiter:   "a rate limiter",
 }
 
 // kindSet is a set of kinds.

@@ -54,16 +54,25 @@ type optionRule struct {
 
 // scriptOnly are the kinds whose every call is a script: they cannot run
 // script-free, be re-entrant, or wait for replicas.
-var scriptOnly = kinds(kindFair, kindRW, kindPermit, kindMulti, kindOnce, kindElection)
+var scriptOnly = kinds(kindFair, kindRW, kindPermit, kindMulti, kindOnce, kindElection, kindLimiter)
+
+// unheld are the kinds that hold nothing: a limiter's units are taken, not
+// leased, so no option of a hold (its TTL, renewal, fence, holder info,
+// audit, fallback) applies.
+var unheld = kinds(kindLimiter)
 
 // optionRules is every option, in the order of its bit. A kind not in an
 // option's notFor supports it. The fallback and waiter-cap rows apply to
-// every kind.
+// every kind that holds.
 var optionRules = [...]optionRule{
-	{id: optTTL, name: "WithTTL"},
-	{id: optWatchdog, name: "WithWatchdog"},
+	{id: optTTL, name: "WithTTL", notFor: unheld, reset: func(c *config) { c.ttl = DefaultTTL }},
+	{id: optWatchdog, name: "WithWatchdog", notFor: unheld, reset: func(c *config) { c.watchdog = true }},
 	{id: optWaitTimeout, name: "WithWaitTimeout"},
-	{id: optBackoff, name: "WithBackoff"},
+	{
+		// A limiter's Wait sleeps until its units are due: no backoff.
+		id: optBackoff, name: "WithBackoff", notFor: unheld,
+		reset: func(c *config) { c.backoffMin, c.backoffMax = DefaultBackoffMin, DefaultBackoffMax },
+	},
 	{
 		id: optNotify, name: "WithNotify", label: "WithNotify(true)",
 		// A multi-lock's waiter does not listen: one member's release says
@@ -86,19 +95,25 @@ var optionRules = [...]optionRule{
 		reset:  func(c *config) { c.owner, c.ownerSet = "", false },
 	},
 	{id: optObserver, name: "WithObserver"},
-	{id: optLogger, name: "WithLogger"},
-	{id: optMaxHold, name: "WithMaxHold"},
 	{
-		// An election's terms are its fences.
+		// A limiter returns every failure to its caller: nothing to log.
+		id: optLogger, name: "WithLogger", notFor: unheld,
+		reset: func(c *config) { c.logger = nil },
+	},
+	{id: optMaxHold, name: "WithMaxHold", notFor: unheld, reset: func(c *config) { c.maxHold = 0 }},
+	{
+		// An election's terms are its fences; a limiter has none.
+		// WithFencing(true) asks nothing of either.
 		id: optFencing, name: "WithFencing", label: "WithFencing(false)",
-		notFor: kinds(kindElection),
+		notFor: kinds(kindElection) | unheld,
 		asks:   func(c *config) bool { return !c.fencing },
 		reset:  func(c *config) { c.fencing = true },
 	},
 	{
-		// An election's calls are few and go on their own.
+		// An election's calls are few and go on their own, a limiter's
+		// too. WithCoalescing(false) asks nothing of either.
 		id: optCoalescing, name: "WithCoalescing", label: "WithCoalescing(true)",
-		notFor: kinds(kindElection),
+		notFor: kinds(kindElection) | unheld,
 		asks:   func(c *config) bool { return c.coalesce },
 		reset:  func(c *config) { c.coalesce = false },
 	},
@@ -110,17 +125,17 @@ var optionRules = [...]optionRule{
 	},
 	{
 		id: optResultTTL, name: "WithResultTTL",
-		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti, kindElection),
+		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti, kindElection, kindLimiter),
 		reset:  func(c *config) { c.resultTTL = DefaultResultTTL },
 	},
 	{
 		id: optErrorTTL, name: "WithErrorTTL",
-		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti, kindElection),
+		notFor: kinds(kindMutex, kindReentrant, kindFair, kindRW, kindPermit, kindMulti, kindElection, kindLimiter),
 		reset:  func(c *config) { c.errorTTL = 0 },
 	},
 	{
 		id: optFair, name: "WithFair", label: "WithFair(true)",
-		notFor: kinds(kindReentrant, kindRW, kindPermit, kindMulti, kindOnce, kindElection),
+		notFor: kinds(kindReentrant, kindRW, kindPermit, kindMulti, kindOnce, kindElection, kindLimiter),
 		asks:   func(c *config) bool { return c.fair },
 		reset:  func(c *config) { c.fair = false },
 	},
@@ -128,25 +143,29 @@ var optionRules = [...]optionRule{
 		// The fair lock's, the multi-lock's and the election's scripts
 		// write no holder info, which is where the metadata goes.
 		id: optMetadata, name: "WithMetadata",
-		notFor: kinds(kindFair, kindMulti, kindElection),
+		notFor: kinds(kindFair, kindMulti, kindElection, kindLimiter),
 		asks:   func(c *config) bool { return c.metadata != "" },
 		reset:  func(c *config) { c.metadata = "" },
 	},
 	{
 		id: optHolderInfo, name: "WithHolderInfo", label: "WithHolderInfo(true)",
-		notFor: kinds(kindFair, kindMulti, kindElection),
+		notFor: kinds(kindFair, kindMulti, kindElection, kindLimiter),
 		asks:   func(c *config) bool { return c.infoOn },
 		reset:  func(c *config) { c.infoSet, c.infoOn = false, false },
 	},
-	{id: optAudit, name: "WithAudit"},
 	{
-		// An in-process term would be a second leader.
+		id: optAudit, name: "WithAudit", notFor: unheld,
+		reset: func(c *config) { c.auditSet, c.audit, c.auditMax = false, "", 0 },
+	},
+	{
+		// An in-process term would be a second leader; a limiter holds
+		// nothing to fall back on. WithFallback(FallbackNone) asks nothing.
 		id: optFallback, name: "WithFallback", label: "WithFallback(FallbackLocal)",
-		notFor: kinds(kindElection),
+		notFor: kinds(kindElection) | unheld,
 		asks:   func(c *config) bool { return c.fallback != FallbackNone },
 		reset:  func(c *config) { c.fallback = FallbackNone },
 	},
-	{id: optMaxWaiters, name: "WithMaxWaiters"},
+	{id: optMaxWaiters, name: "WithMaxWaiters", notFor: unheld, reset: func(c *config) { c.maxWaiters = 0 }},
 }
 
 // forKind fits cfg — the Client's defaults with a lock's options applied

@@ -74,6 +74,9 @@ var matrixKinds = []matrixKind{
 	{"election", "an election", func(_ *testing.T, c *lock.Client, key string, opts ...lock.Option) holding {
 		return candidate{c.NewElection(key, opts...)}
 	}, func(c *lock.Client, key string) holding { return candidate{c.NewElection(key)} }},
+	{"limiter", "a rate limiter", func(_ *testing.T, c *lock.Client, key string, opts ...lock.Option) holding {
+		return &unitHold{lim: c.NewLimiter(key, matrixRate, opts...)}
+	}, func(c *lock.Client, key string) holding { return &unitHold{lim: c.NewLimiter(key, matrixRate)} }},
 }
 
 // candidate is an election's candidate as a hold: Acquire campaigns,
@@ -82,6 +85,26 @@ type candidate struct{ *lock.Election }
 
 func (c candidate) Acquire(ctx context.Context) error { return c.Campaign(ctx, "matrix") }
 func (c candidate) Release(ctx context.Context) error { return c.Resign(ctx) }
+
+// matrixRate is the limiter column's rate: one unit, and the next an hour
+// later, so that a unit taken blocks the next until it is given back.
+var matrixRate = lock.Rate{N: 1, Per: time.Hour}
+
+// unitHold is one unit of a limiter as the option matrix drives it: Wait
+// takes it, Release gives it back; it is never lost.
+type unitHold struct {
+	lim *lock.Limiter
+	r   []*lock.Reservation
+}
+
+func (u *unitHold) Acquire(ctx context.Context) (err error) {
+	u.r, err = lock.WaitAll(ctx, lock.Take{L: u.lim, N: 1})
+	return err
+}
+
+func (u *unitHold) Release(ctx context.Context) error { return u.r[0].Cancel(ctx) }
+
+func (u *unitHold) Lost() <-chan struct{} { return nil }
 
 func plainBlock(c *lock.Client, key string) holding { return c.NewLock(key) }
 func writeBlock(c *lock.Client, key string) holding { return c.NewRWLock(key).WriteLock() }
@@ -169,35 +192,35 @@ type matrixOption struct {
 	name string
 	opt  lock.Option
 	// want: mutex, re-entrant, fair, read, write, permit, multi, once,
-	// withlock, election.
+	// withlock, election, limiter.
 	want  string
 	check func(t *testing.T, e *matrixEnv, opt lock.Option) // nil: e.smoke
 }
 
 func matrixOptions() []matrixOption {
 	return []matrixOption{
-		{"WithTTL", lock.WithTTL(time.Minute), "++++++++++", checkTTL},
-		{"WithWatchdog", lock.WithWatchdog(false), "++++++++++", checkWatchdog},
-		{"WithWaitTimeout", lock.WithWaitTimeout(50 * time.Millisecond), "++++++++++", checkWaitTimeout},
-		{"WithBackoff", lock.WithBackoff(time.Millisecond, 2*time.Millisecond), "++++++++++", nil},
-		{"WithNotify", lock.WithNotify(true), "++++++-+++", checkNotify},
-		{"WithReleaseMode", lock.WithReleaseMode(lock.ReleaseWatch), "+-------+-", checkWatch},
-		{"WithPrefix", lock.WithPrefix("matrix:"), "++++++++++", checkPrefix},
-		{"WithOwner", lock.WithOwner("matrix"), "++------+-", checkOwner},
-		{"WithObserver", nil, "++++++++++", checkObserver},
-		{"WithLogger", nil, "++++++++++", checkLogger},
-		{"WithMaxHold", lock.WithMaxHold(lock.MinTTL), "++++++++++", checkMaxHold},
-		{"WithFencing", lock.WithFencing(false), "+++++++++-", checkFencing},
-		{"WithCoalescing", lock.WithCoalescing(false), "++++++++++", nil},
-		{"WithReplicaAck", lock.WithReplicaAck(1, 20*time.Millisecond), "++------+-", checkReplicaAck},
-		{"WithResultTTL", lock.WithResultTTL(time.Minute), "-------+--", checkResultTTL},
-		{"WithErrorTTL", lock.WithErrorTTL(time.Minute), "-------+--", checkErrorTTL},
-		{"WithFair", lock.WithFair(true), "+-+-----+-", checkFair},
-		{"WithMetadata", lock.WithMetadata("matrix md"), "++-+++-++-", checkMetadata},
-		{"WithHolderInfo", lock.WithHolderInfo(true), "++-+++-++-", checkHolderInfo},
-		{"WithAudit", nil, "++++++++++", checkAudit},
-		{"WithFallback", lock.WithFallback(lock.FallbackLocal), "+++++++++-", nil},
-		{"WithMaxWaiters", lock.WithMaxWaiters(1), "++++++++++", nil},
+		{"WithTTL", lock.WithTTL(time.Minute), "++++++++++-", checkTTL},
+		{"WithWatchdog", lock.WithWatchdog(false), "++++++++++-", checkWatchdog},
+		{"WithWaitTimeout", lock.WithWaitTimeout(50 * time.Millisecond), "+++++++++++", checkWaitTimeout},
+		{"WithBackoff", lock.WithBackoff(time.Millisecond, 2*time.Millisecond), "++++++++++-", nil},
+		{"WithNotify", lock.WithNotify(true), "++++++-++++", checkNotify},
+		{"WithReleaseMode", lock.WithReleaseMode(lock.ReleaseWatch), "+-------+--", checkWatch},
+		{"WithPrefix", lock.WithPrefix("matrix:"), "+++++++++++", checkPrefix},
+		{"WithOwner", lock.WithOwner("matrix"), "++------+--", checkOwner},
+		{"WithObserver", nil, "+++++++++++", checkObserver},
+		{"WithLogger", nil, "++++++++++-", checkLogger},
+		{"WithMaxHold", lock.WithMaxHold(lock.MinTTL), "++++++++++-", checkMaxHold},
+		{"WithFencing", lock.WithFencing(false), "+++++++++--", checkFencing},
+		{"WithCoalescing", lock.WithCoalescing(false), "+++++++++++", nil},
+		{"WithReplicaAck", lock.WithReplicaAck(1, 20*time.Millisecond), "++------+--", checkReplicaAck},
+		{"WithResultTTL", lock.WithResultTTL(time.Minute), "-------+---", checkResultTTL},
+		{"WithErrorTTL", lock.WithErrorTTL(time.Minute), "-------+---", checkErrorTTL},
+		{"WithFair", lock.WithFair(true), "+-+-----+--", checkFair},
+		{"WithMetadata", lock.WithMetadata("matrix md"), "++-+++-++--", checkMetadata},
+		{"WithHolderInfo", lock.WithHolderInfo(true), "++-+++-++--", checkHolderInfo},
+		{"WithAudit", nil, "++++++++++-", checkAudit},
+		{"WithFallback", lock.WithFallback(lock.FallbackLocal), "+++++++++--", nil},
+		{"WithMaxWaiters", lock.WithMaxWaiters(1), "++++++++++-", nil},
 	}
 }
 
@@ -349,11 +372,15 @@ func TestOptions_kindMatrix(t *testing.T) {
 					e.smoke(t)
 					return
 				}
-				if o.check == nil {
+				check := o.check
+				if k.name == "limiter" {
+					check = limiterChecks[o.name]
+				}
+				if check == nil {
 					e.smoke(t, opt)
 					return
 				}
-				o.check(t, e, opt)
+				check(t, e, opt)
 			})
 		}
 	}
@@ -444,7 +471,9 @@ func checkWaitTimeout(t *testing.T, e *matrixEnv, opt lock.Option) {
 }
 
 // checkNotify: a waiter whose backoff outlasts the holder's TTL left
-// takes the key soon after the holder's release: the release woke it.
+// takes the key soon after the holder's release: the release woke it. A
+// limiter's Wait, whose unit is due in an hour, likewise returns soon
+// after the unit before it is given back.
 func checkNotify(t *testing.T, e *matrixEnv, opt lock.Option) {
 	b := e.kind.block(e.c, e.key)
 	must(t, "blocker's Acquire()", b.Acquire(e.ctx))
@@ -454,9 +483,16 @@ func checkNotify(t *testing.T, e *matrixEnv, opt lock.Option) {
 	rdb.AddHook(replyCounter{&replies})
 	waiter := *e
 	waiter.c = newClient(t, rdb)
-	h := waiter.hold(t, opt, lock.WithBackoff(time.Hour, time.Hour))
+	opts := []lock.Option{opt, lock.WithBackoff(time.Hour, time.Hour)}
+	if e.kind.name == "limiter" {
+		opts = opts[:1] // no backoff: it sleeps until its unit is due
+	}
+	h := waiter.hold(t, opts...)
 	got := make(chan error, 1)
-	go func() { got <- h.Acquire(e.ctx) }()
+	// No deadline: a limiter's Wait refuses at once units due after it.
+	wctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { got <- h.Acquire(wctx) }()
 	// Its first attempt found the key held: it waits.
 	if !waitFor(5*time.Second, func() bool { return replies.Load() > 0 }) {
 		t.Fatal("the waiter sent nothing")

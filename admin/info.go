@@ -8,9 +8,10 @@ type Info struct {
 	// "mutex" (also a fair lock, whose holder is a plain mutex hold, a
 	// multi-lock's member and Once's lock), "rwlock" (a read-write lock:
 	// its readers, or its one writer), "semaphore" (one holder per permit
-	// out) or "election" (one holder, the leader: its Fence is its term,
-	// its Metadata the leader's value, its Since when the term began); ""
-	// for a free key.
+	// out), "election" (one holder, the leader: its Fence is its term,
+	// its Metadata the leader's value, its Since when the term began) or
+	// "limiter" (a rate limiter: no holders; its state is the lock
+	// package's Limiter.Available); "" for a free key.
 	Kind string
 	// Holders has one entry per live hold: a re-entrant mutex one per nested
 	// hold, a read-write lock one per reader (or its writer), a semaphore

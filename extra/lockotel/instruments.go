@@ -25,6 +25,9 @@ type instruments struct {
 	marginRatio     metric.Float64Histogram
 	losses          metric.Int64Counter
 	withLock        metric.Float64Histogram
+	limits          metric.Int64Counter
+	limitUnits      metric.Int64Counter
+	limitWait       metric.Float64Histogram
 }
 
 // newInstruments makes every instrument on m; the first error is returned.
@@ -63,7 +66,12 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		marginRatio:     histogram("agentlock.renewal.margin_ratio", "Validity a hold had left when its renewal was confirmed, as a fraction of its TTL.", "1", eventlabel.RatioBuckets),
 		losses:          counter("agentlock.losses", "Holds lost, by reason."),
 		withLock:        histogram("agentlock.with_lock.duration", "WithLock calls, from acquire to release, by outcome.", "s", eventlabel.HoldBuckets),
+		limits:          counter("agentlock.limiter.calls", "Rate limiter calls (Allow, Reserve, Wait), by outcome."),
+		limitWait:       histogram("agentlock.limiter.wait", "Time a rate limiter call that took units lasted, its wait included.", "s", eventlabel.WaitBuckets),
 	}
+	in.limitUnits, err = m.Int64Counter("agentlock.limiter.units", metric.WithDescription("Units rate limiter calls took."),
+		metric.WithUnit("{unit}"))
+	keep(err)
 	return in, first
 }
 
@@ -139,5 +147,12 @@ func (in *instruments) record(ctx context.Context, s *series, e lock.Event) {
 		in.hold.Record(ctx, e.Held.Seconds(), s.rec...)
 	case lock.EventWithLock:
 		in.withLock.Record(ctx, e.Duration.Seconds(), s.withLock[eventlabel.WithLockOutcome(e.Err)]...)
+	case lock.EventLimit:
+		o := eventlabel.AcquireOutcome(e.Err)
+		in.limits.Add(ctx, 1, s.acquires[o]...) // the same outcomes as an acquire's
+		if o == eventlabel.Acquired {
+			in.limitUnits.Add(ctx, e.Units, s.add...)
+			in.limitWait.Record(ctx, e.Duration.Seconds(), s.rec...)
+		}
 	}
 }

@@ -23,6 +23,9 @@
 //	agentlock.renewal.margin_ratio      histogram, 1: the same, as a fraction of the hold's TTL
 //	agentlock.losses                    counter: holds lost [agentlock.loss.reason: stolen, expired, force_released, vanished, unreachable, unanswered, max_hold]
 //	agentlock.with_lock.duration        histogram, s: WithLock calls [agentlock.outcome: ok, error]
+//	agentlock.limiter.calls             counter: rate limiter calls [agentlock.outcome: acquired, contended, canceled, error]
+//	agentlock.limiter.units             counter: units those calls took
+//	agentlock.limiter.wait              histogram, s: time a call that took units lasted, its wait included
 //
 // Spans: "agentlock.acquire", "agentlock.release" and "agentlock.with_lock",
 // children of the span in the call's context ([lock.Event].Ctx), each

@@ -23,6 +23,9 @@
 //	agentlock_renewal_margin_ratio              histogram: the same, as a fraction of the hold's TTL
 //	agentlock_losses_total{reason}              holds lost: stolen, expired, force_released, vanished, unreachable, unanswered, max_hold
 //	agentlock_with_lock_seconds{outcome}        histogram: WithLock calls, acquire to release: ok, error
+//	agentlock_limiter_calls_total{outcome}      rate limiter calls: acquired (took units), contended (refused), canceled, error
+//	agentlock_limiter_units_total               units those calls took
+//	agentlock_limiter_wait_seconds              histogram: time a call that took units lasted, its wait included
 //
 // Keys are not labels: there may be millions. [WithKeyGroup] adds a "group"
 // label from a function of the key (e.g. [PrefixGroup]: "session:").

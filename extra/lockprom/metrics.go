@@ -23,6 +23,9 @@ type metrics struct {
 	marginRatio     *prometheus.HistogramVec
 	losses          *prometheus.CounterVec
 	withLock        *prometheus.HistogramVec
+	limits          *prometheus.CounterVec
+	limitUnits      *prometheus.CounterVec
+	limitWait       *prometheus.HistogramVec
 	grouped         bool
 }
 
@@ -53,6 +56,9 @@ func newMetrics(ns string, grouped bool) *metrics {
 		marginRatio:     histogram("renewal_margin_ratio", "Validity a hold had left when its renewal was confirmed, as a fraction of its TTL.", eventlabel.RatioBuckets, base),
 		losses:          counter("losses_total", "Holds lost, by reason.", with("reason")),
 		withLock:        histogram("with_lock_seconds", "WithLock calls, from acquire to release, by outcome.", eventlabel.HoldBuckets, with("outcome")),
+		limits:          counter("limiter_calls_total", "Rate limiter calls (Allow, Reserve, Wait), by outcome.", with("outcome")),
+		limitUnits:      counter("limiter_units_total", "Units rate limiter calls took.", base),
+		limitWait:       histogram("limiter_wait_seconds", "Time a rate limiter call that took units lasted, its wait included.", eventlabel.WaitBuckets, base),
 		grouped:         grouped,
 	}
 }
@@ -60,7 +66,8 @@ func newMetrics(ns string, grouped bool) *metrics {
 // each calls fn with every vector.
 func (m *metrics) each(fn func(prometheus.Collector)) {
 	for _, c := range []prometheus.Collector{m.acquires, m.attempts, m.attemptFailures, m.wait, m.waiters,
-		m.hold, m.releases, m.renewals, m.renewalFailures, m.margin, m.marginRatio, m.losses, m.withLock} {
+		m.hold, m.releases, m.renewals, m.renewalFailures, m.margin, m.marginRatio, m.losses, m.withLock,
+		m.limits, m.limitUnits, m.limitWait} {
 		fn(c)
 	}
 }
@@ -81,6 +88,9 @@ type series struct {
 	marginRatio     prometheus.Observer
 	losses          []prometheus.Counter
 	withLock        []prometheus.Observer
+	limits          []prometheus.Counter
+	limitUnits      prometheus.Counter
+	limitWait       prometheus.Observer
 }
 
 // series resolves the metrics of group g ("" when not grouped).
@@ -100,6 +110,8 @@ func (m *metrics) series(g string) *series {
 		renewalFailures: m.renewalFailures.WithLabelValues(base...),
 		margin:          m.margin.WithLabelValues(base...),
 		marginRatio:     m.marginRatio.WithLabelValues(base...),
+		limitUnits:      m.limitUnits.WithLabelValues(base...),
+		limitWait:       m.limitWait.WithLabelValues(base...),
 	}
 	for _, n := range eventlabel.AcquireNames {
 		s.acquires = append(s.acquires, m.acquires.WithLabelValues(with(n)...))
@@ -109,6 +121,9 @@ func (m *metrics) series(g string) *series {
 	}
 	for _, n := range eventlabel.LossNames {
 		s.losses = append(s.losses, m.losses.WithLabelValues(with(n)...))
+	}
+	for _, n := range eventlabel.AcquireNames {
+		s.limits = append(s.limits, m.limits.WithLabelValues(with(n)...))
 	}
 	for _, n := range eventlabel.WithLockNames {
 		s.withLock = append(s.withLock, m.withLock.WithLabelValues(with(n)...))
@@ -150,5 +165,12 @@ func (s *series) observe(e lock.Event) {
 		s.hold.Observe(e.Held.Seconds())
 	case lock.EventWithLock:
 		s.withLock[eventlabel.WithLockOutcome(e.Err)].Observe(e.Duration.Seconds())
+	case lock.EventLimit:
+		o := eventlabel.AcquireOutcome(e.Err)
+		s.limits[o].Inc()
+		if o == eventlabel.Acquired {
+			s.limitUnits.Add(float64(e.Units))
+			s.limitWait.Observe(e.Duration.Seconds())
+		}
 	}
 }

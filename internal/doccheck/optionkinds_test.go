@@ -17,6 +17,7 @@ var kindColumns = map[string]string{
 	"kindMutex": "Mutex", "kindReentrant": "Re-entrant", "kindFair": "Fair",
 	"kindRW": "Read-write", "kindPermit": "Semaphore", "kindMulti": "Multi-lock", "kindOnce": "Once",
 	"kindElection": "Election",
+	"kindLimiter":  "Limiter",
 }
 
 // TestGuideOptionKindsMatchCode: each row of docs/guide.md's options table

@@ -96,6 +96,9 @@ const (
 	EventRenewed
 	EventWithLock
 	EventFallback
+	// EventLimit: a rate limiter's call ended (the root package emits it;
+	// the engine never does).
+	EventLimit
 )
 
 var eventNames = [...]string{
@@ -109,6 +112,7 @@ var eventNames = [...]string{
 	EventRenewed:       "renewed",
 	EventWithLock:      "with_lock",
 	EventFallback:      "fallback",
+	EventLimit:         "limit",
 }
 
 // String returns a short snake_case name, fit for a metric label, or

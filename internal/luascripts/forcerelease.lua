@@ -31,8 +31,8 @@ local function left(k, tok)
 end
 
 local k, t = kind_of(lock)
-if k == nil then
-  return {}
+if k == nil or k.holdless then
+  return {} -- a limiter's key is no hold: deleting it would refill its bucket
 end
 if k == false then
   return redis.error_reply('KIND ' .. t)

@@ -114,6 +114,16 @@ local ELECTION = {
   end,
 }
 
+-- The rate limiter (P{K} a hash with the field "tat", see limiter_lib.lua):
+-- it has no holders; its units are taken, not held. holdless: a force
+-- release leaves it alone.
+local LIMITER = {
+  name = 'limiter',
+  holdless = true,
+  tokens = function(lock) return {} end,
+  drop = function(lock, token) return false end,
+}
+
 -- kind_of returns the entry of the kind held at lock, nil when the key is
 -- free, and false (with the Redis type) for a type no kind uses.
 local function kind_of(lock)
@@ -126,6 +136,9 @@ local function kind_of(lock)
   end
   if t == 'hash' and redis.call('HEXISTS', lock, 'term') == 1 and redis.call('HEXISTS', lock, '') == 0 then
     return ELECTION, t
+  end
+  if t == 'hash' and redis.call('HEXISTS', lock, '') == 0 and redis.call('HEXISTS', lock, 'tat') == 1 then
+    return LIMITER, t
   end
   return KINDS[t] or false, t
 end

@@ -5,8 +5,9 @@
 -- The primary key P{K} of each kind: a mutex is a string token, or a hash
 -- with the field '' (re-entrant holds); a read-write lock is a hash with the
 -- field "mode" and no '' field; a semaphore is a sorted set; an election
--- is a hash with the field "term" and neither '' nor "mode".
--- kind_of(key) returns 'mutex', 'rwlock', 'semaphore', 'election', 'none', or the Redis
+-- is a hash with the field "term" and neither '' nor "mode"; a rate limiter
+-- is a hash with the field "tat" (limiter_lib.lua).
+-- kind_of(key) returns 'mutex', 'rwlock', 'semaphore', 'election', 'limiter', 'none', or the Redis
 -- type of a value no lock of ours writes. A script that finds another kind
 -- replies with the error "KIND " .. kind_of(key), which the Go side maps to
 -- an error wrapping ErrInvalid that names both kinds.
@@ -22,6 +23,9 @@ local function kind_of(key)
     end
     if redis.call('HEXISTS', key, '') == 0 and redis.call('HEXISTS', key, 'term') == 1 then
       return 'election'
+    end
+    if redis.call('HEXISTS', key, '') == 0 and redis.call('HEXISTS', key, 'tat') == 1 then
+      return 'limiter'
     end
     return 'mutex'
   end

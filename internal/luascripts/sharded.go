@@ -29,6 +29,7 @@ var publishing = []struct {
 	{ElectionCampaign, ElectionCampaignSrc},
 	{ElectionResign, ElectionResignSrc},
 	{ElectionProclaim, ElectionProclaimSrc},
+	{LimiterSettle, LimiterSettleSrc},
 }
 
 // classicPublish and shardedPublish are how a script publishes, classic and
