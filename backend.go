@@ -195,20 +195,26 @@ var publishes = func() (p [numTexts]bool) {
 // sendOnce marks the scripts go-redis must not resend (luascripts.OnceCmd).
 var sendOnce = [numScripts]bool{scriptRelease: true, scriptHandoff: true, scriptSemRelease: true, scriptSemHandoff: true}
 
-// send builds one EVAL or EVALSHA command in a single argument slice and
-// sends it, through the Client's coalescer unless coalescing is off. A
-// release or handoff goes as a luascripts.OnceCmd.
+// send builds one EVAL or EVALSHA command and sends it, through the
+// Client's coalescer unless coalescing is off. A release or handoff goes
+// as a luascripts.OnceCmd. The command, its argument slice and the OnceCmd
+// take one allocation (scriptCall, onceCall) when the arguments fit.
 func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []string, args []any) scriptCmd {
-	n := 3 + len(keys) + len(args)
 	var (
-		a    []any
-		once *luascripts.OnceCmd
+		a   []any
+		cmd *redis.IntCmd
+		c   redis.Cmder
 	)
 	if sendOnce[i%numScripts] {
-		once = new(luascripts.OnceCmd)
-		a = once.Argv[:0]
+		oc := new(onceCall)
+		a, cmd = oc.once.Argv[:0], &oc.cmd
+		oc.once.Cmder, c = cmd, &oc.once
+	} else {
+		sc := new(scriptCall)
+		a, cmd = sc.argv[:0], &sc.cmd
+		c = cmd
 	}
-	if n > cap(a) {
+	if n := 3 + len(keys) + len(args); n > cap(a) {
 		a = make([]any, 0, n)
 	}
 	text := &scriptText
@@ -224,11 +230,7 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 	for _, k := range keys {
 		a = append(a, k)
 	}
-	cmd := redis.NewIntCmd(ctx, append(a, args...)...)
-	var c redis.Cmder = cmd
-	if once != nil {
-		once.Cmder, c = cmd, once
-	}
+	*cmd = *redis.NewIntCmd(ctx, append(a, args...)...)
 	if b.co == nil {
 		_ = b.rdb.Process(ctx, c) // the error is in cmd
 		return scriptCmd{cmd}
@@ -240,6 +242,20 @@ func (b *scriptBackend) send(ctx context.Context, i int, eval bool, keys []strin
 		cmd.SetErr(err)
 	}
 	return scriptCmd{cmd}
+}
+
+// scriptCall is a command of send with room for the arguments of a mutex's
+// acquire (three, two keys, four).
+type scriptCall struct {
+	cmd  redis.IntCmd
+	argv [9]any
+}
+
+// onceCall is a command of send that go-redis must not resend; its
+// OnceCmd has room for the arguments of a mutex's release.
+type onceCall struct {
+	once luascripts.OnceCmd
+	cmd  redis.IntCmd
 }
 
 // Script flags, boxed once: converting a string to an interface allocates.

@@ -51,6 +51,9 @@ func (k *kind) release(ctx context.Context, h *lease.Hold, ended bool,
 // checkForced returns o, made [lease.Forced] when it says h is gone and a
 // force release removed h (markForced).
 func (k *kind) checkForced(ctx context.Context, h *lease.Hold, o lease.Outcome) lease.Outcome {
+	if o.Status != lease.Gone {
+		return o // the common case, asked without building markForced's batch
+	}
 	out := []lease.Outcome{o}
 	markForced(ctx, k.cfg.c.rdb, []*lease.Hold{h}, out)
 	return out[0]

@@ -10,7 +10,8 @@
 //
 // -lib scripts compares, on the server alone, the library's acquire and
 // release scripts with minimal ones doing the same commands, with variants
-// (no fence INCR, no PUBLISH, a shorter token) and with bsm/redislock's.
+// (no fence INCR, no PUBLISH, the fence counter's keep-alive, a shorter
+// token) and with bsm/redislock's.
 //
 //	cd bench && go run ./cmd/s1probe -lib agentlock -n 20000 -trace /tmp/al.trace
 //	go run ./cmd/s1probe -lib redislock -n 20000 -idle 8

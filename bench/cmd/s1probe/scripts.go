@@ -61,6 +61,10 @@ func variants() []variant {
 	minRelNoPub := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end return 0`)
 	minRelDel2 := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then if redis.call('DEL', KEYS[1], KEYS[3]) > 1 then redis.call('PUBLISH', KEYS[2], 'released') end return 1 end return 0`)
 	minRelNumsub := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) if redis.call('PUBSUB', 'NUMSUB', KEYS[2])[2] > 0 then redis.call('PUBLISH', KEYS[2], 'released') end return 1 end return 0`)
+	// The fence's keep-alive (fence.lua's keep_fence): a PTTL and, when
+	// short, a PEXPIRE; or one PEXPIRE ... GT, a write either way.
+	minAcqKeep := redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local f = redis.call('INCR', KEYS[2]) if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end return f end return -1`)
+	minAcqKeepGT := redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local f = redis.call('INCR', KEYS[2]) redis.call('PEXPIRE', KEYS[2], ARGV[2], 'GT') return f end return -1`)
 	minAcqNoFence := redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end return -1`)
 	bsmAcq := redis.NewScript(`return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[3], "NX") and 1 or 0`)
 	bsmRel := redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
@@ -77,6 +81,8 @@ func variants() []variant {
 		{"minimal-del2", minAcq, minRelDel2, k, []any{tok36, 10000}, append(kr, "lock:{s1}:w"), []any{tok36}},
 		{"minimal-numsub", minAcq, minRelNumsub, k, []any{tok36, 10000}, kr, []any{tok36}},
 		{"minimal-nofence", minAcqNoFence, minRel, k, []any{tok36, 10000}, kr, []any{tok36}},
+		{"minimal-keep", minAcqKeep, minRel, k, []any{tok36, 10000}, kr, []any{tok36}},
+		{"minimal-keep-gt", minAcqKeepGT, minRel, k, []any{tok36, 10000}, kr, []any{tok36}},
 		{"bsm", bsmAcq, bsmRel, []string{"s1"}, []any{tok22, 22, 10000}, []string{"s1"}, []any{tok22}},
 	}
 }
