@@ -3,7 +3,7 @@ module github.com/agentlock/lock/bench
 go 1.26.0
 
 require (
-	github.com/agentlock/lock v0.0.0
+	github.com/agentlock/lock v0.1.0
 	github.com/agentlock/lock/extra/lockprom v0.0.0
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
