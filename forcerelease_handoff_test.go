@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -47,5 +48,30 @@ func TestClient_ForceRelease_missedMessageHandoff(t *testing.T) {
 			must(t, "waiter Acquire()", <-got)
 			must(t, "waiter Release()", waiter.Release(ctx))
 		})
+	}
+}
+
+// TestOnce_forceReleasedMissedMessage: a Once whose lock is force-released
+// while fn runs, its process missing the message, finds the lock gone when
+// it goes to store fn's result: nothing is stored, and the error reports
+// the loss as force-released, from the key's force record.
+func TestOnce_forceReleasedMissedMessage(t *testing.T) {
+	t.Parallel()
+	tg := realTarget(t)
+	ctx := context.Background()
+	c := newClient(t, tg.rdb, lock.WithTTL(30*time.Second))
+	key := keyFor(t)
+	_, _, err := c.Once(ctx, key, func(context.Context) ([]byte, error) {
+		k := luascripts.NewKeys("lock:", key)
+		keys := k.ForceKeys()
+		keys[1] = k.Notify() + ":unheard"
+		if n, err := luascripts.ForceRelease.Run(ctx, tg.rdb, keys, "", "").Int(); n != 1 || err != nil {
+			t.Errorf("force-release script = (%d, %v), want one hold removed", n, err)
+		}
+		return []byte("v"), nil
+	})
+	var le *lock.LostError
+	if !errors.As(err, &le) || le.Reason != lock.LossForceReleased {
+		t.Fatalf("Once() error = %v, want a *LostError with reason force-released", err)
 	}
 }
