@@ -57,3 +57,37 @@ func TestFair_fenceCounterLivesAsLongAsTheHold(t *testing.T) {
 	wantKept(b, "handed over")
 	must(t, "b.Release()", b.Release(ctx))
 }
+
+// TestMultiLock_fenceCountersLiveAsLongAsTheHold: each member of a fencing
+// multi-lock keeps its fence counter alive as long as itself, from the
+// acquire and through Extend (and renewal), as a mutex hold does: Inspect
+// of a member reads the hold's fence there.
+func TestMultiLock_fenceCountersLiveAsLongAsTheHold(t *testing.T) {
+	t.Parallel()
+	tg := realTarget(t)
+	ctx := context.Background()
+	c := newClient(t, tg.rdb, lock.WithTTL(time.Minute))
+	key := keyFor(t)
+	members := []string{key + ":a", key + ":b"}
+	for _, k := range members {
+		warm := c.NewLock(k)
+		must(t, "Acquire()", warm.Acquire(ctx)) // makes the counter
+		must(t, "Release()", warm.Release(ctx))
+		tg.rdb.PExpire(ctx, lockKey(k)+":fence", 500*time.Millisecond)
+	}
+	m := c.NewMultiLock(members)
+	must(t, "Acquire()", m.Acquire(ctx))
+	wantKept := func(how string) {
+		t.Helper()
+		for _, k := range members {
+			hold, cnt := tg.rdb.PTTL(ctx, lockKey(k)).Val(), tg.rdb.PTTL(ctx, lockKey(k)+":fence").Val()
+			if cnt < hold-time.Second {
+				t.Fatalf("%s: %s: fence counter PTTL %v, member's %v: the counter expires first", how, k, cnt, hold)
+			}
+		}
+	}
+	wantKept("acquired")
+	must(t, "Extend()", m.Extend(ctx, 3*time.Minute))
+	wantKept("extended")
+	must(t, "Release()", m.Release(ctx))
+}
