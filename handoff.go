@@ -75,17 +75,28 @@ func (l *Lock) handoffAudit(w *lease.Waiter) (ours, theirs *auditor, ok bool) {
 
 // handoffPlain runs the unaudited handoff of h to w.
 func (l *Lock) handoffPlain(ctx context.Context, sb *scriptBackend, h *lease.Hold, w *lease.Waiter) (int64, error) {
+	keys, args := l.handoffArgs(sb, h, w)
+	return sb.run(ctx, scriptHandoff, keys, args...).Int64()
+}
+
+// handoffArgs returns the keys and arguments of handoff.lua for a handoff
+// of h to w, with the waiter's TTL and fencing. The holder-info hash goes
+// with them when either side writes holder info: our field goes, the
+// waiter's, if it writes any, comes.
+func (l *Lock) handoffArgs(sb *scriptBackend, h *lease.Hold, w *lease.Waiter) ([]string, []any) {
 	wp := w.Handle().Policy()
-	if !sb.info {
-		return sb.run(ctx, scriptHandoff, l.hd.Keys.AcquireKeys(),
-			h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)).Int64()
-	}
-	// Our holder info goes; the waiter's comes, if it writes any.
 	args := []any{h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)}
-	if wk, ok := w.Kind().(*kind); ok && wk.cfg.info != nil {
-		args = append(args, wk.cfg.info)
+	var info any
+	if wk, ok := w.Kind().(*kind); ok {
+		info = wk.cfg.info
 	}
-	return sb.run(ctx, scriptHandoff, l.hd.Keys.InfoAcquireKeys(), args...).Int64()
+	if !sb.info && info == nil {
+		return l.hd.Keys.AcquireKeys(), args
+	}
+	if info != nil {
+		args = append(args, info)
+	}
+	return l.hd.Keys.InfoAcquireKeys(), args
 }
 
 // settlePanicked, deferred by a release that claimed w, settles w with
@@ -126,15 +137,8 @@ func settleHandoff(n *lease.Notifier, w *lease.Waiter, sent time.Time, v int64, 
 // handoffAudited runs the audited handoff of h to w: the script writes our
 // "released" entry (ours) and the waiter's "acquired" (theirs).
 func (l *Lock) handoffAudited(ctx context.Context, h *lease.Hold, w *lease.Waiter, ours, theirs *auditor) (int64, error) {
-	sb, k, wp := l.cfg.be.(*scriptBackend), &l.hd.Keys, w.Handle().Policy()
-	keys := k.AcquireKeys()
-	args := []any{h.Token(), w.Token(), ttlArg(wp.TTL), flag(wp.Fencing)}
-	if sb.info {
-		keys = k.InfoAcquireKeys()
-		if wk := w.Kind().(*kind); wk.cfg.info != nil {
-			args = append(args, wk.cfg.info)
-		}
-	}
+	sb, k := l.cfg.be.(*scriptBackend), &l.hd.Keys
+	keys, args := l.handoffArgs(sb, h, w)
 	wa := theirs.call(k, w.Token(), 0)
 	return sb.runAudit(ctx, scriptHandoff, ours.call(k, h.Token(), h.Fence()), keys, args,
 		wa.e.Token, wa.e.Owner, wa.e.Metadata).Int64()

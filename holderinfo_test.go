@@ -287,6 +287,33 @@ func TestHolderInfo_permitHandoff(t *testing.T) {
 	releaseShown(t, tg.rdb, c, b, "quota")
 }
 
+// TestHolderInfo_mutexHandoffFromPlainHolder: a mutex hold handed by a
+// release in this process to a waiter that writes holder info
+// ([WithMetadata]) carries the waiter's info, whether or not the releasing
+// lock writes any.
+func TestHolderInfo_mutexHandoffFromPlainHolder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tg := realTarget(t)
+	c := newClient(t, tg.rdb, lock.WithTTL(time.Minute))
+	key := keyFor(t)
+	a := c.NewLock(key)
+	b := c.NewLock(key, lock.WithMetadata("job 7"), lock.WithBackoff(time.Minute, time.Minute))
+	must(t, "a.Acquire()", a.Acquire(ctx))
+	done := make(chan error, 1)
+	go func() { done <- b.Acquire(ctx) }()
+	waitIdle(t, c, key, 1)
+	must(t, "a.Release()", a.Release(ctx))
+	must(t, "b.Acquire()", <-done)
+	if got := tg.rdb.Get(ctx, lockKey(key)).Val(); got != b.Token() {
+		t.Fatalf("Redis has %q, want the handed-over hold's token %q", got, b.Token())
+	}
+	info, err := c.Inspect(ctx, key)
+	must(t, "Inspect()", err)
+	wantHolderInfo(t, info, b, "job 7")
+	must(t, "b.Release()", b.Release(ctx))
+}
+
 // TestHolderInfo_mixedSettings: when a hold that wrote holder info expires
 // and a holder that writes none drops it (its scripts get no holder-info
 // hash), the field it leaves is swept out by the next release that writes

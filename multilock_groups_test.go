@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentlock/lock"
+	"github.com/agentlock/lock/internal/luascripts"
 	"github.com/agentlock/lock/internal/redistest"
 )
 
@@ -73,7 +74,9 @@ func scriptCall(cmd redis.Cmder) (op string, keys []string, ok bool) {
 	for _, k := range args[3 : 3+n] {
 		keys = append(keys, fmt.Sprint(k))
 	}
-	switch {
+	switch script := fmt.Sprint(args[1]); {
+	case script == luascripts.MultiExtend.Hash() || script == luascripts.MultiExtendSrc:
+		op = "extend" // its KEYS pair each lock with its fence counter
 	case n >= 2 && strings.HasSuffix(keys[1], ":fence"):
 		op = "acquire"
 	case n >= 2 && strings.HasSuffix(keys[1], ":notify"):

@@ -21,11 +21,15 @@ func (g multiGroup) Renew(ctx context.Context, hs []*lease.Hold, ttls []time.Dur
 	var calls []luascripts.Call
 	for i, h := range hs {
 		for _, grp := range m.groups {
-			keys := make([]string, len(grp))
+			keys := make([]string, 0, 2*len(grp))
 			for j := range grp {
-				keys[j] = grp[j].Lock()
+				keys = append(keys, grp[j].Lock())
+				if m.cfg.fencing {
+					keys = append(keys, grp[j].Fence()) // kept alive with the lock
+				}
 			}
-			calls = append(calls, luascripts.Call{Script: luascripts.MultiExtend, Keys: keys, Args: []any{h.Token(), ms(ttls[i])}})
+			calls = append(calls, luascripts.Call{Script: luascripts.MultiExtend, Keys: keys,
+				Args: []any{h.Token(), ms(ttls[i]), flag(m.cfg.fencing)}})
 		}
 	}
 	cmds := luascripts.EvalAll(ctx, m.cfg.c.rdb, calls)

@@ -86,7 +86,7 @@ func (k *onceKind) Release(ctx context.Context, h *lease.Hold, ended bool) lease
 	}
 	st, err := checkStatus("once store", n, err)
 	k.kept.Store(err == nil && st == extendOK)
-	return outcome(st, err)
+	return k.checkForced(ctx, h, outcome(st, err))
 }
 
 // storeResends bounds how often a store whose outcome is unknown is sent

@@ -32,7 +32,8 @@ func (l *Lock) Release(ctx context.Context) error {
 // Release drops h: it hands the hold straight to a waiter of this Client
 // when it can (only a hold that has not ended: once released or lost here,
 // the key may be a waiter's by now, and a handoff would claim a waiter for
-// nothing), and otherwise deletes it.
+// nothing), and otherwise deletes it. Either way, a hold found gone that a
+// force release removed is reported so (checkForced).
 func (k *kind) Release(ctx context.Context, h *lease.Hold, ended bool) lease.Outcome {
 	return k.release(ctx, h, ended, (*Lock).handoff)
 }
@@ -42,7 +43,7 @@ func (k *kind) release(ctx context.Context, h *lease.Hold, ended bool,
 	handoff func(*Lock, context.Context, *lease.Hold) (lease.Outcome, bool)) lease.Outcome {
 	if !ended {
 		if o, found := handoff((*Lock)(k), ctx, h); found {
-			return o
+			return k.checkForced(ctx, h, o)
 		}
 	}
 	return k.checkForced(ctx, h, outcome(k.cfg.release(ctx, &k.hd.Keys, h.Token(), h.Fence())))

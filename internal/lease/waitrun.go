@@ -73,14 +73,20 @@ func (r *waitRun) gift() (*Hold, error) {
 		r.unknown = r.unknown || g.Unknown
 		return nil, nil
 	}
-	h, ierr := r.hd.install(r.token, g.Fence, g.Sent, r.unknown)
-	if ierr == nil {
-		return h, nil
+	// While the gate is closed (a degraded hold of the key is live in
+	// this process), a hold handed over by a release of a lock outside
+	// the gate is refused, as an attempt would not have been sent.
+	if r.pass == nil || r.pass.Open() {
+		h, ierr := r.hd.install(r.token, g.Fence, g.Sent, r.unknown)
+		if ierr == nil {
+			return h, nil
+		}
+		r.lastErr = ierr
 	}
-	// install refused it: undo it, which spends the token; the waiter gets
-	// a fresh one before it is claimable again.
+	// Refused: undo it, which spends the token; the waiter gets a fresh
+	// one before it is claimable again.
 	r.hd.undo(r.wctx, r.k, r.token)
-	r.unknown, r.tried, r.lastErr = false, false, ierr
+	r.unknown, r.tried = false, false
 	err := r.hd.respend(r.k, r.w, &r.token)
 	r.w.endAttempt()
 	return nil, err

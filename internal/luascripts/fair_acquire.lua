@@ -46,7 +46,9 @@ if v == token or (v == false and (head == false or head == me)) then
   end
   leave(queue, times, me)
   if fencing then
-    return next_fence(fence)
+    local f = next_fence(fence)
+    keep_fence(fence, redis.call('PTTL', lock))
+    return f
   end
   return 0
 end

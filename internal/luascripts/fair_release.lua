@@ -51,6 +51,7 @@ if htoken then
   local f = 0
   if hfencing == '1' then
     f = next_fence(fence)
+    keep_fence(fence, httl)
   end
   -- %.0f: a fence printed by '..' would come out in exponent form.
   redis.call('PUBLISH', inbox(channel, hid), 'give:' .. htoken .. ':' .. string.format('%.0f', f))

@@ -5,7 +5,8 @@
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] "1" to hand out fences
 -- (next_fence: see fence.lua).
 -- Each lock is a plain mutex hold (a string at P{K}), so a mutex on any of
--- the keys excludes the multi-lock. A lock already holding our token (an
+-- the keys excludes the multi-lock; with fencing, its counter lives at
+-- least as long as the hold (keep_fence), as a mutex hold's does. A lock already holding our token (an
 -- earlier attempt's reply was lost) counts as ours.
 -- Reply: {1, fence 1, fence 2, ...} all taken or confirmed ours (a lock
 -- confirmed ours keeps a TTL longer than ttl, else gets ttl: a late resend
@@ -45,6 +46,7 @@ for i = 1, n do
   local f = 0
   if fencing then
     f = next_fence(KEYS[2 * i])
+    keep_fence(KEYS[2 * i], redis.call('PTTL', lock))
   end
   out[i + 1] = f
 end
