@@ -76,6 +76,10 @@ const (
 	// is why not (TryAcquire: [ErrNotAcquired] when the key is held in
 	// this process).
 	EventFallback = EventKind(lease.EventFallback)
+	// EventWithLockStart: [Client.WithLock] (or a kind's WithX) began. Only
+	// a [ContextObserver] is told, through ObserveContext; Ctx is the
+	// caller's context.
+	EventWithLockStart = EventKind(lease.EventWithLockStart)
 )
 
 var eventNames = map[EventKind]string{
@@ -89,6 +93,7 @@ var eventNames = map[EventKind]string{
 	EventRenewed:       "renewed",
 	EventWithLock:      "with_lock",
 	EventFallback:      "fallback",
+	EventWithLockStart: "with_lock_start",
 }
 
 // String returns a short snake_case name, fit for a metric label.
