@@ -128,6 +128,7 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 	if h == nil {
 		return hd.Err("extend", ErrNotHeld)
 	}
+	begun := time.Now() // the call's; start is when the Extend is sent
 	start, err := hd.beginExtend(ctx, h, ttl)
 	if err != nil {
 		return err
@@ -140,7 +141,7 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 		h.unknownWrite(ttl)
 		e.mu.Unlock()
 		err := hd.Err("extend", unanswered(ctx))
-		p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+		p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(begun), Err: err})
 		return err
 	}
 	e.settleExtend(h, ttl, start, o, settled)
@@ -155,7 +156,7 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 	default:
 		err = hd.Err("extend", ErrNotHeld)
 	}
-	p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+	p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(begun), Err: err})
 	return err
 }
 
