@@ -57,6 +57,10 @@ const (
 	// waited; Err is [ErrNotAcquired] for an Allow refused or a Wait given
 	// up, or the call's error.
 	EventLimit EventKind = lease.EventLimit
+	// EventWithLockStart: [Client.WithLock] (or a kind's WithX) began. Only
+	// a [ContextObserver] is told, through ObserveContext; Ctx is the
+	// caller's context.
+	EventWithLockStart EventKind = lease.EventWithLockStart
 )
 
 // Event is one thing that happened to one lock.

@@ -71,6 +71,11 @@ func (ls *lanes) each(fn func(*coalescer)) {
 // that window open. Set it before any waiter of c starts.
 func OnGiftTaken(c *Client, fn func()) { c.eng.Notifier.SetGiftHook(fn) }
 
+// OnExtendWaits makes every Extend of c's holds call fn each time it waits
+// for a renewal of its hold, out when the Extend began, to be applied, so a
+// test can let that renewal go then. Set it before any Extend on c.
+func OnExtendWaits(c *Client, fn func()) { c.eng.SetExtendWaitHook(fn) }
+
 // CoalescerLimit reports, for tests, how many sends a coalescer lets out
 // at once before calls queue up.
 func CoalescerLimit() int { return newCoalescer(nil, nil).limit }

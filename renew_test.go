@@ -34,24 +34,23 @@ func scriptPipeline(cmds []redis.Cmder) bool {
 	return false
 }
 
-// TestExtend_shorterDuringRenewalLowersDeadline: a renewal (TTL 3s) reaches
-// Redis and its reply is held; meanwhile Extend(600ms) is confirmed. Redis
-// now lets the key go 600ms after the Extend, so Lost() must close by then,
-// before another client could take the key, whether the renewal's reply
-// never comes or comes late.
-func TestExtend_shorterDuringRenewalLowersDeadline(t *testing.T) {
+// TestExtend_shorterDuringRenewal: a renewal (TTL 3s) reaches Redis and
+// its reply is held; meanwhile Extend(600ms) is called. It waits for the
+// renewal's answer, so that the renewal cannot land after it. If that
+// answer never comes, the hold is lost at the renewal's safety deadline
+// and the Extend, never sent, returns ErrNotHeld; if it comes late, the
+// Extend goes out then and the hold lives on with the short TTL.
+func TestExtend_shorterDuringRenewal(t *testing.T) {
 	const ttl, short = 3 * time.Second, 600 * time.Millisecond
 	ctx := context.Background()
 	t.Run("renewal unanswered", func(t *testing.T) {
-		l, g := renewalHeld(t, ttl)
+		l, g, _ := renewalHeld(t, ttl)
 		sent := time.Now()
-		must(t, "Extend()", l.Extend(ctx, short))
-		select {
-		case <-l.Lost():
-		case <-time.After(time.Until(sent.Add(short))):
-			t.Fatalf("Lost() still open %v after Extend(%v) was sent, the renewal unanswered: the hold outlives its key", time.Since(sent), short)
+		wantErr(t, "Extend()", l.Extend(ctx, short), lock.ErrNotHeld)
+		if !isClosed(l.Lost()) {
+			t.Fatal("Extend() returned ErrNotHeld with Lost() open")
 		}
-		t.Logf("lost %v after Extend(%v) was sent", time.Since(sent), short)
+		t.Logf("lost %v after Extend(%v) was called", time.Since(sent), short)
 		var le *lock.LostError
 		if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnanswered {
 			t.Fatalf("LostErr() = %v, want unanswered", l.LostErr())
@@ -59,11 +58,18 @@ func TestExtend_shorterDuringRenewalLowersDeadline(t *testing.T) {
 		g.Release()
 	})
 	t.Run("renewal answered late", func(t *testing.T) {
-		l, g := renewalHeld(t, ttl)
-		must(t, "Extend()", l.Extend(ctx, short))
+		l, g, waiting := renewalHeld(t, ttl)
+		done := make(chan error, 1)
+		go func() { done <- l.Extend(ctx, short) }()
+		select {
+		case err := <-done:
+			t.Fatalf("Extend() = %v with the renewal's reply held, want it to wait for that reply", err)
+		case <-waiting:
+		}
 		g.Release()
-		// Renewed at once with the short TTL, the hold lives on: watch it
-		// for several of those TTLs.
+		must(t, "Extend()", <-done)
+		// Renewed with the short TTL, the hold lives on: watch it for
+		// several of those TTLs.
 		select {
 		case <-l.Lost():
 			t.Fatalf("Lost() closed: %v", l.LostErr())
@@ -79,15 +85,19 @@ func TestExtend_shorterDuringRenewalLowersDeadline(t *testing.T) {
 
 // renewalHeld acquires a lock with ttl on a real server and returns once its
 // first renewal has reached Redis with its reply held at the gate, which
-// t.Cleanup opens before the Client closes.
-func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *hooktest.Gate) {
+// t.Cleanup opens before the Client closes. The channel closes when an
+// Extend of the lock waits for that renewal's answer.
+func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *hooktest.Gate, <-chan struct{}) {
 	t.Helper()
 	rdb := redistest.Start(t, redistest.Config{}).Client(t)
 	// The first script pipeline after Acquire is a renewal: one-shot calls
 	// go alone.
 	g := hooktest.New(t, hooktest.Config{On: hooktest.Pipelines, After: true, Match: hooktest.AnyScript, Nth: 1})
 	rdb.AddHook(g)
-	l := newClient(t, rdb).NewLock(keyFor(t), lock.WithTTL(ttl))
+	c := newClient(t, rdb)
+	waiting, signal := waitSignal()
+	lock.OnExtendWaits(c, signal)
+	l := c.NewLock(keyFor(t), lock.WithTTL(ttl))
 	t.Cleanup(g.Release) // before the Client closes: it waits for the renewal held
 	must(t, "Acquire()", l.Acquire(context.Background()))
 	g.Arm()
@@ -96,7 +106,7 @@ func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *hooktest.Gate) {
 	case <-time.After(ttl):
 		t.Fatalf("no renewal within the TTL %v", ttl)
 	}
-	return l, g
+	return l, g, waiting
 }
 
 // A renewal whose reply is held back past the hold's safety deadline (the
@@ -106,7 +116,7 @@ func renewalHeld(t *testing.T, ttl time.Duration) (*lock.Lock, *hooktest.Gate) {
 func TestRenewal_unansweredLossReason(t *testing.T) {
 	t.Parallel()
 	const ttl = 600 * time.Millisecond
-	l, g := renewalHeld(t, ttl)
+	l, g, _ := renewalHeld(t, ttl)
 	waitClosed(t, l.Lost(), 5*time.Second, "Lost()")
 	var le *lock.LostError
 	if !errors.As(l.LostErr(), &le) || le.Reason != lock.LossUnanswered {

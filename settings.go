@@ -74,6 +74,7 @@ func (c *Client) fill(s *settings) *settings {
 	}
 	if cfg.observer != nil {
 		s.pol.Observe = observerFunc(cfg.observer)
+		s.pol.ObserveContext = contextObserverFunc(cfg.observer)
 	}
 	// After the Observer: the audit records, then passes the event on.
 	if cfg.audit != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -527,7 +528,10 @@ func (f *fakeBackend) ours(k *keys, token string) bool {
 // confirmed, failed or never answered, the Extend shorter (600ms) or longer
 // (30s), and checks every millisecond that while Lost() is open the key is
 // ours in Redis: the hold is lost before it could expire, never after. Holds
-// that can be kept must be kept.
+// that can be kept must be kept. An Extend called while the renewal is out
+// is sent once the renewal is answered (at its planned times, if they have
+// not passed by then), and a renewal due while the Extend is out waits for
+// the Extend's answer.
 func TestRenewal_extendDuringRenewal(t *testing.T) {
 	t.Parallel()
 	// Times in milliseconds from the acquire; never: not before the test ends.
@@ -562,7 +566,7 @@ func TestRenewal_extendDuringRenewal(t *testing.T) {
 		{"extend sent first, lands after the renewal, renewal answered last", r(1000, 1200), x(900, 1050, 1100), false, false},
 		{"extend sent first, renewal answered first", r(1000, 1050), x(900, 900, 1100), false, false},
 		{"extend sent first, lands after the renewal answered first", r(1000, 1050), x(900, 1020, 1100), false, false},
-		{"extend sent first, renewal unanswered", r(1000, never), x(900, 1050, 1100), true, true},
+		{"extend sent first, renewal unanswered", r(1000, never), x(900, 1050, 1100), true, false},
 		{"renewal answered after the extend was sent", r(1000, 1100), x(1050, 1050, 1200), false, false},
 		{"renewal lands after the extend, answered before it", r(1080, 1100), x(1050, 1050, 1200), false, false},
 		{"extend failed while the renewal is out", r(1000, 1300), failed(x(1100, 1100, 1200)), false, false},
@@ -614,9 +618,12 @@ func checkExtendDuringRenewal(t *testing.T, renewal, ext plannedCall, ttl time.D
 	if ext.answer == notYet {
 		return
 	}
-	// A confirmed Extend reports a hold lost before its reply came.
+	// A confirmed Extend reports a hold lost before its reply came. One
+	// called while the renewal (sent at 1s) is out waits for its answer:
+	// when none comes, it is never sent and reports the loss.
 	err := <-done
-	switch lostFirst := lostAt != notYet && lostAt < ext.answer; {
+	waits := renewal.answer == notYet && ext.send > time.Second
+	switch lostFirst := lostAt != notYet && (waits || lostAt < ext.answer); {
 	case ext.fail && (err == nil || errors.Is(err, ErrNotHeld)):
 		t.Fatalf("failed Extend() error = %v, want the call's error", err)
 	case !ext.fail && lostFirst && !errors.Is(err, ErrNotHeld):
@@ -681,37 +688,90 @@ func TestLock_Extend_onLostHold(t *testing.T) {
 	})
 }
 
-// TestLock_Extend_answeredDuringRenewal: a renewal with the old TTL is out;
-// an Extend is sent and answered meanwhile; the renewal then lands last,
-// cutting the TTL back. The hold keeps the earlier deadline and renews at
-// once with the new TTL.
-func TestLock_Extend_answeredDuringRenewal(t *testing.T) {
+// TestLock_Extend_waitsForRenewalOut: a renewal with the old TTL is out
+// when Extend is called. Sent before the renewal was answered, the Extend
+// could be overtaken by it, and the renewal would cut the TTL back; so the
+// Extend waits for the renewal's answer and goes out after it. The key
+// keeps the Extend's TTL and later renewals carry it.
+func TestLock_Extend_waitsForRenewalOut(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		gate := make(chan struct{})
+		open := sync.OnceFunc(func() { close(gate) })
 		var once sync.Once
 		b := &hookBackend{fakeBackend: f, beforeRenew: func() { once.Do(func() { <-gate }) }}
 		c := hookClient(b)
 		defer c.Close()
+		defer open() // first, if the test fails: the call held must end
 		l := c.NewLock("k", WithTTL(3*time.Second))
 		mustAcquire(t, l)                   // renewal due at 1s
 		time.Sleep(1200 * time.Millisecond) // the renewal (TTL 3s) is out
-		if err := l.Extend(context.Background(), 30*time.Second); err != nil {
+		done := make(chan error, 1)
+		go func() { done <- l.Extend(context.Background(), 30*time.Second) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("Extend() = %v with a renewal of the hold out, want it to wait for the renewal's answer", err)
+		default:
+		}
+		open() // the renewal lands now, before the Extend is sent
+		if err := <-done; err != nil {
 			t.Fatalf("Extend() error = %v", err)
 		}
-		time.Sleep(300 * time.Millisecond)
-		close(gate) // the renewal lands now: TTL 3s again
-		time.Sleep(4500 * time.Millisecond)
-		f.mu.Lock()
-		_, live := f.live(l.hd.Keys.Lock())
-		f.mu.Unlock()
-		if !live || isClosedCh(l.Lost()) {
-			t.Fatalf("at 6s: key live %v, Lost() closed %v (%v); want a live hold renewed with the 30s TTL", live, isClosedCh(l.Lost()), l.LostErr())
+		if d, err := f.pttl(context.Background(), &l.hd.Keys, l.Token()); err != nil || d != 30*time.Second {
+			t.Fatalf("TTL in the backend after Extend(30s) = %v, %v; want 30s", d, err)
+		}
+		time.Sleep(11 * time.Second) // the next renewal, a third of 30s after the Extend
+		if isClosedCh(l.Lost()) {
+			t.Fatalf("Lost() closed (%v); want a hold renewed with the 30s TTL", l.LostErr())
 		}
 		got := f.snapshot()
-		if last := got[len(got)-1]; last.ttls[0] != 30*time.Second {
-			t.Fatalf("last renewal TTL %v, want 30s", last.ttls[0])
+		if len(got) < 2 || got[0].ttls[0] != 3*time.Second {
+			t.Fatalf("renewals %+v, want the one out at the Extend (3s), then others", got)
+		}
+		for _, b := range got[1:] {
+			if b.ttls[0] != 30*time.Second {
+				t.Fatalf("renewals %+v, want every one after the Extend with 30s", got)
+			}
+		}
+	})
+}
+
+// TestLock_renewalWaitsForExtendOut: while an Extend is out, the renewal
+// loop sends no renewal of its hold, which would carry the old TTL and
+// might land after the Extend, until a third of the TTL before the hold's
+// deadline; the Extend's answer schedules the next renewal, with the new
+// TTL.
+func TestLock_renewalWaitsForExtendOut(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		gate := make(chan struct{})
+		open := sync.OnceFunc(func() { close(gate) })
+		var once sync.Once
+		b := &hookBackend{fakeBackend: f, beforeExtend: func() { once.Do(func() { <-gate }) }}
+		c := hookClient(b)
+		defer c.Close()
+		defer open() // first, if the test fails: the call held must end
+		l := c.NewLock("k", WithTTL(3*time.Second))
+		mustAcquire(t, l) // renewal due at 1s
+		done := make(chan error, 1)
+		go func() { done <- l.Extend(context.Background(), 30*time.Second) }()
+		// Past the renewal's time (1s), before the last call a third of the
+		// TTL before the deadline (2.698s).
+		time.Sleep(1500 * time.Millisecond)
+		if got := f.snapshot(); len(got) != 0 {
+			t.Fatalf("renewals %+v while an Extend was out, want none", got)
+		}
+		open()
+		if err := <-done; err != nil {
+			t.Fatalf("Extend() error = %v", err)
+		}
+		time.Sleep(11 * time.Second)
+		got := f.snapshot()
+		if isClosedCh(l.Lost()) || len(got) == 0 || slices.ContainsFunc(got, func(b fakeBatch) bool { return b.ttls[0] != 30*time.Second }) {
+			t.Fatalf("Lost() closed %v (%v), renewals %+v; want one renewal, with 30s", isClosedCh(l.Lost()), l.LostErr(), got)
 		}
 	})
 }

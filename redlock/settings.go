@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -50,6 +51,11 @@ func (c *Client) settings(cfg config) *settings {
 			o.Observe(lock.Event{Kind: e.Kind, Key: e.Key, Token: e.Token, Fence: e.Fence,
 				Duration: e.Duration, Attempts: e.Attempts, Err: e.Err, Ctx: e.Ctx,
 				TTL: e.TTL, Held: e.Held, Validity: e.Validity})
+		}
+		if co, ok := o.(lock.ContextObserver); ok {
+			s.pol.ObserveContext = func(ctx context.Context, e lease.Event) context.Context {
+				return co.ObserveContext(ctx, lock.Event{Kind: lock.EventKind(e.Kind), Key: e.Key, Ctx: e.Ctx})
+			}
 		}
 	}
 	return s

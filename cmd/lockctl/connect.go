@@ -51,9 +51,15 @@ func newRedis(g *globals) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
+		if g.noRetry {
+			opt.MaxRetries = -1
+		}
 		return redis.NewClient(opt), nil
 	}
 	copt := &redis.ClusterOptions{}
+	if g.noRetry {
+		copt.MaxRetries = -1
+	}
 	for _, s := range strings.Split(g.seeds(), ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue

@@ -273,19 +273,7 @@ func startCmd(t *testing.T, s *redistest.Server, cmd *exec.Cmd) (*exec.Cmd, *buf
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	// Wait until the server shows a client blocked in XREAD.
-	admin := s.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		list, err := admin.ClientList(ctx).Result()
-		if err != nil {
-			t.Fatalf("watch never blocked in XREAD: %v", err)
-		}
-		if strings.Contains(list, "cmd=xread") {
-			break
-		}
-	}
+	blockedInXRead(t, s)
 	return cmd, bufio.NewScanner(out)
 }
 

@@ -74,6 +74,9 @@ type globals struct {
 	prefix  string
 	cluster string
 	json    bool
+	// noRetry makes the Redis client report a failed call at once rather
+	// than retry it: watch retries itself, and says so.
+	noRetry bool
 }
 
 func (g *globals) register(fs *flag.FlagSet) {

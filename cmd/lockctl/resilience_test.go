@@ -80,21 +80,26 @@ func TestWrongAddress(t *testing.T) {
 	}
 }
 
-// TestWatch_reconnects: watch outlives a restart of its redis-server and
-// goes on from the last entry it printed.
+// TestWatch_reconnects: watch outlives a restart of its redis-server on
+// the same port, says on stderr that the stream was interrupted and that
+// it resumed, and goes on printing the entries written after the restart.
 func TestWatch_reconnects(t *testing.T) {
 	s := redistest.Start(t, redistest.Config{})
 	ctx := context.Background()
 	c := newLocks(t, s.Client(t), lock.WithAudit("lock:audit", 1000))
 	cmd, lines, stderr := startWatchErr(t, s)
-	go func() { // drain stderr, where watch says it reconnected
+	errLines := make(chan string, 16)
+	go func() { // stderr, where watch says it reconnects
 		for stderr.Scan() {
+			errLines <- stderr.Text()
 		}
+		close(errLines)
 	}()
 	if err := c.WithLock(ctx, "job:a", func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	wantLines(t, lines, " acquired job:a ", " released job:a ")
+	blockedInXRead(t, s) // the restart cuts a read under way
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +107,40 @@ func TestWatch_reconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLines(t, lines, " acquired job:b ", " released job:b ")
+	for _, want := range []string{"lockctl: watch: stream interrupted", "lockctl: watch: reconnected to " + s.Addr() + "; resumed after entry "} {
+		select {
+		case l := <-errLines:
+			if !strings.Contains(l, want) {
+				t.Errorf("watch stderr line %q, want %q", l, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no stderr line %q within 10s", want)
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("watch after SIGINT: %v", err)
+	}
+}
+
+// blockedInXRead waits until s shows a client blocked in XREAD.
+func blockedInXRead(t *testing.T, s *redistest.Server) {
+	t.Helper()
+	admin := s.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		list, err := admin.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatalf("watch never blocked in XREAD: %v", err)
+		}
+		for _, l := range strings.Split(list, "\n") {
+			if strings.Contains(l, "cmd=xread") && strings.Contains(l, " flags=b ") {
+				return
+			}
+		}
 	}
 }
 

@@ -55,6 +55,9 @@ func cmdWatch(ctx context.Context, g *globals, args []string, stdout, stderr io.
 	if *stream == "" {
 		*stream = defaultStream(g)
 	}
+	// A read that fails is not retried by go-redis (which would hide a
+	// quick restart) but by run, which says so.
+	g.noRetry = true
 	rdb, err := connect(ctx, g)
 	if err != nil {
 		return err
@@ -97,8 +100,9 @@ type watcher struct {
 }
 
 // run prints the entries after w.last until ctx ends. A failed read is
-// retried with backoff from the last entry seen, and one line on stderr
-// says when the connection is back; a Redis error reply ends it.
+// retried with backoff from the last entry seen; one line on stderr says
+// that the stream was interrupted, and one that it resumed. A Redis error
+// reply ends it.
 func (w *watcher) run(ctx context.Context, stdout, stderr io.Writer) error {
 	var lost error
 	backoff := watchBackoffMin
@@ -112,6 +116,9 @@ func (w *watcher) run(ctx context.Context, stdout, stderr io.Writer) error {
 		case errors.As(err, &reply) && !transient(err):
 			return err
 		case err != nil:
+			if lost == nil {
+				fmt.Fprintf(stderr, "lockctl: watch: stream interrupted (%v); reconnecting to %s\n", err, w.where)
+			}
 			lost = err
 			if !sleep(ctx, backoff) {
 				return nil
@@ -120,7 +127,7 @@ func (w *watcher) run(ctx context.Context, stdout, stderr io.Writer) error {
 			continue
 		}
 		if lost != nil {
-			fmt.Fprintf(stderr, "lockctl: watch: reconnected to %s (after: %v); resuming after %s\n", w.where, lost, w.last)
+			fmt.Fprintf(stderr, "lockctl: watch: reconnected to %s; resumed after entry %s\n", w.where, w.last)
 			lost, backoff = nil, watchBackoffMin
 		}
 		if err := w.print(stdout, res); err != nil {

@@ -34,11 +34,13 @@
 // with_lock) and agentlock.outcome; the status is Error when the call
 // failed (for acquire: not for want of the lock, nor because its context
 // ended). A failed try is an event "agentlock.attempt_failed" on the
-// caller's span. A call whose context carries no span makes none. Spans
-// are made when a call ends, from its duration: the with_lock span ends
-// after the acquire and release inside it, so those two are its siblings
-// under the caller's span, not its children. Losses and
-// renewals happen in the background: they are metrics only.
+// caller's span. A call whose context carries no span makes none. The
+// with_lock span starts when WithLock (or a kind's WithX) begins: the
+// Observer is a [lock.ContextObserver], and the context the call goes on
+// with carries that span, so the acquire and release spans inside it, and
+// the spans fn starts from its context, are its children. The acquire and
+// release spans are made when their calls end, from their durations.
+// Losses and renewals happen in the background: they are metrics only.
 //
 // Keys are not attributes by default: there may be millions.
 // [WithKeyGroup] adds agentlock.key.group from a function of the key.
@@ -111,7 +113,8 @@ type observer struct {
 }
 
 // NewObserver returns a [lock.Observer] that records lock events as
-// OpenTelemetry metrics and spans (see the package comment). It returns
+// OpenTelemetry metrics and spans (see the package comment); it is also a
+// [lock.ContextObserver], which [lock.Observers] keeps. It returns
 // the meter's error if an instrument cannot be made. The Observer is safe
 // for concurrent use and starts no goroutine.
 func NewObserver(opts ...Option) (lock.Observer, error) {
@@ -153,6 +156,11 @@ func (o *observer) Observe(e lock.Event) {
 			keyHeld.Float64(e.Held.Seconds()))
 	case lock.EventWithLock:
 		out := eventlabel.WithLockOutcome(e.Err)
+		if sp, ok := ctx.Value(withLockSpan{}).(trace.Span); ok {
+			// Opened by ObserveContext when the call began.
+			o.endWithLock(sp, e, eventlabel.WithLockNames[out])
+			break
+		}
 		o.span(ctx, s, "agentlock.with_lock", e, eventlabel.WithLockNames[out], e.Err != nil, keyHeld.Float64(e.Held.Seconds()))
 	case lock.EventAttemptFailed:
 		if sp := trace.SpanFromContext(ctx); sp.IsRecording() {

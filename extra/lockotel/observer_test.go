@@ -190,10 +190,12 @@ func TestObserver_metrics(t *testing.T) {
 	}
 }
 
-// TestObserver_spans: acquire, release and WithLock spans are children of
-// the caller's span, cover their calls, and carry fence, attempts and
-// outcome; no key by default; a failed try is an event on the caller's
-// span; calls outside a trace make no span.
+// TestObserver_spans: acquire and release spans are children of the
+// caller's span, cover their calls, and carry fence, attempts and outcome;
+// a WithLock's span is a child of the caller's, and the acquire, fn's own
+// span and the release inside it are its children; no key by default; a
+// failed try is an event on the caller's span; calls outside a trace make
+// no span.
 func TestObserver_spans(t *testing.T) {
 	sdk := newSDK(t)
 	c := obstest.NewClient(t, obstest.MiniRDB(t), lock.WithObserver(sdk.observer(t)))
@@ -207,7 +209,11 @@ func TestObserver_spans(t *testing.T) {
 	}
 	obstest.Must(t, "Release()", l.Release(ctx))
 	errFn := errors.New("fn failed")
-	if err := c.WithLock(ctx, key, func(context.Context) error { return errFn }); !errors.Is(err, errFn) {
+	if err := c.WithLock(ctx, key, func(ctx context.Context) error {
+		_, sp := sdk.tp.Tracer("test").Start(ctx, "fn")
+		sp.End()
+		return errFn
+	}); !errors.Is(err, errFn) {
 		t.Fatalf("WithLock() error = %v, want fn's", err)
 	}
 	obstest.Must(t, "Acquire() outside a trace", l.Acquire(context.Background()))
@@ -219,7 +225,7 @@ func TestObserver_spans(t *testing.T) {
 	for _, s := range spans {
 		names = append(names, s.Name())
 	}
-	want := []string{"agentlock.acquire", "agentlock.acquire", "agentlock.release", "agentlock.acquire", "agentlock.release", "agentlock.with_lock", "request"}
+	want := []string{"agentlock.acquire", "agentlock.acquire", "agentlock.release", "agentlock.acquire", "fn", "agentlock.release", "agentlock.with_lock", "request"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("spans %v, want %v", names, want)
 	}
@@ -230,11 +236,19 @@ func TestObserver_spans(t *testing.T) {
 		}
 		return m
 	}
-	for _, s := range spans[:6] {
-		if s.Parent().SpanID() != parent.SpanContext().SpanID() || s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
-			t.Fatalf("span %s parent %v, want the caller's span", s.Name(), s.Parent().SpanID())
+	withLock := spans[6]
+	for i, s := range spans[:7] {
+		wantParent, parentName := parent.SpanContext(), "the caller's span"
+		if i >= 3 && i < 6 {
+			wantParent, parentName = withLock.SpanContext(), "the with_lock span"
+			if s.StartTime().Before(withLock.StartTime()) || s.EndTime().After(withLock.EndTime()) {
+				t.Fatalf("span %s from %v to %v, outside the with_lock span (%v to %v)", s.Name(), s.StartTime(), s.EndTime(), withLock.StartTime(), withLock.EndTime())
+			}
 		}
-		if !s.StartTime().Before(s.EndTime()) {
+		if s.Parent().SpanID() != wantParent.SpanID() || s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+			t.Fatalf("span %s parent %v, want %s", s.Name(), s.Parent().SpanID(), parentName)
+		}
+		if s.Name() != "fn" && !s.StartTime().Before(s.EndTime()) {
 			t.Fatalf("span %s from %v to %v, want a positive duration", s.Name(), s.StartTime(), s.EndTime())
 		}
 		for k, v := range attrs(s) {
@@ -243,7 +257,7 @@ func TestObserver_spans(t *testing.T) {
 			}
 		}
 	}
-	acq, busy, rel, wl := attrs(spans[0]), attrs(spans[1]), attrs(spans[2]), attrs(spans[5])
+	acq, busy, rel, wl := attrs(spans[0]), attrs(spans[1]), attrs(spans[2]), attrs(withLock)
 	if acq["agentlock.fence"].AsInt64() == 0 || acq["agentlock.attempts"].AsInt64() != 1 || acq["agentlock.outcome"].AsString() != "acquired" {
 		t.Fatalf("acquire span attributes %v, want a fence, 1 attempt, acquired", acq)
 	}
@@ -253,8 +267,8 @@ func TestObserver_spans(t *testing.T) {
 	if rel["agentlock.fence"] != acq["agentlock.fence"] || rel["agentlock.outcome"].AsString() != "released" || rel["agentlock.held_seconds"].AsFloat64() <= 0 {
 		t.Fatalf("release span attributes %v, want the acquire's fence, released, a hold time", rel)
 	}
-	if wl["agentlock.outcome"].AsString() != "error" || spans[5].Status().Code != codes.Error || wl["agentlock.fence"].AsInt64() <= acq["agentlock.fence"].AsInt64() {
-		t.Fatalf("with_lock span %v (%v), want error status and a later fence", wl, spans[5].Status())
+	if wl["agentlock.outcome"].AsString() != "error" || withLock.Status().Code != codes.Error || wl["agentlock.fence"].AsInt64() <= acq["agentlock.fence"].AsInt64() {
+		t.Fatalf("with_lock span %v (%v), want error status and a later fence", wl, withLock.Status())
 	}
 }
 

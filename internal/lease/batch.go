@@ -242,6 +242,10 @@ func (e *Engine) apply(hs []*Hold, ttls []time.Duration, sent int64, out []Outco
 			e.requeue(h, &left)
 		}
 	}
+	if e.applied != nil {
+		close(e.applied) // the Extends waiting for these renewals go on
+		e.applied = nil
+	}
 	e.mu.Unlock()
 	e.wake()
 	// The losses are reported even if the Observer or the logger panics

@@ -80,8 +80,16 @@
 // anyone else in. Times are readings of the monotonic clock (mono), a third
 // of a time.Time's size.
 //
-// Writes overlap: a renewal may be out when Extend sends another TTL, and
-// Redis keeps whichever lands last, which no reply tells. So a write
+// Writes of one hold go out one at a time where they can: an Extend waits
+// for the hold's renewal out (its answer bounded by the renewal call's
+// deadline), and the renewal loop holds a renewal back while an Extend is
+// out, until a third of a TTL before the deadline. Otherwise a renewal,
+// carrying the TTL the hold had when it went out, could land after an
+// Extend and set that TTL again.
+//
+// Writes may still overlap (Extends of one hold, or a renewal sent past a
+// slow Extend), and Redis keeps whichever lands last, which no reply
+// tells. So a write
 // confirmed by its reply moves the deadline to its own only when it was
 // sent after every other write was answered and none is out; otherwise the
 // hold keeps the earliest deadline any of them could have set and renews at

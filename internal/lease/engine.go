@@ -46,6 +46,10 @@ type Engine struct {
 	// flights are the renewals out: holds taken off the heap are found
 	// there (holdOf).
 	flights map[*flight]struct{}
+	// applied, when not nil, is closed, and set to nil, when the next
+	// chunk of renewals is applied: an Extend waiting for its hold's
+	// renewal made it (Engine.extending).
+	applied chan struct{}
 	// forced remembers the force messages that named no registered hold,
 	// token -> when heard, for holds not installed yet; forcedLast is when
 	// the last came, and forgot when the last one forgotten came
@@ -58,6 +62,19 @@ type Engine struct {
 	// acquiring goroutine once install has put a new hold into renewal,
 	// before install returns it, so a test can end the hold there.
 	installed func(*Hold)
+	// extendWaits, set only by tests (SetExtendWaitHook), runs on an
+	// Extend's goroutine when it waits for its hold's renewal to be
+	// applied.
+	extendWaits func()
+}
+
+// SetExtendWaitHook makes every Extend of e's holds call fn each time it
+// waits for a renewal of its hold, out when it began, to be applied, so a
+// test can let that renewal go then. Set it before any Extend.
+func (e *Engine) SetExtendWaitHook(fn func()) {
+	e.mu.Lock()
+	e.extendWaits = fn
+	e.mu.Unlock()
 }
 
 // flight is the holds one tick of the renewal loop sent renewals for, out

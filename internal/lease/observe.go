@@ -12,11 +12,14 @@ var errPanicked = errors.New("lock: with lock: fn did not return")
 
 // WithLock is the body of every kind's WithLock: see withLock. With an
 // Observer it also reports the whole call as one EventWithLock, after the
-// release.
+// release; a context observer (Policy.ObserveContext) is told first, and
+// the context it returns is the one the acquire, fn and the release run
+// with, and the EventWithLock carries.
 func WithLock(ctx context.Context, pkg string, hd *Handle, k Kind, fn func(context.Context) error) error {
 	if hd == nil || hd.pol == nil || hd.pol.Observe == nil {
 		return withLock(ctx, pkg, hd, k, fn)
 	}
+	ctx = hd.pol.enter(hd.Keys.User, ctx)
 	start := time.Now()
 	returned := false
 	defer func() {

@@ -41,7 +41,12 @@ type Policy struct {
 	Lost func(key string, r Reason, err error) error
 	// Observe is the kind's Observer, converting the event; nil for none.
 	Observe func(Event)
-	Logger  *slog.Logger // nil: silent
+	// ObserveContext, when not nil (the Observer is a context observer,
+	// and Observe is set), is told when WithLock begins (an
+	// EventWithLockStart) and returns the context the call goes on with
+	// (see WithLock).
+	ObserveContext func(context.Context, Event) context.Context
+	Logger         *slog.Logger // nil: silent
 	// Tag is the kind's own mark on its policies, which the engine never
 	// reads: a Group that renews holds of several kinds in one call tells
 	// them apart by it. nil for the core's mutex.
@@ -99,6 +104,7 @@ const (
 	// EventLimit: a rate limiter's call ended (the root package emits it;
 	// the engine never does).
 	EventLimit
+	EventWithLockStart
 )
 
 var eventNames = [...]string{
@@ -113,6 +119,7 @@ var eventNames = [...]string{
 	EventWithLock:      "with_lock",
 	EventFallback:      "fallback",
 	EventLimit:         "limit",
+	EventWithLockStart: "with_lock_start",
 }
 
 // String returns a short snake_case name, fit for a metric label, or
@@ -147,6 +154,19 @@ func (p *Policy) publicToken(token string) string {
 		return p.Owner
 	}
 	return token
+}
+
+// enter tells the context observer, if any, that a WithLock on key began
+// with ctx, and returns the context the call goes on with: the one the
+// observer returned, or ctx when it returned nil.
+func (p *Policy) enter(key string, ctx context.Context) context.Context {
+	if p.ObserveContext == nil {
+		return ctx
+	}
+	if c := p.ObserveContext(ctx, Event{Kind: EventWithLockStart, Ctx: ctx, Key: key}); c != nil {
+		return c
+	}
+	return ctx
 }
 
 // observe tells the Observer, if any, of e on key.

@@ -104,27 +104,40 @@ func (e *Engine) Left(h *Hold) time.Duration {
 	return max(untilMono(h.deadline), 0)
 }
 
-// extending records an Extend to ttl, sent at sentAt, before it goes out.
+// extending records an Extend to ttl, sent at sentAt, before it goes out;
+// while a renewal of h is out it records nothing and returns a channel
+// closed when renewals are next applied, and the Extend waits for that
+// first (Handle.beginExtend). Writes of one hold are thus sent one at a
+// time: a renewal carries the TTL the hold had when it went out, and
+// landing after an Extend it would set that TTL again; the renewal loop
+// likewise holds a renewal back while an Extend is out (tick), unless the
+// Extend stays unanswered until close to the deadline.
 //
-// While calls that set different TTLs overlap, Redis keeps the TTL of
-// whichever landed last, and a reply does not say which that was. So a
-// write (acquire, renewal or Extend) confirmed by its reply moves the
-// deadline to its own (sent + ttl - margin) only when it was sent after
-// every other write was answered and none is out; otherwise the hold keeps
-// the earliest deadline any of them could have set and renews at once, with
-// the current TTL, once all are answered: that renewal lands last.
+// Redis keeps the TTL of whichever write landed last, and a reply does not
+// say which that was. So a write (acquire, renewal or Extend) confirmed by
+// its reply moves the deadline to its own (sent + ttl - margin) only when
+// it was sent after every other write was answered and none is out;
+// otherwise (Extends of one hold overlapping each other, or a renewal sent
+// past an Extend unanswered too long) the hold keeps
+// the earliest deadline any of them could have set and renews at once,
+// with the current TTL, once all are answered: that renewal lands last.
 // An Extend's deadline counts from the moment it is sent: a shorter TTL
 // lowers the hold's deadline before the call goes out, whatever the
-// renewal in flight or the Extend's own reply later say, and wakes the
-// watch over the renewal in flight (see renew).
+// Extend's own reply later says.
 //
 // A write whose call failed is taken to have landed, if at all, before its
 // failure was reported: a write sent afterwards overrides it. A kind whose
 // calls may land later (redlock's nodes) reports the Extend settled only
 // once they cannot.
-func (e *Engine) extending(h *Hold, ttl time.Duration, sentAt time.Time) {
+func (e *Engine) extending(h *Hold, ttl time.Duration, sentAt time.Time) (wait <-chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if h.registered && h.inFlight {
+		if e.applied == nil {
+			e.applied = make(chan struct{})
+		}
+		return e.applied
+	}
 	// A write of unknown outcome may still set a shorter TTL (see ttlCap).
 	dl := h.hd.pol.deadlineFor(mono(sentAt), h.capped(ttl))
 	if !h.registered {
@@ -134,12 +147,13 @@ func (e *Engine) extending(h *Hold, ttl time.Duration, sentAt time.Time) {
 			h.deadline = dl
 			h.rearm(dl)
 		}
-		return
+		return nil
 	}
 	x := h.more()
 	x.extending++
 	x.extDeadline = min(x.extDeadline, dl)
 	e.lower(h, dl)
+	return nil
 }
 
 // rearm moves the timer Close armed to deadline dl.
@@ -328,6 +342,15 @@ func (e *Engine) tick() {
 		case now >= h.capAt():
 			h.registered = false
 			lost = append(lost, lossNote{h, LossMaxHold, nil})
+		case extendOut(h) && between(now, lastCall(h)) > h.capped(h.ttl)/12:
+			// An Extend is out: a renewal sent now would carry the TTL it
+			// replaces and might land after it. The Extend's answer
+			// schedules the next renewal (extended); only an Extend still
+			// unanswered a third of a TTL before the deadline lets one go
+			// then, rather than cost the hold. (Within TTL/12 of that
+			// time, the renewal goes now, as any renewal due that soon.)
+			h.next = lastCall(h)
+			e.q.push(h)
 		default:
 			h.inFlight = true
 			if x := h.x.Load(); x != nil && x.extending == 0 {
@@ -363,6 +386,18 @@ func (e *Engine) signalLost(notes []lossNote) {
 func (e *Engine) signalOne(n lossNote) {
 	defer e.Survive("loss report")
 	n.h.markLost(n.reason, n.err)
+}
+
+// extendOut reports whether an Extend of h is out. Callers hold e.mu.
+func extendOut(h *Hold) bool {
+	x := h.x.Load()
+	return x != nil && x.extending > 0
+}
+
+// lastCall is when a renewal of h goes out even though an Extend of it is
+// out: a third of its TTL before its deadline. Callers hold e.mu.
+func lastCall(h *Hold) int64 {
+	return h.deadline - int64(h.capped(h.ttl)/3)
 }
 
 // renewalDue reports whether h's next event is a renewal (not its deadline

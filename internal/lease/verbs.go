@@ -128,13 +128,11 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 	if h == nil {
 		return hd.Err("extend", ErrNotHeld)
 	}
-	if err := hd.NotHeld("extend", h); err != nil {
-		// Released (or a Release begun), or declared lost: extending now
-		// would revive a hold nobody renews.
+	begun := time.Now() // the call's; start is when the Extend is sent
+	start, err := hd.beginExtend(ctx, h, ttl)
+	if err != nil {
 		return err
 	}
-	start := time.Now()
-	e.extending(h, ttl, start)
 	o, settled, cut := hd.extend(ctx, k, h, ttl, start)
 	if cut {
 		// Unanswered by the caller's deadline: it may land later, after
@@ -143,11 +141,10 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 		h.unknownWrite(ttl)
 		e.mu.Unlock()
 		err := hd.Err("extend", unanswered(ctx))
-		p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+		p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(begun), Err: err})
 		return err
 	}
 	e.settleExtend(h, ttl, start, o, settled)
-	var err error
 	switch o.Status {
 	case Failed:
 		err = hd.Err("extend", o.Err)
@@ -159,8 +156,50 @@ func (hd *Handle) Extend(ctx context.Context, k Kind, ttl time.Duration) error {
 	default:
 		err = hd.Err("extend", ErrNotHeld)
 	}
-	p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(start), Err: err})
+	p.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(begun), Err: err})
 	return err
+}
+
+// beginExtend records an Extend of h to ttl as sent now (Engine.extending)
+// and returns that time, once no renewal of h is out: one sent before the
+// Extend and landing after it would set the old TTL again, so the Extend
+// waits for its answer, which the renewal call's own deadline bounds. It
+// returns an error wrapping ErrNotHeld when h is released or lost first,
+// or one matching ctx's cause when ctx ends first, nothing sent; an
+// Extend that waited and then failed so is reported to the Observer.
+func (hd *Handle) beginExtend(ctx context.Context, h *Hold, ttl time.Duration) (time.Time, error) {
+	e := hd.pol.Engine
+	var waited time.Time
+	for {
+		err := hd.NotHeld("extend", h)
+		if err == nil {
+			start := time.Now()
+			wait := e.extending(h, ttl, start)
+			if wait == nil {
+				return start, nil
+			}
+			if waited.IsZero() {
+				waited = start
+			}
+			if f := e.extendWaits; f != nil {
+				f()
+			}
+			select {
+			case <-wait:
+				continue
+			case <-h.Lost():
+				continue
+			case <-ctx.Done():
+				err = hd.Err("extend", context.Cause(ctx))
+			}
+		}
+		// Released (or a Release begun), or declared lost: extending now
+		// would revive a hold nobody renews.
+		if !waited.IsZero() {
+			hd.pol.observe(hd.Keys.User, Event{Kind: EventExtend, Ctx: ctx, Token: h.token, Fence: h.fence, Duration: time.Since(waited), Err: err})
+		}
+		return time.Time{}, err
+	}
 }
 
 // settleExtend records the outcome of an Extend to ttl sent at sent; with
