@@ -40,8 +40,8 @@ func TestClient_ForceRelease_missedMessageHandoff(t *testing.T) {
 			k := luascripts.NewKeys("lock:", key)
 			keys := k.ForceKeys()
 			keys[1] = k.Notify() + ":unheard"
-			if n, err := luascripts.ForceRelease.Run(ctx, tg.rdb, keys, "", "").Int(); n != 1 || err != nil {
-				t.Fatalf("force-release script = (%d, %v), want one hold removed", n, err)
+			if gone, err := luascripts.ForceRelease.Run(ctx, tg.rdb, keys, "", "").StringSlice(); len(gone) != 1 || err != nil {
+				t.Fatalf("force-release script = (%q, %v), want one hold removed", gone, err)
 			}
 			wantErr(t, "Release() of the force-released hold", holder.Release(ctx), lock.ErrNotHeld)
 			wantLoss(t, []*lock.Lock{holder}, lock.LossForceReleased)
@@ -65,8 +65,8 @@ func TestOnce_forceReleasedMissedMessage(t *testing.T) {
 		k := luascripts.NewKeys("lock:", key)
 		keys := k.ForceKeys()
 		keys[1] = k.Notify() + ":unheard"
-		if n, err := luascripts.ForceRelease.Run(ctx, tg.rdb, keys, "", "").Int(); n != 1 || err != nil {
-			t.Errorf("force-release script = (%d, %v), want one hold removed", n, err)
+		if gone, err := luascripts.ForceRelease.Run(ctx, tg.rdb, keys, "", "").StringSlice(); len(gone) != 1 || err != nil {
+			t.Errorf("force-release script = (%q, %v), want one hold removed", gone, err)
 		}
 		return []byte("v"), nil
 	})

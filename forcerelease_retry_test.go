@@ -275,13 +275,12 @@ func TestClient_ForceRelease_ofAnEarlierAttemptHeardLate(t *testing.T) {
 	must(t, "Release()", l.Release(ctx))
 }
 
-// TestLock_owedCheckLandsAfterExtend: with the watchdog off, a Client's
-// first hold is asked about in Redis once its force channel's subscription
-// is confirmed; that renewal, taken out with the acquire's TTL, is held
-// back until an Extend to a longer TTL is answered (or has landed, its reply
-// held until the check is answered), and lands last. The hold is renewed
-// once more, at once, with the Extend's TTL, so the key keeps it, for a
-// mutex and a multi-lock.
+// TestLock_owedCheckLandsAfterExtend: a Client's first hold is asked about
+// in Redis by a renewal once its force channel is confirmed; that renewal
+// carries the acquire's TTL. Held before it is sent while an Extend to a
+// longer TTL is called, it goes first: the Extend waits for it (one write
+// per hold at a time) and then sets its own TTL, which the key keeps, for
+// a mutex and a multi-lock, the watchdog off.
 func TestLock_owedCheckLandsAfterExtend(t *testing.T) {
 	t.Parallel()
 	tg := realTarget(t)
@@ -295,44 +294,31 @@ func TestLock_owedCheckLandsAfterExtend(t *testing.T) {
 		"multi": func(c *lock.Client, key string) holder { return c.NewMultiLock([]string{key, key + ":b"}) },
 	}
 	for name, newHolder := range cases {
-		for _, answeredFirst := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/checkAnsweredFirst=%v", name, answeredFirst), func(t *testing.T) {
-				ctx := context.Background()
-				key := keyFor(t)
-				rdb := tg.newRDB(t)
-				gate, send, reply := &pubsubGate{}, &keyReplyHold{early: true}, &keyReplyHold{}
-				rdb.AddHook(gate)
-				rdb.AddHook(send)
-				rdb.AddHook(reply)
-				c := newClient(t, rdb, lock.WithTTL(3*time.Second), lock.WithWatchdog(false))
-				gate.arm() // the subscription's confirmation waits
-				l := newHolder(c, key)
-				must(t, "Acquire()", l.Acquire(ctx))
-				send.arm(lockKey(key))
-				gate.open()
-				waitClosed(t, send.held, 10*time.Second, "the owed check held before it is sent")
-				if answeredFirst {
-					// The Extend lands, its reply held; the check lands after it
-					// and is answered first.
-					reply.arm(lockKey(key))
-					ext := make(chan error, 1)
-					go func() { ext <- l.Extend(ctx, time.Minute) }()
-					waitClosed(t, reply.held, 10*time.Second, "the Extend's reply held")
-					close(send.free)
-					waitUntil(t, "the check landed", func() bool {
-						return tg.rdb.PTTL(ctx, lockKey(key)).Val() < 30*time.Second
-					})
-					close(reply.free)
-					must(t, "Extend()", <-ext)
-				} else {
-					must(t, "Extend()", l.Extend(ctx, time.Minute))
-					close(send.free)
-				}
-				waitUntil(t, "the key's TTL the Extend's", func() bool {
-					return tg.rdb.PTTL(ctx, lockKey(key)).Val() > 30*time.Second
-				})
-				must(t, "Release()", l.Release(ctx))
-			})
-		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			key := keyFor(t)
+			rdb := tg.newRDB(t)
+			gate, send := &pubsubGate{}, &keyReplyHold{early: true}
+			rdb.AddHook(gate)
+			rdb.AddHook(send)
+			c := newClient(t, rdb, lock.WithTTL(3*time.Second), lock.WithWatchdog(false))
+			waiting, signal := waitSignal()
+			lock.OnExtendWaits(c, signal)
+			gate.arm() // the subscription's confirmation waits
+			l := newHolder(c, key)
+			must(t, "Acquire()", l.Acquire(ctx))
+			send.arm(lockKey(key))
+			gate.open()
+			waitClosed(t, send.held, 10*time.Second, "the owed check held before it is sent")
+			ext := make(chan error, 1)
+			go func() { ext <- l.Extend(ctx, time.Minute) }()
+			waitClosed(t, waiting, 10*time.Second, "the Extend waiting for the check")
+			close(send.free)
+			must(t, "Extend()", <-ext)
+			if ttl := tg.rdb.PTTL(ctx, lockKey(key)).Val(); ttl < 30*time.Second {
+				t.Fatalf("PTTL after the Extend = %v, want the Extend's minute", ttl)
+			}
+			must(t, "Release()", l.Release(ctx))
+		})
 	}
 }

@@ -243,12 +243,20 @@ func (hd *Handle) undoLater(k Kind, token string) <-chan struct{} {
 	done := make(chan struct{})
 	hd.pol.Engine.background(func() {
 		defer close(done)
-		defer hd.undoPanicked()
-		uctx, cancel := context.WithTimeout(context.Background(), hd.pol.UndoTimeout)
-		defer cancel()
-		k.Undo(uctx, token)
+		hd.undoNow(k, token)
 	})
 	return done
+}
+
+// undoNow undoes an attempt made with token on the calling goroutine,
+// bounded by Policy.UndoTimeout: for a goroutine of the Engine that Close
+// already waits for, such as a cut attempt's settling, so that the undo
+// has reached Redis when Close returns.
+func (hd *Handle) undoNow(k Kind, token string) {
+	defer hd.undoPanicked()
+	uctx, cancel := context.WithTimeout(context.Background(), hd.pol.UndoTimeout)
+	defer cancel()
+	k.Undo(uctx, token)
 }
 
 // undoPanicked, deferred by an undo, recovers a panic of its call (a
@@ -302,7 +310,10 @@ func (hd *Handle) try(ctx context.Context, k Kind, token string) (a Attempt, cut
 		// it could run in Redis ahead of the attempt it undoes. One
 		// that panicked may have been sent.
 		if hd.strategy().undoCut(a, panicked) {
-			hd.undoLater(k, token)
+			// On the call's goroutine, which Close waits for: an undo
+			// handed to a goroutine of its own after Close began would
+			// be left out of that wait.
+			hd.undoNow(k, token)
 		}
 	})
 	return a, !ok
