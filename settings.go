@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentlock/lock/internal/adminhook"
 	"github.com/agentlock/lock/internal/lease"
 )
 
@@ -93,23 +94,8 @@ func (c *Client) fill(s *settings) *settings {
 }
 
 // keepsDeadlines reports whether rdb ends a call at its context's deadline
-// by itself: go-redis does so only with ContextTimeoutEnabled. Otherwise a
-// call whose caller has a deadline runs on a goroutine of its own, so that
-// the verb returns by then (lease.Policy.Bounded). So does every call of a
-// lock that coalesces, whatever rdb: a shared pipeline runs without any one
-// caller's deadline (see coalescer.send), and some calls riding it (an
-// extend, a handoff, a read-write lock's) wait for its reply.
-func keepsDeadlines(rdb redis.UniversalClient) bool {
-	switch v := rdb.(type) {
-	case *redis.Client:
-		return v.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return v.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return v.Options().ContextTimeoutEnabled
-	}
-	return false
-}
+// on its own (adminhook.KeepsDeadlines).
+func keepsDeadlines(rdb redis.UniversalClient) bool { return adminhook.KeepsDeadlines(rdb) }
 
 // safetyMargin is how long before its TTL would run out (counted from when
 // the confirming call was sent) a hold that renewal could not confirm is

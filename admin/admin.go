@@ -2,7 +2,9 @@
 // github.com/agentlock/lock: Inspect and List, which read what a lock looks
 // like in Redis, and ForceRelease and ForceReleaseToken, which free a lock
 // whoever holds it. An Admin needs only a go-redis client and the locks'
-// key prefix; it starts no goroutine and keeps no state but its settings.
+// key prefix, and keeps no state but its settings. Each verb returns by its
+// ctx's deadline: a call the client would not end then runs on a goroutine
+// of its own (ContextTimeoutEnabled avoids it: see docs/operations.md).
 //
 // Its errors wrap the same sentinels as the lock package's, so
 // errors.Is(err, lock.ErrNotHeld) and errors.Is(err, lock.ErrInvalid) match
@@ -63,12 +65,26 @@ func init() {
 	adminhook.Set = func(a any, h adminhook.Hooks) { a.(*Admin).hooks = h }
 }
 
-// call runs one call to Redis, bounded as the Admin's maker asked.
+// call runs one call to Redis, bounded as the Admin's maker asked; for an
+// Admin of New, by ctx's deadline: when the client would not end the call
+// then itself (adminhook.KeepsDeadlines), it runs on a goroutine of its
+// own, and a call ctx cut short runs on until go-redis gives it up, its
+// result dropped.
 func (a *Admin) call(ctx context.Context, call func() error) error {
 	if a.hooks.Call != nil {
 		return a.hooks.Call(ctx, call)
 	}
-	return call()
+	if _, ok := ctx.Deadline(); !ok || adminhook.KeepsDeadlines(a.rdb) {
+		return call()
+	}
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return lease.Unanswered(ctx)
+	}
 }
 
 // opKeys returns the keys of key for operator verb op, or its error.
