@@ -15,11 +15,10 @@ import (
 // permitHandoff.
 func (l *Lock) handoff(ctx context.Context, h *lease.Hold) (o lease.Outcome, found bool) {
 	sb, ok := l.cfg.be.(*scriptBackend)
-	n := &l.cfg.c.eng.Notifier
-	if !ok || sb.reentrant || l.cfg.c.eng.Closed() {
+	if !ok || sb.reentrant {
 		return lease.Outcome{}, false
 	}
-	w := n.Claim(l.hd.Keys.Notify())
+	n, w := l.claimWaiter()
 	if w == nil {
 		return lease.Outcome{}, false
 	}
@@ -97,6 +96,16 @@ func (l *Lock) handoffArgs(sb *scriptBackend, h *lease.Hold, w *lease.Waiter) ([
 		args = append(args, info)
 	}
 	return l.hd.Keys.InfoAcquireKeys(), args
+}
+
+// claimWaiter claims a waiter of this Client for the key, to hand it the
+// hold: nil when none waits or the Client is closing.
+func (l *Lock) claimWaiter() (*lease.Notifier, *lease.Waiter) {
+	n := &l.cfg.c.eng.Notifier
+	if l.cfg.c.eng.Closed() {
+		return n, nil
+	}
+	return n, n.Claim(l.hd.Keys.Notify())
 }
 
 // settlePanicked, deferred by a release that claimed w, settles w with

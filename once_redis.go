@@ -67,21 +67,8 @@ func (b *scriptBackend) runOnceScript(ctx context.Context, s *redis.Script, src 
 }
 
 func (b *scriptBackend) sendOnceScript(ctx context.Context, verb, script string, keys []string, noRetry bool, args []any) *redis.Cmd {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, verb, script, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	cmd := redis.NewCmd(ctx, append(a, args...)...)
-	var c redis.Cmder = cmd
-	if noRetry {
-		c = &luascripts.OnceCmd{Cmder: cmd}
-	}
-	if b.co == nil {
-		_ = b.rdb.Process(ctx, c) // the error is in cmd
-		return cmd
-	}
-	if err := b.co.lane(ctx, keys[0]).do(ctx, c, true); err != nil {
+	cmd := redis.NewCmd(ctx, evalArgs(verb, script, keys, args)...)
+	if err := b.processScript(ctx, cmd, keys[0], noRetry, true); err != nil {
 		cmd = redis.NewCmd(ctx)
 		cmd.SetErr(err)
 	}

@@ -117,21 +117,8 @@ func rwRun(ctx context.Context, b *scriptBackend, au *auditCall, s *redis.Script
 // all the same, the call running bounded (see keepsDeadlines). A call still
 // queued when ctx ends is never sent (sent reports false).
 func rwSend(ctx context.Context, b *scriptBackend, verb, script string, once bool, keys []string, args []any) (int64, error) {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, verb, script, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	cmd := redis.NewIntCmd(ctx, append(a, args...)...)
-	var c redis.Cmder = cmd
-	if once {
-		c = &luascripts.OnceCmd{Cmder: cmd}
-	}
-	if b.co == nil {
-		_ = b.rdb.Process(ctx, c) // the error is in cmd
-		return cmd.Result()
-	}
-	if err := b.co.lane(ctx, keys[0]).do(ctx, c, false); err != nil {
+	cmd := redis.NewIntCmd(ctx, evalArgs(verb, script, keys, args)...)
+	if err := b.processScript(ctx, cmd, keys[0], once, false); err != nil {
 		return 0, err
 	}
 	return cmd.Result()

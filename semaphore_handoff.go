@@ -38,11 +38,7 @@ func (l *Lock) permitHandoff(ctx context.Context, h *lease.Hold) (lease.Outcome,
 // Semaphore of another n, or made with options of its own, or a mutex
 // waiting on the key) is left to try for itself, after the release.
 func (l *Lock) semHandoff(ctx context.Context, h *lease.Hold, b semBackend) (o lease.Outcome, found bool) {
-	n := &l.cfg.c.eng.Notifier
-	if l.cfg.c.eng.Closed() {
-		return lease.Outcome{}, false
-	}
-	w := n.Claim(l.hd.Keys.Notify())
+	n, w := l.claimWaiter()
 	if w == nil {
 		return lease.Outcome{}, false
 	}
