@@ -66,11 +66,7 @@ func (n *Notifier) listen(channel string) *channelState {
 	if n.e.Closed() {
 		return nil
 	}
-	cs := n.chans[channel]
-	if cs == nil {
-		cs = &channelState{name: channel}
-		n.chans[channel] = cs
-	}
+	cs := n.channelLocked(channel)
 	cs.holds++
 	cs.force = true
 	n.subscribeOnce(cs)

@@ -17,11 +17,7 @@ func (n *Notifier) Listen(channel string) *Listener {
 	if n.e.Closed() {
 		return &Listener{}
 	}
-	cs := n.chans[channel]
-	if cs == nil {
-		cs = &channelState{name: channel}
-		n.chans[channel] = cs
-	}
+	cs := n.channelLocked(channel)
 	w := &Waiter{n: n, cs: cs, ch: make(chan struct{}, 1)}
 	cs.waiters = append(cs.waiters, w)
 	n.subscribeOnce(cs)

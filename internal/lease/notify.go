@@ -188,11 +188,7 @@ func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAg
 	if n.e.Closed() {
 		return nil, false
 	}
-	cs := n.chans[channel]
-	if cs == nil {
-		cs = &channelState{name: channel}
-		n.chans[channel] = cs
-	}
+	cs := n.channelLocked(channel)
 	w = &Waiter{n: n, cs: cs, ch: make(chan struct{}, 1), token: token}
 	cs.waiters = append(cs.waiters, w)
 	hd.strategy().enlist(n, w, hd, k)
@@ -200,6 +196,17 @@ func (n *Notifier) join(channel string, hd *Handle, k Kind, token string, lookAg
 	w.owed = ready && lookAgain
 	n.subscribeOnce(cs)
 	return w, ready
+}
+
+// channelLocked returns the state of channel, made when first asked for;
+// the caller holds n.mu.
+func (n *Notifier) channelLocked(channel string) *channelState {
+	cs := n.chans[channel]
+	if cs == nil {
+		cs = &channelState{name: channel}
+		n.chans[channel] = cs
+	}
+	return cs
 }
 
 // subscribeOnce starts subscribing cs's channel, on a goroutine of its own,

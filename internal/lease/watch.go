@@ -28,11 +28,7 @@ func (n *Notifier) Watch(channel string) *Watch {
 	if n.e.Closed() {
 		return nil
 	}
-	cs := n.chans[channel]
-	if cs == nil {
-		cs = &channelState{name: channel}
-		n.chans[channel] = cs
-	}
+	cs := n.channelLocked(channel)
 	w := &Watch{n: n, cs: cs, ch: make(chan struct{}, 1)}
 	cs.watches = append(cs.watches, w)
 	n.subscribeOnce(cs)
